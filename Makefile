@@ -1,0 +1,74 @@
+# cascade's build. `make help` lists the targets.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -eu -o pipefail -c
+GO ?= go
+BIN := $(CURDIR)/bin
+export CASCADE_BIN_DIR := $(BIN)
+
+# The control-plane tools (etcd, kube-apiserver, kube-controller-manager, kubectl) are built from
+# the pinned module in e2e/tools into a cache keyed by that module's files and the Go version,
+# then copied into bin/. A fresh clone on the same machine reuses the cache; changing a pinned
+# version changes the key and rebuilds.
+TOOLS := etcd kube-apiserver kube-controller-manager kubectl
+TOOLS_KEY := $(shell (cat e2e/tools/go.mod e2e/tools/go.sum e2e/tools/etcd/main.go; $(GO) env GOVERSION) 2>/dev/null | sha256sum | cut -c1-16)
+TOOLS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/cascade-tools/$(TOOLS_KEY)
+TOOLS_STAMP := $(BIN)/.tools-$(TOOLS_KEY)
+
+E2E_TIMEOUT ?= 60m
+QUICK ?=
+
+.PHONY: help
+help: ## @HELP list the targets
+	@grep -E '^[a-zA-Z0-9_-]+:.*## @HELP' $(MAKEFILE_LIST) | sed -E 's/:.*## @HELP/\t/' | expand -t 16
+
+.PHONY: build
+build: ## @HELP build bin/cascade
+	$(GO) build -o $(BIN)/cascade ./cmd/cascade
+	$(GO) build -o $(BIN)/localrun ./e2e/cmd/localrun
+
+.PHONY: tools
+tools: $(TOOLS_STAMP) ## @HELP build etcd, kube-apiserver, kube-controller-manager, kubectl (cached)
+
+$(TOOLS_STAMP): e2e/tools/go.mod e2e/tools/go.sum e2e/tools/etcd/main.go
+	@mkdir -p $(BIN) $(TOOLS_CACHE)
+	@for t in $(TOOLS); do \
+	  if [ ! -x $(TOOLS_CACHE)/$$t ]; then \
+	    case $$t in etcd) pkg=./etcd ;; *) pkg=k8s.io/kubernetes/cmd/$$t ;; esac; \
+	    echo "building $$t (Kubernetes v1.36.3 tools module; a few minutes the first time)"; \
+	    (cd e2e/tools && $(GO) build -o $(TOOLS_CACHE)/$$t.tmp $$pkg) && mv $(TOOLS_CACHE)/$$t.tmp $(TOOLS_CACHE)/$$t; \
+	  fi; \
+	  cp -f $(TOOLS_CACHE)/$$t $(BIN)/$$t; \
+	done
+	@rm -f $(BIN)/.tools-*
+	@touch $@
+
+.PHONY: run
+run: build tools ## @HELP start the local control plane and cascade against it (Ctrl-C stops all); ARGS="--v=2" passes flags
+	$(BIN)/localrun --cascade $(BIN)/cascade -- $(ARGS)
+
+.PHONY: test
+test: test-unit e2e ## @HELP every test: unit tests with -race, then the e2e suite on the local control plane
+
+.PHONY: test-unit
+test-unit: ## @HELP unit tests with the race detector (the fast loop)
+	$(GO) test -race -count=1 ./...
+
+.PHONY: e2e
+e2e: build tools ## @HELP the e2e suite against a real etcd + kube-apiserver
+	CASCADE_BINARY=$(BIN)/cascade $(GO) test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) ./e2e/
+
+.PHONY: bench
+bench: build tools ## @HELP benchmarks (graph; collector on the local control plane). QUICK=1 for a reduced set
+	$(GO) test -run '^$$' -bench . -benchmem $(if $(QUICK),-benchtime 1x,) ./graph/
+	CASCADE_BINARY=$(BIN)/cascade QUICK=$(QUICK) $(GO) test -tags e2e -run '^$$' -bench . -benchtime 1x -timeout 60m -v ./e2e/
+
+.PHONY: verify
+verify: ## @HELP gofmt, go vet, go mod tidy diff
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	$(GO) vet ./...
+	$(GO) vet -tags e2e ./e2e/...
+	$(GO) mod tidy -diff
+
+.PHONY: clean
+clean: ## @HELP remove bin/ (the tools cache in ~/.cache/cascade-tools stays)
+	rm -rf $(BIN)

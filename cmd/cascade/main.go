@@ -1,0 +1,190 @@
+// Command cascade is an out-of-tree garbage collector for Kubernetes. main only wires parts:
+// flags → Validate → clients → gc.New → Run(ctx).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/cascade-gc/cascade/gc"
+)
+
+// userAgent identifies cascade's requests in the API server's logs and metrics.
+const userAgent = "cascade"
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		// One line that says what to fix; details are in the structured log above it.
+		fmt.Fprintf(os.Stderr, "cascade: %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+func run(args []string) error {
+	opts := NewOptions()
+	fs := pflag.NewFlagSet("cascade", pflag.ContinueOnError)
+	opts.AddFlags(fs)
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	fs.AddGoFlagSet(klogFlags)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w (see --help)", err)
+	}
+	if errs := opts.Validate(); len(errs) > 0 {
+		return errors.New(oneLine(errs))
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	logger := klog.FromContext(ctx)
+
+	cfg, err := restConfig(opts)
+	if err != nil {
+		return err
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("build discovery client: %w", err)
+	}
+	if err := waitForServer(ctx, disco, cfg.Host, opts.StartupTimeout); err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ctrl := gc.New(gc.Deps{
+		Discovery:       disco,
+		Metrics:         gc.NewMetrics(reg),
+		Ignored:         opts.IgnoredGroupResources(),
+		DiscoveryPeriod: opts.DiscoveryPeriod,
+	})
+
+	var wg sync.WaitGroup
+	servers, err := startServers(ctx, &wg, opts, reg, ctrl.Ready)
+	if err != nil {
+		return err
+	}
+	logger.Info("cascade started", "server", cfg.Host, "workers", opts.Workers, "qps", opts.QPS, "burst", opts.Burst)
+	runErr := ctrl.Run(ctx)
+
+	logger.Info("Shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, s := range servers {
+		_ = s.Shutdown(shutdownCtx)
+	}
+	wg.Wait()
+	return runErr
+}
+
+// restConfig loads --kubeconfig, or the in-cluster config when none is given.
+func restConfig(opts *Options) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if opts.Kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", opts.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("cannot load --kubeconfig=%s: %v", opts.Kubeconfig, err)
+		}
+	} else {
+		cfg, err = rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig given and no in-cluster config (%v): pass --kubeconfig=PATH", err)
+		}
+	}
+	cfg.UserAgent = userAgent
+	if opts.QPS == 0 {
+		cfg.QPS = -1 // client-go: negative disables the client-side rate limiter
+	} else {
+		cfg.QPS = opts.QPS
+		cfg.Burst = opts.Burst
+	}
+	return cfg, nil
+}
+
+// waitForServer retries the server's /version until it answers or timeout passes.
+func waitForServer(ctx context.Context, disco discovery.ServerVersionInterface, host string, timeout time.Duration) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(context.Context) (bool, error) {
+		_, last = disco.ServerVersion()
+		return last == nil, nil
+	})
+	if err != nil {
+		if last == nil {
+			last = err
+		}
+		return fmt.Errorf("cannot reach the API server at %s within --startup-timeout=%s: %v; check --kubeconfig and that the server is running", host, timeout, last)
+	}
+	return nil
+}
+
+// startServers serves /metrics and /healthz,/readyz on their own ports (either may be disabled
+// with "0"). Listening happens here, so a taken port is an error before work starts.
+func startServers(ctx context.Context, wg *sync.WaitGroup, opts *Options, reg *prometheus.Registry, ready func() bool) ([]*http.Server, error) {
+	logger := klog.FromContext(ctx)
+	var servers []*http.Server
+	serve := func(flagName, addr string, h http.Handler) error {
+		if addr == "0" {
+			return nil
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("cannot listen on %s=%s: %v", flagName, addr, err)
+		}
+		s := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, s)
+		logger.Info("Serving", "flag", flagName, "address", l.Addr().String())
+		wg.Go(func() {
+			if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error(err, "Server failed", "flag", flagName)
+			}
+		})
+		return nil
+	}
+	metricsMux := http.NewServeMux()
+	metricsMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	healthMux := http.NewServeMux()
+	healthMux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	healthMux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready() {
+			http.Error(w, "not ready: discovery has not completed", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	if err := serve("--metrics-bind-address", opts.MetricsBindAddress, metricsMux); err != nil {
+		return servers, err
+	}
+	if err := serve("--health-probe-bind-address", opts.HealthProbeBindAddress, healthMux); err != nil {
+		for _, s := range servers {
+			_ = s.Close()
+		}
+		return nil, err
+	}
+	return servers, nil
+}

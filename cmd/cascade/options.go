@@ -1,0 +1,169 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Options are cascade's process flags. GC policy does not live here: it comes from the policy
+// ConfigMap (a later issue).
+type Options struct {
+	Kubeconfig string
+	// QPS and Burst are the client-side budget for every request cascade makes. QPS 0 means
+	// no client-side limit (used by benchmarks to find the raw rate).
+	QPS   float32
+	Burst int
+	// Workers is the number of concurrent collection workers.
+	Workers int
+	// DiscoveryPeriod is how often the set of deletable resources is re-discovered.
+	DiscoveryPeriod time.Duration
+	// IgnoredResources are never watched nor collected ("resource.group", "events" for core).
+	IgnoredResources []string
+	// AbsentOwnerCacheSize bounds the LRU of owners verified absent.
+	AbsentOwnerCacheSize int
+	// StartupTimeout bounds the first contact with the API server.
+	StartupTimeout time.Duration
+
+	MetricsBindAddress     string
+	HealthProbeBindAddress string
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		QPS:                    40, // the in-tree GC's budget (20 QPS ×2), so comparisons are fair
+		Burst:                  60,
+		Workers:                20,
+		DiscoveryPeriod:        30 * time.Second,
+		IgnoredResources:       []string{"events", "events.events.k8s.io"},
+		AbsentOwnerCacheSize:   10000,
+		StartupTimeout:         30 * time.Second,
+		MetricsBindAddress:     ":8080",
+		HealthProbeBindAddress: ":8081",
+	}
+}
+
+// AddFlags registers the flags on fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Empty: use the in-cluster service account.")
+	fs.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "Client-side queries per second to the API server, for all of cascade's requests. 0 disables the client-side limit.")
+	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Client-side burst above --kube-api-qps.")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of concurrent collection workers.")
+	fs.DurationVar(&o.DiscoveryPeriod, "discovery-period", o.DiscoveryPeriod, "How often to re-discover deletable resources (new CRDs are watched within one period).")
+	fs.StringSliceVar(&o.IgnoredResources, "ignored-resources", o.IgnoredResources, "Resources never watched nor collected, as resource.group (core group: just resource).")
+	fs.IntVar(&o.AbsentOwnerCacheSize, "absent-owner-cache-size", o.AbsentOwnerCacheSize, "Entries in the cache of owners verified absent.")
+	fs.DurationVar(&o.StartupTimeout, "startup-timeout", o.StartupTimeout, "How long to try reaching the API server at start before giving up.")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address for /metrics (host:port, or 0 to disable).")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address for /healthz and /readyz (host:port, or 0 to disable).")
+}
+
+// Validate checks every flag and returns all problems, before any client is built.
+func (o *Options) Validate() field.ErrorList {
+	var errs field.ErrorList
+	if o.Kubeconfig != "" {
+		if st, err := os.Stat(o.Kubeconfig); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("--kubeconfig"), o.Kubeconfig, "cannot read the file: "+unwrapPathError(err)))
+		} else if st.IsDir() {
+			errs = append(errs, field.Invalid(field.NewPath("--kubeconfig"), o.Kubeconfig, "is a directory, not a kubeconfig file"))
+		}
+	}
+	if o.QPS < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("--kube-api-qps"), o.QPS, "must be >= 0 (0 disables the client-side limit)"))
+	}
+	if o.QPS > 0 && o.Burst < 1 {
+		errs = append(errs, field.Invalid(field.NewPath("--kube-api-burst"), o.Burst, "must be >= 1 when --kube-api-qps is set"))
+	}
+	if o.Workers < 1 || o.Workers > 1000 {
+		errs = append(errs, field.Invalid(field.NewPath("--workers"), o.Workers, "must be between 1 and 1000"))
+	}
+	if o.DiscoveryPeriod < time.Second {
+		errs = append(errs, field.Invalid(field.NewPath("--discovery-period"), o.DiscoveryPeriod.String(), "must be at least 1s"))
+	}
+	if o.AbsentOwnerCacheSize < 1 {
+		errs = append(errs, field.Invalid(field.NewPath("--absent-owner-cache-size"), o.AbsentOwnerCacheSize, "must be at least 1"))
+	}
+	if o.StartupTimeout <= 0 {
+		errs = append(errs, field.Invalid(field.NewPath("--startup-timeout"), o.StartupTimeout.String(), "must be positive"))
+	}
+	for _, r := range o.IgnoredResources {
+		if _, err := parseGroupResource(r); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("--ignored-resources"), r, err.Error()))
+		}
+	}
+	for _, a := range []struct{ flag, addr string }{
+		{"--metrics-bind-address", o.MetricsBindAddress},
+		{"--health-probe-bind-address", o.HealthProbeBindAddress},
+	} {
+		if err := validateBindAddress(a.addr); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath(a.flag), a.addr, err.Error()))
+		}
+	}
+	if o.MetricsBindAddress != "0" && o.MetricsBindAddress == o.HealthProbeBindAddress {
+		errs = append(errs, field.Invalid(field.NewPath("--health-probe-bind-address"), o.HealthProbeBindAddress, "must differ from --metrics-bind-address"))
+	}
+	return errs
+}
+
+// IgnoredGroupResources returns --ignored-resources parsed (call after Validate).
+func (o *Options) IgnoredGroupResources() map[schema.GroupResource]struct{} {
+	out := make(map[schema.GroupResource]struct{}, len(o.IgnoredResources))
+	for _, r := range o.IgnoredResources {
+		gr, _ := parseGroupResource(r)
+		out[gr] = struct{}{}
+	}
+	return out
+}
+
+func parseGroupResource(s string) (schema.GroupResource, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return schema.GroupResource{}, fmt.Errorf("empty resource name")
+	}
+	gr := schema.ParseGroupResource(s)
+	if strings.ContainsAny(gr.Resource, "/ ") || gr.Resource == "" {
+		return schema.GroupResource{}, fmt.Errorf("want resource.group, for example deployments.apps or events")
+	}
+	return gr, nil
+}
+
+func validateBindAddress(addr string) error {
+	if addr == "0" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("want host:port (for example :8080) or 0 to disable")
+	}
+	if host != "" && net.ParseIP(host) == nil && host != "localhost" {
+		return fmt.Errorf("host %q is not an IP address or localhost", host)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("port %q is not a number between 0 and 65535", port)
+	}
+	return nil
+}
+
+func unwrapPathError(err error) string {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// oneLine renders a validation error list as a single line that names each flag.
+func oneLine(errs field.ErrorList) string {
+	parts := make([]string, 0, len(errs))
+	for _, e := range errs {
+		parts = append(parts, fmt.Sprintf("invalid %s=%v: %s", e.Field, e.BadValue, e.Detail))
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,136 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+)
+
+// Resource is one deletable resource cascade watches: its preferred version, its kind and scope.
+type Resource struct {
+	GVR        schema.GroupVersionResource
+	Kind       string
+	Namespaced bool
+}
+
+// ResourceSet maps each watched resource to what discovery said about it.
+type ResourceSet map[schema.GroupVersionResource]Resource
+
+// DiscoveryResult is one round of discovery.
+type DiscoveryResult struct {
+	Resources ResourceSet
+	// FailedGroups are API groups whose discovery failed (a broken aggregated API, say). Their
+	// resources are missing from Resources; callers keep what they already had for them.
+	FailedGroups map[schema.GroupVersion]error
+}
+
+// DefaultIgnoredResources mirrors the in-tree GC: events are never owners worth tracking.
+func DefaultIgnoredResources() map[schema.GroupResource]struct{} {
+	return map[schema.GroupResource]struct{}{
+		{Group: "", Resource: "events"}:              {},
+		{Group: "events.k8s.io", Resource: "events"}: {},
+	}
+}
+
+// DiscoverDeletable lists every resource that supports list, watch and delete at its group's
+// preferred version, minus ignored ones and subresources. A partial failure (some groups could
+// not be discovered) returns what was found plus the failed groups, not an error; only a total
+// failure is an error.
+func DiscoverDeletable(ctx context.Context, disco discovery.ServerResourcesInterfaceWithContext, ignored map[schema.GroupResource]struct{}) (DiscoveryResult, error) {
+	lists, err := disco.ServerPreferredResourcesWithContext(ctx)
+	res := DiscoveryResult{Resources: ResourceSet{}}
+	if err != nil {
+		var gdf *discovery.ErrGroupDiscoveryFailed
+		if !errors.As(err, &gdf) {
+			return res, fmt.Errorf("discover preferred resources: %w", err)
+		}
+		res.FailedGroups = make(map[schema.GroupVersion]error, len(gdf.Groups))
+		for gv, gerr := range gdf.Groups {
+			res.FailedGroups[gv] = gerr
+		}
+	}
+	for _, list := range discovery.FilteredBy(discovery.SupportsAllVerbs{Verbs: []string{"delete", "list", "watch"}}, lists) {
+		gv, perr := schema.ParseGroupVersion(list.GroupVersion)
+		if perr != nil {
+			continue
+		}
+		for _, r := range list.APIResources {
+			if strings.Contains(r.Name, "/") { // subresources are not objects
+				continue
+			}
+			if _, skip := ignored[schema.GroupResource{Group: gv.Group, Resource: r.Name}]; skip {
+				continue
+			}
+			gvr := gv.WithResource(r.Name)
+			res.Resources[gvr] = Resource{GVR: gvr, Kind: r.Kind, Namespaced: r.Namespaced}
+		}
+	}
+	if len(res.Resources) == 0 && len(res.FailedGroups) > 0 {
+		return res, fmt.Errorf("discovery found no resources; failed groups: %s", failedGroupNames(res.FailedGroups))
+	}
+	return res, nil
+}
+
+// Sorted returns the resources ordered by group, version, resource (stable logs and tests).
+func (s ResourceSet) Sorted() []Resource {
+	out := make([]Resource, 0, len(s))
+	for _, r := range s {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return gvrLess(out[i].GVR, out[j].GVR) })
+	return out
+}
+
+// Diff returns the resources in next but not in s (added) and in s but not next (removed).
+func (s ResourceSet) Diff(next ResourceSet) (added, removed []schema.GroupVersionResource) {
+	for gvr := range next {
+		if _, ok := s[gvr]; !ok {
+			added = append(added, gvr)
+		}
+	}
+	for gvr := range s {
+		if _, ok := next[gvr]; !ok {
+			removed = append(removed, gvr)
+		}
+	}
+	slices.SortFunc(added, gvrCmp)
+	slices.SortFunc(removed, gvrCmp)
+	return added, removed
+}
+
+func gvrLess(a, b schema.GroupVersionResource) bool { return gvrCmp(a, b) < 0 }
+
+func gvrCmp(a, b schema.GroupVersionResource) int {
+	if c := strings.Compare(a.Group, b.Group); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Version, b.Version); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Resource, b.Resource)
+}
+
+// GVRString renders a resource as resource.version.group (core: resource.v1), the form used in
+// logs and metric labels.
+func GVRString(gvr schema.GroupVersionResource) string {
+	if gvr.Group == "" {
+		return gvr.Resource + "." + gvr.Version
+	}
+	return gvr.Resource + "." + gvr.Version + "." + gvr.Group
+}
+
+func failedGroupNames(m map[schema.GroupVersion]error) string {
+	names := make([]string, 0, len(m))
+	for gv := range m {
+		names = append(names, gv.String())
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
