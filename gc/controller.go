@@ -7,32 +7,78 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"github.com/cascade-gc/cascade/graph"
 )
 
 // Deps are what the controller needs from the outside world.
 type Deps struct {
 	Discovery discovery.ServerResourcesInterfaceWithContext
-	Metrics   *Metrics
+	// Metadata is the client informers list and watch with.
+	Metadata metadata.Interface
+	// Client performs GET, DELETE and PATCH (a wrapper of Metadata that counts requests).
+	Client ObjectClient
+	// Mapper resolves owner references (apiVersion, kind) to resources; reset when discovery
+	// sees a change.
+	Mapper meta.ResettableRESTMapper
+	// Recorder emits OwnerRefInvalidNamespace events.
+	Recorder record.EventRecorder
+	Metrics  *Metrics
 	// Ignored resources are never watched nor collected.
 	Ignored map[schema.GroupResource]struct{}
 	// DiscoveryPeriod is how often discovery re-runs.
 	DiscoveryPeriod time.Duration
+	// Workers is the number of goroutines for each queue.
+	Workers int
+	// AbsentCacheSize bounds the cache of owners verified absent.
+	AbsentCacheSize int
+	// Finalizers, when set, receives owners being deleted with a GC finalizer (orphan and
+	// foreground processing). Without it such owners are left to whoever handles them.
+	Finalizers FinalizerHandler
 }
 
-// Controller discovers deletable resources and keeps the watched set current.
+// FinalizerHandler processes owners that carry the orphan or foregroundDeletion finalizer.
+type FinalizerHandler interface {
+	// Enqueue asks for the owner to be (re)examined.
+	Enqueue(uid types.UID)
+}
+
+// Controller keeps the dependency graph current from metadata informers over every deletable
+// resource and collects dependents whose owners are gone.
 //
-// Concurrency: Run's goroutine is the only writer of resources; Resources and Ready may be
-// called from any goroutine.
+// Concurrency: informer handlers are the writers of the graph, serialized by mu (Apply is the
+// only mutator). Workers read the graph under mu's read lock and never mutate it except by
+// applying verification answers through apply. The discovery loop alone starts and stops
+// monitors.
 type Controller struct {
 	deps Deps
 
-	mu        sync.RWMutex
-	resources ResourceSet // guarded by mu
+	mu sync.RWMutex
+	g  *graph.Graph // guarded by mu
 
-	ready atomic.Bool // first discovery round done
+	resMu     sync.RWMutex
+	resources ResourceSet // guarded by resMu; written by the discovery loop only
+
+	monitors *monitors
+	absent   *AbsentCache
+
+	// deleteQueue holds dependents to decide on; verifyQueue claimed owner identities that
+	// need a live check.
+	deleteQueue workqueue.TypedRateLimitingInterface[types.UID]
+	verifyQueue workqueue.TypedRateLimitingInterface[graph.Ref]
+
+	discovered atomic.Bool // first discovery round done
+	synced     atomic.Bool // every monitor of the first round delivered its initial list
 }
 
 // New builds a controller; nothing runs until Run.
@@ -40,33 +86,89 @@ func New(deps Deps) *Controller {
 	if deps.Ignored == nil {
 		deps.Ignored = DefaultIgnoredResources()
 	}
-	return &Controller{deps: deps, resources: ResourceSet{}}
+	if deps.Workers <= 0 {
+		deps.Workers = 1
+	}
+	if deps.Client == nil && deps.Metadata != nil {
+		deps.Client = NewObjectClient(deps.Metadata)
+	}
+	c := &Controller{
+		deps:      deps,
+		g:         graph.New(),
+		resources: ResourceSet{},
+		absent:    NewAbsentCache(deps.AbsentCacheSize),
+		deleteQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
+			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "attempt_to_delete"}),
+		verifyQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[graph.Ref](),
+			workqueue.TypedRateLimitingQueueConfig[graph.Ref]{Name: "verify_owner"}),
+	}
+	c.monitors = newMonitors(deps.Metadata, c.handlerFor)
+	if deps.Metrics != nil {
+		deps.Metrics.registerGraph(c)
+	}
+	return c
 }
 
-// Run discovers resources now and every DiscoveryPeriod until ctx ends.
+// Run discovers resources now and every DiscoveryPeriod, runs the workers, and returns when
+// ctx ends and everything has stopped.
 func (c *Controller) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	logger.Info("Starting discovery", "period", c.deps.DiscoveryPeriod)
+	logger.Info("Starting collector", "discoveryPeriod", c.deps.DiscoveryPeriod, "workers", c.deps.Workers)
+	var wg sync.WaitGroup
+	for range c.deps.Workers {
+		wg.Go(func() { c.runDeleteWorker(ctx) })
+		wg.Go(func() { c.runVerifyWorker(ctx) })
+	}
+	wg.Go(func() { c.watchInitialSync(ctx) })
+
 	t := time.NewTicker(c.deps.DiscoveryPeriod)
 	defer t.Stop()
 	for {
 		c.syncResources(ctx)
 		select {
 		case <-ctx.Done():
-			logger.Info("Stopped discovery")
+			logger.Info("Stopping collector")
+			c.deleteQueue.ShutDown()
+			c.verifyQueue.ShutDown()
+			c.monitors.stopAll()
+			wg.Wait()
+			logger.Info("Collector stopped")
 			return nil
 		case <-t.C:
 		}
 	}
 }
 
-// Ready reports whether the first discovery round has completed.
-func (c *Controller) Ready() bool { return c.ready.Load() }
+// Ready reports whether the first discovery round completed and its monitors synced: from then
+// on the graph reflects the cluster.
+func (c *Controller) Ready() bool { return c.synced.Load() }
+
+func (c *Controller) watchInitialSync(ctx context.Context) {
+	start := time.Now()
+	for {
+		if c.discovered.Load() && c.monitors.allSynced() {
+			c.synced.Store(true)
+			c.mu.RLock()
+			st := c.g.Stats()
+			c.mu.RUnlock()
+			klog.FromContext(ctx).Info("Dependency graph synced", "duration", time.Since(start).Round(time.Millisecond), "nodes", st.Nodes, "virtual", st.Virtual)
+			if c.deps.Metrics != nil {
+				c.deps.Metrics.GraphSyncSeconds.Set(time.Since(start).Seconds())
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
 
 // Resources returns a copy of the watched resource set.
 func (c *Controller) Resources() ResourceSet {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
+	c.resMu.RLock()
+	defer c.resMu.RUnlock()
 	out := make(ResourceSet, len(c.resources))
 	for k, v := range c.resources {
 		out[k] = v
@@ -74,8 +176,9 @@ func (c *Controller) Resources() ResourceSet {
 	return out
 }
 
-// syncResources runs one discovery round and applies the difference. A failed group keeps the
-// resources it had, so a broken aggregated API never removes what is already watched.
+// syncResources runs one discovery round and starts and stops monitors to match. A failed
+// group keeps the resources it had, so a broken aggregated API never removes what is already
+// watched nor stops collection elsewhere.
 func (c *Controller) syncResources(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	res, err := DiscoverDeletable(ctx, c.deps.Discovery, c.deps.Ignored)
@@ -84,38 +187,145 @@ func (c *Controller) syncResources(ctx context.Context) {
 		logger.Error(err, "Discovery failed; keeping the resources already watched")
 		return
 	}
-	c.mu.RLock()
-	old := c.resources
-	c.mu.RUnlock()
+	old := c.Resources()
 	next := res.Resources
 	for gv, gerr := range res.FailedGroups {
 		c.deps.Metrics.DiscoveryErrors.WithLabelValues(gv.String()).Inc()
-		logger.Error(gerr, "Failed to discover API group; keeping its resources", "groupVersion", gv.String())
+		logger.Error(gerr, "Failed to discover API group; keeping its resources and collecting the others", "groupVersion", gv.String())
 		for gvr, r := range old {
-			if gvr.GroupVersion() == gv || gvr.Group == gv.Group {
+			if gvr.Group == gv.Group {
 				next[gvr] = r
 			}
 		}
 	}
 	added, removed := old.Diff(next)
-	if len(added) == 0 && len(removed) == 0 {
-		c.ready.Store(true)
-		return
-	}
-	for _, gvr := range added {
-		r := next[gvr]
-		c.deps.Metrics.ResourceWatched.WithLabelValues(gvr.Group, gvr.Version, gvr.Resource).Set(1)
-		logger.Info("Watching resource", "resource", GVRString(gvr), "kind", r.Kind, "namespaced", r.Namespaced)
+	if len(added) > 0 || len(removed) > 0 {
+		if c.deps.Mapper != nil {
+			c.deps.Mapper.Reset()
+		}
 	}
 	for _, gvr := range removed {
+		c.monitors.stop(gvr)
 		c.deps.Metrics.ResourceWatched.DeleteLabelValues(gvr.Group, gvr.Version, gvr.Resource)
 		logger.Info("Stopped watching resource", "resource", GVRString(gvr))
 	}
-	c.mu.Lock()
+	for _, gvr := range added {
+		r := next[gvr]
+		if c.deps.Metadata != nil {
+			if err := c.monitors.start(ctx, r); err != nil {
+				logger.Error(err, "Cannot watch resource", "resource", GVRString(gvr))
+				delete(next, gvr)
+				continue
+			}
+		}
+		c.deps.Metrics.ResourceWatched.WithLabelValues(gvr.Group, gvr.Version, gvr.Resource).Set(1)
+		logger.V(2).Info("Watching resource", "resource", GVRString(gvr), "kind", r.Kind, "namespaced", r.Namespaced)
+	}
+	c.resMu.Lock()
 	c.resources = next
+	c.resMu.Unlock()
+	if len(added) > 0 || len(removed) > 0 {
+		logger.Info("Deletable resources discovered", "count", len(next), "added", len(added), "removed", len(removed))
+	}
+	c.discovered.Store(true)
+}
+
+// handlerFor returns the informer handler of resource r: every notification becomes one graph
+// event, applied under the graph lock.
+func (c *Controller) handlerFor(r Resource) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+				c.apply(graph.Event{Type: graph.EventObserved, Object: toGraphObject(r, m)})
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			m, ok := newObj.(*metav1.PartialObjectMetadata)
+			if !ok {
+				return
+			}
+			if old, ok := oldObj.(*metav1.PartialObjectMetadata); ok && old.ResourceVersion == m.ResourceVersion {
+				return // a relist delivering what we have
+			}
+			c.apply(graph.Event{Type: graph.EventObserved, Object: toGraphObject(r, m)})
+		},
+		DeleteFunc: func(obj any) {
+			if m, ok := unwrapTombstone(obj); ok {
+				c.apply(graph.Event{Type: graph.EventDeleted, Object: graph.Object{Ref: graph.Ref{
+					APIVersion: r.GVR.GroupVersion().String(), Kind: r.Kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID,
+				}}})
+			}
+		},
+	}
+}
+
+// apply feeds one event to the graph and dispatches its effects.
+func (c *Controller) apply(ev graph.Event) {
+	c.mu.Lock()
+	eff := c.g.Apply(ev)
 	c.mu.Unlock()
-	logger.Info("Deletable resources discovered", "count", len(next), "added", len(added), "removed", len(removed))
-	c.ready.Store(true)
+	if eff.IsZero() {
+		return
+	}
+	for _, uid := range eff.AttemptDelete {
+		c.deleteQueue.Add(uid)
+	}
+	for _, ref := range eff.VerifyOwner {
+		c.verifyQueue.Add(ref)
+	}
+	for _, inv := range eff.InvalidNamespace {
+		c.reportInvalidNamespace(inv)
+	}
+	if c.deps.Finalizers != nil {
+		for _, uids := range [][]types.UID{eff.AttemptOrphan, eff.Foreground, eff.RecheckOwner} {
+			for _, uid := range uids {
+				c.deps.Finalizers.Enqueue(uid)
+			}
+		}
+	}
+}
+
+// EventComponent is the source component of cascade's events.
+const EventComponent = "cascade"
+
+// EventReasonInvalidNamespace is the in-tree reason for a reference to a namespaced owner in
+// another namespace.
+const EventReasonInvalidNamespace = "OwnerRefInvalidNamespace"
+
+// reportInvalidNamespace emits the in-tree Warning on the dependent:
+// ownerRef [apiVersion/Kind, namespace: ns, name: n, uid: u] does not exist in namespace "ns".
+func (c *Controller) reportInvalidNamespace(inv graph.InvalidRef) {
+	if c.deps.Metrics != nil {
+		c.deps.Metrics.InvalidNamespaceRefs.Inc()
+	}
+	if c.deps.Recorder == nil {
+		return
+	}
+	owner := graph.Ref{APIVersion: inv.Owner.APIVersion, Kind: inv.Owner.Kind, Namespace: inv.Dependent.Namespace, Name: inv.Owner.Name, UID: inv.Owner.UID}
+	involved := &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: inv.Dependent.APIVersion, Kind: inv.Dependent.Kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: inv.Dependent.Namespace, Name: inv.Dependent.Name, UID: inv.Dependent.UID},
+	}
+	c.deps.Recorder.Eventf(involved, "Warning", EventReasonInvalidNamespace,
+		"ownerRef %s does not exist in namespace %q", owner.String(), inv.Dependent.Namespace)
+}
+
+// view returns the graph's node and owners of uid under the read lock.
+func (c *Controller) view(uid types.UID) (graph.NodeView, []graph.OwnerView, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	n, ok := c.g.Node(uid)
+	if !ok {
+		return n, nil, false
+	}
+	return n, c.g.Owners(uid), true
+}
+
+// GraphStats returns the graph's counts (for metrics and tests).
+func (c *Controller) GraphStats() graph.Stats {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.g.Stats()
 }
 
 // String is for logs.

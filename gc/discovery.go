@@ -133,4 +133,3 @@ func failedGroupNames(m map[schema.GroupVersion]error) string {
 	sort.Strings(names)
 	return strings.Join(names, ", ")
 }
-

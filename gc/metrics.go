@@ -1,6 +1,8 @@
 package gc
 
 import (
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -8,17 +10,30 @@ import (
 const MetricsNamespace = "cascade"
 
 // Metrics are the collector's own metrics, registered on an injected registerer so tests can
-// use a fresh registry.
+// use a fresh registry. Graph sizes are read from the graph at scrape time (graphCollector).
 type Metrics struct {
+	reg prometheus.Registerer
+
 	// ResourceWatched is 1 for each resource (group, version, resource) cascade watches.
 	ResourceWatched *prometheus.GaugeVec
 	// DiscoveryErrors counts failed discovery rounds and failed API groups.
 	DiscoveryErrors *prometheus.CounterVec
+	// Collected counts successful collection actions: action="delete" or "remove_refs".
+	Collected *prometheus.CounterVec
+	// OwnerVerifications counts live owner checks by result (present, absent, cached_absent, error).
+	OwnerVerifications *prometheus.CounterVec
+	// RESTMappingErrors counts owner references whose kind had no REST mapping (retried).
+	RESTMappingErrors prometheus.Counter
+	// InvalidNamespaceRefs counts OwnerRefInvalidNamespace reports.
+	InvalidNamespaceRefs prometheus.Counter
+	// GraphSyncSeconds is the time from start to the first complete graph.
+	GraphSyncSeconds prometheus.Gauge
 }
 
 // NewMetrics creates and registers the metrics on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
+		reg: reg,
 		ResourceWatched: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: MetricsNamespace,
 			Name:      "resource_watched",
@@ -29,7 +44,86 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name:      "discovery_errors_total",
 			Help:      "Discovery failures: group_version is the API group that failed, or \"all\" when discovery failed as a whole.",
 		}, []string{"group_version"}),
+		Collected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: MetricsNamespace,
+			Name:      "collected_total",
+			Help:      "Garbage collected: action=\"delete\" (dependent deleted) or \"remove_refs\" (references to gone owners removed).",
+		}, []string{"action"}),
+		OwnerVerifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: MetricsNamespace,
+			Name:      "owner_verifications_total",
+			Help:      "Live checks of owners never observed, by result: present, absent, cached_absent, error.",
+		}, []string{"result"}),
+		RESTMappingErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: MetricsNamespace,
+			Name:      "rest_mapping_errors_total",
+			Help:      "Owner references whose apiVersion and kind had no REST mapping; their dependents are kept and retried with backoff.",
+		}),
+		InvalidNamespaceRefs: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: MetricsNamespace,
+			Name:      "invalid_namespace_refs_total",
+			Help:      "References to a namespaced owner from another namespace (OwnerRefInvalidNamespace events).",
+		}),
+		GraphSyncSeconds: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: MetricsNamespace,
+			Name:      "graph_sync_seconds",
+			Help:      "Seconds from start until every watched resource's initial list was in the graph.",
+		}),
 	}
-	reg.MustRegister(m.ResourceWatched, m.DiscoveryErrors)
+	reg.MustRegister(m.ResourceWatched, m.DiscoveryErrors, m.Collected, m.OwnerVerifications,
+		m.RESTMappingErrors, m.InvalidNamespaceRefs, m.GraphSyncSeconds)
 	return m
+}
+
+// registerGraph adds the scrape-time collector of the controller's graph and queues.
+func (m *Metrics) registerGraph(c *Controller) {
+	m.reg.MustRegister(&graphCollector{c: c})
+}
+
+var (
+	descNodes = prometheus.NewDesc(MetricsNamespace+"_graph_nodes",
+		"Nodes in the dependency graph by state: observed, virtual (referenced, never observed), absent (deleted, still referenced).", []string{"state"}, nil)
+	descNodesPerKind = prometheus.NewDesc(MetricsNamespace+"_graph_objects",
+		"Observed objects in the dependency graph per apiVersion and kind.", []string{"api_version", "kind"}, nil)
+	descWaiting = prometheus.NewDesc(MetricsNamespace+"_owners_waiting",
+		"Owners being deleted with a GC finalizer, by finalizer (orphan, foregroundDeletion).", []string{"finalizer"}, nil)
+	descMonitors = prometheus.NewDesc(MetricsNamespace+"_monitors",
+		"Resource informers by state (running, synced).", []string{"state"}, nil)
+	descQueue = prometheus.NewDesc(MetricsNamespace+"_queue_depth",
+		"Items waiting in each work queue.", []string{"queue"}, nil)
+)
+
+// graphCollector reads the graph at scrape time, so no gauge is updated on the hot path.
+type graphCollector struct{ c *Controller }
+
+func (g *graphCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descNodes
+	ch <- descNodesPerKind
+	ch <- descWaiting
+	ch <- descMonitors
+	ch <- descQueue
+}
+
+func (g *graphCollector) Collect(ch chan<- prometheus.Metric) {
+	st := g.c.GraphStats()
+	ch <- prometheus.MustNewConstMetric(descNodes, prometheus.GaugeValue, float64(st.Observed), "observed")
+	ch <- prometheus.MustNewConstMetric(descNodes, prometheus.GaugeValue, float64(st.Virtual), "virtual")
+	ch <- prometheus.MustNewConstMetric(descNodes, prometheus.GaugeValue, float64(st.Absent), "absent")
+	for key, n := range st.PerResource {
+		apiVersion, kind := splitKindKey(key)
+		ch <- prometheus.MustNewConstMetric(descNodesPerKind, prometheus.GaugeValue, float64(n), apiVersion, kind)
+	}
+	ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(st.WaitingOrphan), "orphan")
+	ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(st.WaitingForeground), "foregroundDeletion")
+	total, synced := g.c.monitors.counts()
+	ch <- prometheus.MustNewConstMetric(descMonitors, prometheus.GaugeValue, float64(total), "running")
+	ch <- prometheus.MustNewConstMetric(descMonitors, prometheus.GaugeValue, float64(synced), "synced")
+	ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(g.c.deleteQueue.Len()), "attempt_to_delete")
+	ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(g.c.verifyQueue.Len()), "verify_owner")
+}
+
+// splitKindKey splits the graph's "<apiVersion>, Kind=<kind>" key.
+func splitKindKey(key string) (apiVersion, kind string) {
+	apiVersion, kind, _ = strings.Cut(key, ", Kind=")
+	return apiVersion, kind
 }

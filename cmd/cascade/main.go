@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,9 +22,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/wait"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/cascade-gc/cascade/gc"
@@ -77,11 +86,38 @@ func run(args []string) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: gc.MetricsNamespace,
+		Name:      "api_requests_total",
+		Help:      "Requests cascade sent to the API server, by verb and response code.",
+	}, []string{"verb", "code"})
+	reg.MustRegister(requests)
+	cfg.Wrap(countRequests(requests))
+
+	metaClient, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("build metadata client: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("build client: %w", err)
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartStructuredLogging(3)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: gc.EventComponent})
+
 	ctrl := gc.New(gc.Deps{
 		Discovery:       disco,
+		Metadata:        metaClient,
+		Mapper:          restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
+		Recorder:        recorder,
 		Metrics:         gc.NewMetrics(reg),
 		Ignored:         opts.IgnoredGroupResources(),
 		DiscoveryPeriod: opts.DiscoveryPeriod,
+		Workers:         opts.Workers,
+		AbsentCacheSize: opts.AbsentOwnerCacheSize,
 	})
 
 	var wg sync.WaitGroup
@@ -172,7 +208,7 @@ func startServers(ctx context.Context, wg *sync.WaitGroup, opts *Options, reg *p
 	healthMux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	healthMux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready() {
-			http.Error(w, "not ready: discovery has not completed", http.StatusServiceUnavailable)
+			http.Error(w, "not ready: the dependency graph has not synced", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok"))
@@ -188,3 +224,22 @@ func startServers(ctx context.Context, wg *sync.WaitGroup, opts *Options, reg *p
 	}
 	return servers, nil
 }
+
+// countRequests wraps the client transport to count every request by verb and status code.
+func countRequests(c *prometheus.CounterVec) func(http.RoundTripper) http.RoundTripper {
+	return func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			code := "error"
+			if err == nil {
+				code = strconv.Itoa(resp.StatusCode)
+			}
+			c.WithLabelValues(req.Method, code).Inc()
+			return resp, err
+		})
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -1,0 +1,94 @@
+package gc
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
+	clienttesting "k8s.io/client-go/testing"
+)
+
+func TestObjectClient(t *testing.T) {
+	ctx := context.Background()
+	fake := newFakeClient(
+		widget("ns1", "w1", "w1-uid", "3", ownerRef("o1", nil)),
+		widget("ns2", "w1", "w1-other", "4"),
+	)
+	c := NewObjectClient(fake)
+
+	got, err := c.Get(ctx, widgets, "ns1", "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.UID != "w1-uid" || got.ResourceVersion != "3" {
+		t.Errorf("Get() = %s@%s, want w1-uid@3", got.UID, got.ResourceVersion)
+	}
+
+	patched, err := c.Patch(ctx, widgets, "ns1", "w1", types.MergePatchType, []byte(`{"metadata":{"ownerReferences":null}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(patched.OwnerReferences) != 0 {
+		t.Errorf("Patch() left owner refs %v", patched.OwnerReferences)
+	}
+
+	if err := c.Delete(ctx, widgets, "ns1", "w1", deleteOptions("w1-uid", "3", metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctx, widgets, "ns1", "w1"); !apierrors.IsNotFound(err) {
+		t.Errorf("Get() after Delete = %v, want NotFound", err)
+	}
+	if _, err := c.Get(ctx, widgets, "ns2", "w1"); err != nil {
+		t.Errorf("the same name in another namespace must survive: %v", err)
+	}
+
+	want := []string{
+		"get example.com/v1, Resource=widgets ns=ns1 name=w1",
+		`patch example.com/v1, Resource=widgets ns=ns1 name=w1 application/merge-patch+json {"metadata":{"ownerReferences":null}}`,
+		"delete example.com/v1, Resource=widgets ns=ns1 name=w1",
+		"get example.com/v1, Resource=widgets ns=ns1 name=w1",
+		"get example.com/v1, Resource=widgets ns=ns2 name=w1",
+	}
+	if got := actions(fake); !slices.Equal(got, want) {
+		t.Errorf("actions:\n%q\nwant\n%q", got, want)
+	}
+
+	// The delete carries the options unchanged.
+	del := fake.Actions()[2].(clienttesting.DeleteActionImpl)
+	if p := del.DeleteOptions.Preconditions; p == nil || *p.UID != "w1-uid" || *p.ResourceVersion != "3" {
+		t.Errorf("delete preconditions = %+v", p)
+	}
+	if pp := del.DeleteOptions.PropagationPolicy; pp == nil || *pp != metav1.DeletePropagationBackground {
+		t.Errorf("delete propagation = %v", pp)
+	}
+}
+
+// patchRecorder is a metadata client that only records patch options; the
+// fake metadata client drops them.
+type patchRecorder struct {
+	metadata.ResourceInterface // nil: any other call panics
+	opts                       *[]metav1.PatchOptions
+}
+
+func (r patchRecorder) Resource(schema.GroupVersionResource) metadata.Getter { return r }
+func (r patchRecorder) Namespace(string) metadata.ResourceInterface          { return r }
+func (r patchRecorder) Patch(_ context.Context, _ string, _ types.PatchType, _ []byte, opts metav1.PatchOptions, _ ...string) (*metav1.PartialObjectMetadata, error) {
+	*r.opts = append(*r.opts, opts)
+	return &metav1.PartialObjectMetadata{}, nil
+}
+
+func TestObjectClientPatchNamesFieldManager(t *testing.T) {
+	var opts []metav1.PatchOptions
+	c := NewObjectClient(patchRecorder{opts: &opts})
+	if _, err := c.Patch(context.Background(), widgets, "ns1", "w1", types.MergePatchType, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if len(opts) != 1 || opts[0].FieldManager != FieldManager {
+		t.Errorf("patch options = %+v, want field manager %q", opts, FieldManager)
+	}
+}

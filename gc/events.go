@@ -1,0 +1,84 @@
+package gc
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cascade-gc/cascade/graph"
+)
+
+// trim is the informers' transform: it keeps only what garbage collection needs (identity,
+// resourceVersion, owner references, finalizers, deletion timestamp), so the informer cache
+// costs a fraction of a full object. Labels, annotations and managedFields are dropped.
+func trim(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil // tombstones and anything unexpected pass through unchanged
+	}
+	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Name:              m.Name,
+		Namespace:         m.Namespace,
+		UID:               m.UID,
+		ResourceVersion:   m.ResourceVersion,
+		OwnerReferences:   m.OwnerReferences,
+		Finalizers:        m.Finalizers,
+		DeletionTimestamp: m.DeletionTimestamp,
+	}}, nil
+}
+
+// toGraphObject converts an informer object of resource r into the graph's plain object.
+func toGraphObject(r Resource, m *metav1.PartialObjectMetadata) graph.Object {
+	o := graph.Object{
+		Ref: graph.Ref{
+			APIVersion: r.GVR.GroupVersion().String(),
+			Kind:       r.Kind,
+			Namespace:  m.Namespace,
+			Name:       m.Name,
+			UID:        m.UID,
+		},
+		ResourceVersion: m.ResourceVersion,
+		Deleting:        m.DeletionTimestamp != nil,
+		Finalizers:      gcFinalizers(m.Finalizers),
+	}
+	if len(m.OwnerReferences) > 0 {
+		o.Owners = make([]graph.OwnerRef, len(m.OwnerReferences))
+		for i, ref := range m.OwnerReferences {
+			o.Owners[i] = toGraphOwnerRef(ref)
+		}
+	}
+	return o
+}
+
+func toGraphOwnerRef(ref metav1.OwnerReference) graph.OwnerRef {
+	return graph.OwnerRef{
+		APIVersion:         ref.APIVersion,
+		Kind:               ref.Kind,
+		Name:               ref.Name,
+		UID:                ref.UID,
+		Controller:         ref.Controller != nil && *ref.Controller,
+		BlockOwnerDeletion: ref.BlockOwnerDeletion != nil && *ref.BlockOwnerDeletion,
+	}
+}
+
+func gcFinalizers(fs []string) graph.Finalizers {
+	var f graph.Finalizers
+	for _, s := range fs {
+		switch s {
+		case metav1.FinalizerOrphanDependents:
+			f |= graph.FinalizerOrphan
+		case metav1.FinalizerDeleteDependents:
+			f |= graph.FinalizerForeground
+		}
+	}
+	return f
+}
+
+// unwrapTombstone returns the object of a delete notification, which may be a
+// DeletedFinalStateUnknown when the watch missed the delete and a relist noticed it.
+func unwrapTombstone(obj any) (*metav1.PartialObjectMetadata, bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	return m, ok
+}

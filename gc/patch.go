@@ -1,0 +1,219 @@
+package gc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The patch bodies below are built from small structs whose field order fixes
+// the byte layout, so tests can compare exact bytes.
+//
+// Strategic merge patches carry metadata.uid: uid is immutable, so a patch
+// that reaches a recreated object with the same name fails instead of editing
+// it. JSON merge patches carry metadata.resourceVersion: the server rejects
+// them with 409 if the object changed since it was read. Custom resources and
+// aggregated APIs reject strategic merge patches with 415, which is when the
+// JSON merge patch is used.
+
+type metadataPatch[T any] struct {
+	Metadata T `json:"metadata"`
+}
+
+type uidOwnerRefsPatch[R any] struct {
+	UID             types.UID `json:"uid"`
+	OwnerReferences []R       `json:"ownerReferences"`
+}
+
+type rvOwnerRefsPatch struct {
+	ResourceVersion string                  `json:"resourceVersion"`
+	OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
+}
+
+type rvFinalizersPatch struct {
+	ResourceVersion string   `json:"resourceVersion"`
+	Finalizers      []string `json:"finalizers"`
+}
+
+// deleteDirective removes the list element whose merge key (uid) matches.
+type deleteDirective struct {
+	Patch string    `json:"$patch"`
+	UID   types.UID `json:"uid"`
+}
+
+// mustMarshal encodes the patch types above. They hold only strings, UIDs,
+// bools and slices of those, which always encode.
+func mustMarshal(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("encoding %T: %v", v, err))
+	}
+	return b
+}
+
+// deleteOwnerRefsSMP returns a strategic merge patch removing the owner
+// references with the given UIDs from the object with UID dependentUID. A UID
+// that is not referenced is not an error.
+func deleteOwnerRefsSMP(dependentUID types.UID, ownerUIDs ...types.UID) []byte {
+	dirs := make([]deleteDirective, 0, len(ownerUIDs))
+	for _, uid := range ownerUIDs {
+		dirs = append(dirs, deleteDirective{Patch: "delete", UID: uid})
+	}
+	return mustMarshal(metadataPatch[uidOwnerRefsPatch[deleteDirective]]{
+		Metadata: uidOwnerRefsPatch[deleteDirective]{UID: dependentUID, OwnerReferences: dirs},
+	})
+}
+
+// deleteOwnerRefsJMP returns a JSON merge patch that replaces the owner
+// references with remaining, valid only at resourceVersion rv.
+func deleteOwnerRefsJMP(rv string, remaining []metav1.OwnerReference) []byte {
+	return mustMarshal(metadataPatch[rvOwnerRefsPatch]{
+		Metadata: rvOwnerRefsPatch{ResourceVersion: rv, OwnerReferences: nonNil(remaining)},
+	})
+}
+
+// unblockOwnerRefsSMP returns a strategic merge patch setting
+// blockOwnerDeletion=false on every reference in refs that blocks its owner,
+// on the object with UID uid. References that do not block are left out of
+// the patch and so stay as they are.
+func unblockOwnerRefsSMP(uid types.UID, refs []metav1.OwnerReference) []byte {
+	var blocking []metav1.OwnerReference
+	for _, ref := range refs {
+		if blocks(ref) {
+			blocking = append(blocking, unblocked(ref))
+		}
+	}
+	return mustMarshal(metadataPatch[uidOwnerRefsPatch[metav1.OwnerReference]]{
+		Metadata: uidOwnerRefsPatch[metav1.OwnerReference]{UID: uid, OwnerReferences: nonNil(blocking)},
+	})
+}
+
+// unblockOwnerRefsJMP returns a JSON merge patch that replaces the owner
+// references with refs, blocking ones set to blockOwnerDeletion=false, valid
+// only at resourceVersion rv. refs must be every reference of the object at
+// rv, since a merge patch replaces the whole list.
+func unblockOwnerRefsJMP(rv string, refs []metav1.OwnerReference) []byte {
+	out := make([]metav1.OwnerReference, 0, len(refs))
+	for _, ref := range refs {
+		if blocks(ref) {
+			ref = unblocked(ref)
+		}
+		out = append(out, ref)
+	}
+	return mustMarshal(metadataPatch[rvOwnerRefsPatch]{
+		Metadata: rvOwnerRefsPatch{ResourceVersion: rv, OwnerReferences: out},
+	})
+}
+
+// removeFinalizerJMP returns a JSON merge patch that replaces the finalizers
+// with remaining, valid only at resourceVersion rv. No remaining finalizer
+// encodes as [], never null.
+func removeFinalizerJMP(rv string, remaining []string) []byte {
+	return mustMarshal(metadataPatch[rvFinalizersPatch]{
+		Metadata: rvFinalizersPatch{ResourceVersion: rv, Finalizers: nonNil(remaining)},
+	})
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func blocks(ref metav1.OwnerReference) bool {
+	return ref.BlockOwnerDeletion != nil && *ref.BlockOwnerDeletion
+}
+
+// unblocked returns a copy of ref with blockOwnerDeletion=false; the caller's
+// pointer is not touched.
+func unblocked(ref metav1.OwnerReference) metav1.OwnerReference {
+	f := false
+	ref.BlockOwnerDeletion = &f
+	return ref
+}
+
+// RemoveOwnerRefs removes the references to ownerUIDs from the object
+// gvr/namespace/name whose UID is uid. It sends a strategic merge patch with
+// a UID precondition; when the server does not support strategic merge patch
+// (415) it reads the live object and sends a JSON merge patch with the
+// object's resourceVersion. The object being gone (404) counts as done, and
+// so does finding another UID at the name on the fallback path. Every other
+// error is returned and means the caller should decide again from a fresh
+// view: a 409 from the merge patch (the object changed), or the server's
+// rejection of the strategic merge patch because the name now holds an
+// object with another UID (422, metadata.uid is immutable).
+func RemoveOwnerRefs(ctx context.Context, c ObjectClient, gvr schema.GroupVersionResource, namespace, name string, uid types.UID, ownerUIDs []types.UID) error {
+	if len(ownerUIDs) == 0 {
+		return nil
+	}
+	return patchWithFallback(ctx, c, gvr, namespace, name, uid,
+		deleteOwnerRefsSMP(uid, ownerUIDs...),
+		func(live *metav1.PartialObjectMetadata) []byte {
+			remaining := slices.DeleteFunc(slices.Clone(live.OwnerReferences), func(ref metav1.OwnerReference) bool {
+				return slices.Contains(ownerUIDs, ref.UID)
+			})
+			if len(remaining) == len(live.OwnerReferences) {
+				return nil
+			}
+			return deleteOwnerRefsJMP(live.ResourceVersion, remaining)
+		})
+}
+
+// UnblockOwnerRefs sets blockOwnerDeletion=false on the blocking owner
+// references of the object gvr/namespace/name whose UID is uid, refs being
+// the references as last seen. It breaks potential cycles before a
+// foreground delete. Fallback and outcomes are those of RemoveOwnerRefs; the
+// merge patch unblocks the live object's references.
+func UnblockOwnerRefs(ctx context.Context, c ObjectClient, gvr schema.GroupVersionResource, namespace, name string, uid types.UID, refs []metav1.OwnerReference) error {
+	if !slices.ContainsFunc(refs, blocks) {
+		return nil
+	}
+	return patchWithFallback(ctx, c, gvr, namespace, name, uid,
+		unblockOwnerRefsSMP(uid, refs),
+		func(live *metav1.PartialObjectMetadata) []byte {
+			if !slices.ContainsFunc(live.OwnerReferences, blocks) {
+				return nil
+			}
+			return unblockOwnerRefsJMP(live.ResourceVersion, live.OwnerReferences)
+		})
+}
+
+// patchWithFallback sends smp; on 415 it reads the live object and sends the
+// JSON merge patch jmp builds from it, unless jmp returns nil (nothing left
+// to change). NotFound and a live object with another UID are success.
+func patchWithFallback(ctx context.Context, c ObjectClient, gvr schema.GroupVersionResource, namespace, name string, uid types.UID,
+	smp []byte, jmp func(live *metav1.PartialObjectMetadata) []byte) error {
+	_, err := c.Patch(ctx, gvr, namespace, name, types.StrategicMergePatchType, smp)
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return nil
+	case !apierrors.IsUnsupportedMediaType(err):
+		return err
+	}
+	live, err := c.Get(ctx, gvr, namespace, name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if live.UID != uid {
+		return nil
+	}
+	body := jmp(live)
+	if body == nil {
+		return nil
+	}
+	_, err = c.Patch(ctx, gvr, namespace, name, types.MergePatchType, body)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,492 @@
+package gc
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"reflect"
+	"slices"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	clienttesting "k8s.io/client-go/testing"
+)
+
+func boolPtr(b bool) *bool { return &b }
+
+func ownerRef(uid types.UID, block *bool) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "Widget", Name: "w-" + string(uid), UID: uid, BlockOwnerDeletion: block}
+}
+
+func TestDeleteOwnerRefsSMP(t *testing.T) {
+	tests := []struct {
+		name   string
+		owners []types.UID
+		want   string
+	}{
+		{
+			name:   "one owner",
+			owners: []types.UID{"o1"},
+			want:   `{"metadata":{"uid":"dep","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
+		},
+		{
+			name:   "several owners keep their order",
+			owners: []types.UID{"o2", "o1"},
+			want:   `{"metadata":{"uid":"dep","ownerReferences":[{"$patch":"delete","uid":"o2"},{"$patch":"delete","uid":"o1"}]}}`,
+		},
+		{
+			name: "no owner is an empty list",
+			want: `{"metadata":{"uid":"dep","ownerReferences":[]}}`,
+		},
+		{
+			name:   "JSON special characters are escaped",
+			owners: []types.UID{`a"b`},
+			want:   `{"metadata":{"uid":"dep","ownerReferences":[{"$patch":"delete","uid":"a\"b"}]}}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := string(deleteOwnerRefsSMP("dep", tt.owners...)); got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDeleteOwnerRefsJMP(t *testing.T) {
+	ctrl := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "o1", Controller: boolPtr(true), BlockOwnerDeletion: boolPtr(true)}
+	tests := []struct {
+		name      string
+		remaining []metav1.OwnerReference
+		want      string
+	}{
+		{
+			name:      "remaining references are written in full",
+			remaining: []metav1.OwnerReference{ctrl, ownerRef("o2", nil)},
+			want: `{"metadata":{"resourceVersion":"42","ownerReferences":[` +
+				`{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":"o1","controller":true,"blockOwnerDeletion":true},` +
+				`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o2","uid":"o2"}]}}`,
+		},
+		{
+			name: "no remaining reference is an empty list, not null",
+			want: `{"metadata":{"resourceVersion":"42","ownerReferences":[]}}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := string(deleteOwnerRefsJMP("42", tt.remaining)); got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestUnblockOwnerRefsSMP(t *testing.T) {
+	refs := []metav1.OwnerReference{ownerRef("o1", boolPtr(true)), ownerRef("o2", nil), ownerRef("o3", boolPtr(false)), ownerRef("o4", boolPtr(true))}
+	want := `{"metadata":{"uid":"dep","ownerReferences":[` +
+		`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o1","uid":"o1","blockOwnerDeletion":false},` +
+		`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o4","uid":"o4","blockOwnerDeletion":false}]}}`
+	if got := string(unblockOwnerRefsSMP("dep", refs)); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if !*refs[0].BlockOwnerDeletion || !*refs[3].BlockOwnerDeletion {
+		t.Error("unblockOwnerRefsSMP modified the caller's references")
+	}
+	if got, want := string(unblockOwnerRefsSMP("dep", refs[1:3])), `{"metadata":{"uid":"dep","ownerReferences":[]}}`; got != want {
+		t.Errorf("without blocking refs: got %s, want %s", got, want)
+	}
+}
+
+func TestUnblockOwnerRefsJMP(t *testing.T) {
+	refs := []metav1.OwnerReference{ownerRef("o1", boolPtr(true)), ownerRef("o2", nil), ownerRef("o3", boolPtr(false))}
+	want := `{"metadata":{"resourceVersion":"7","ownerReferences":[` +
+		`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o1","uid":"o1","blockOwnerDeletion":false},` +
+		`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o2","uid":"o2"},` +
+		`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o3","uid":"o3","blockOwnerDeletion":false}]}}`
+	if got := string(unblockOwnerRefsJMP("7", refs)); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if !*refs[0].BlockOwnerDeletion {
+		t.Error("unblockOwnerRefsJMP modified the caller's references")
+	}
+	if got, want := string(unblockOwnerRefsJMP("7", nil)), `{"metadata":{"resourceVersion":"7","ownerReferences":[]}}`; got != want {
+		t.Errorf("no refs: got %s, want %s", got, want)
+	}
+}
+
+func TestRemoveFinalizerJMP(t *testing.T) {
+	tests := []struct {
+		name      string
+		remaining []string
+		want      string
+	}{
+		{name: "other finalizers are kept", remaining: []string{"example.com/cleanup", metav1.FinalizerOrphanDependents}, want: `{"metadata":{"resourceVersion":"9","finalizers":["example.com/cleanup","orphan"]}}`},
+		{name: "nil is an empty list", remaining: nil, want: `{"metadata":{"resourceVersion":"9","finalizers":[]}}`},
+		{name: "empty is an empty list", remaining: []string{}, want: `{"metadata":{"resourceVersion":"9","finalizers":[]}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := string(removeFinalizerJMP("9", tt.remaining)); got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+var (
+	widgets      = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+	clusterRoles = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}
+)
+
+func widget(namespace, name string, uid types.UID, rv string, refs ...metav1.OwnerReference) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{
+		TypeMeta: metav1.TypeMeta{APIVersion: "example.com/v1", Kind: "Widget"},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: namespace, Name: name, UID: uid, ResourceVersion: rv, OwnerReferences: refs,
+		},
+	}
+}
+
+func newFakeClient(objs ...runtime.Object) *metadatafake.FakeMetadataClient {
+	scheme := metadatafake.NewTestScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		panic(err)
+	}
+	return metadatafake.NewSimpleMetadataClient(scheme, objs...)
+}
+
+// rejectPatch makes the fake answer every patch of type pt with err.
+func rejectPatch(c *metadatafake.FakeMetadataClient, pt types.PatchType, err error) {
+	c.PrependReactor("patch", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.(clienttesting.PatchAction).GetPatchType() == pt {
+			return true, nil, err
+		}
+		return false, nil, nil
+	})
+}
+
+// unsupportSMP makes the fake answer strategic merge patches with 415, as
+// custom resources and aggregated APIs do.
+func unsupportSMP(c *metadatafake.FakeMetadataClient) {
+	rejectPatch(c, types.StrategicMergePatchType, unsupportedMediaType("dep"))
+}
+
+// failGet makes the fake answer every get with err.
+func failGet(c *metadatafake.FakeMetadataClient, err error) {
+	c.PrependReactor("get", "*", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, err
+	})
+}
+
+func unsupportedMediaType(name string) error {
+	return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", widgets.GroupResource(), name, "", 0, false)
+}
+
+// actions renders the client's actions as strings, patches with their body.
+func actions(c *metadatafake.FakeMetadataClient) []string {
+	var out []string
+	for _, a := range c.Actions() {
+		s := fmt.Sprintf("%s %s ns=%s", a.GetVerb(), a.GetResource(), a.GetNamespace())
+		switch a := a.(type) {
+		case clienttesting.PatchAction: // before GetAction, which every action with a name satisfies
+			s += fmt.Sprintf(" name=%s %s %s", a.GetName(), a.GetPatchType(), a.GetPatch())
+		case clienttesting.GetAction:
+			s += " name=" + a.GetName()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func liveRefs(t *testing.T, c *metadatafake.FakeMetadataClient, gvr schema.GroupVersionResource, ns, name string) []types.UID {
+	t.Helper()
+	obj, err := c.Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get %s/%s: %v", ns, name, err)
+	}
+	var uids []types.UID
+	for _, r := range obj.OwnerReferences {
+		uids = append(uids, r.UID)
+	}
+	return uids
+}
+
+func TestRemoveOwnerRefs(t *testing.T) {
+	const (
+		smpType = "application/strategic-merge-patch+json"
+		jmpType = "application/merge-patch+json"
+		res     = "example.com/v1, Resource=widgets"
+	)
+	three := []metav1.OwnerReference{ownerRef("o1", nil), ownerRef("o2", boolPtr(true)), ownerRef("o3", nil)}
+	tests := []struct {
+		name        string
+		objs        []runtime.Object
+		setup       func(*metadatafake.FakeMetadataClient)
+		owners      []types.UID
+		wantErr     func(error) bool
+		wantActions []string
+		wantRefs    []types.UID // nil: do not check
+	}{
+		{
+			name:   "strategic merge patch removes the references",
+			objs:   []runtime.Object{widget("ns1", "dep", "dep-uid", "7", three...)},
+			owners: []types.UID{"o1", "o3"},
+			wantActions: []string{
+				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"},{"$patch":"delete","uid":"o3"}]}}`,
+			},
+			wantRefs: []types.UID{"o2"},
+		},
+		{
+			name:        "no owners to remove sends nothing",
+			objs:        []runtime.Object{widget("ns1", "dep", "dep-uid", "7", three...)},
+			wantActions: nil,
+			wantRefs:    []types.UID{"o1", "o2", "o3"},
+		},
+		{
+			name:   "object gone is done",
+			owners: []types.UID{"o1"},
+			wantActions: []string{
+				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
+			},
+		},
+		{
+			name:   "415 falls back to a merge patch carrying the live resourceVersion",
+			objs:   []runtime.Object{widget("ns1", "dep", "dep-uid", "7", three...)},
+			setup:  unsupportSMP,
+			owners: []types.UID{"o2"},
+			wantActions: []string{
+				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o2"}]}}`,
+				"get " + res + " ns=ns1 name=dep",
+				"patch " + res + " ns=ns1 name=dep " + jmpType + ` {"metadata":{"resourceVersion":"7","ownerReferences":[` +
+					`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o1","uid":"o1"},` +
+					`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o3","uid":"o3"}]}}`,
+			},
+			wantRefs: []types.UID{"o1", "o3"},
+		},
+		{
+			name:   "415 fallback removing the last reference writes an empty list",
+			objs:   []runtime.Object{widget("ns1", "dep", "dep-uid", "7", ownerRef("o1", nil))},
+			setup:  unsupportSMP,
+			owners: []types.UID{"o1"},
+			wantActions: []string{
+				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
+				"get " + res + " ns=ns1 name=dep",
+				"patch " + res + " ns=ns1 name=dep " + jmpType + ` {"metadata":{"resourceVersion":"7","ownerReferences":[]}}`,
+			},
+			wantRefs: []types.UID{},
+		},
+		{
+			name:   "415 and the name now holds another object: never touch it",
+			objs:   []runtime.Object{widget("ns1", "dep", "other-uid", "8", three...)},
+			setup:  unsupportSMP,
+			owners: []types.UID{"o1"},
+			wantActions: []string{
+				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
+				"get " + res + " ns=ns1 name=dep",
+			},
+			wantRefs: []types.UID{"o1", "o2", "o3"},
+		},
+		{
+			name:   "415 and the references are already gone: no merge patch",
+			objs:   []runtime.Object{widget("ns1", "dep", "dep-uid", "8", ownerRef("o2", nil))},
+			setup:  unsupportSMP,
+			owners: []types.UID{"o1"},
+			wantActions: []string{
+				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
+				"get " + res + " ns=ns1 name=dep",
+			},
+			wantRefs: []types.UID{"o2"},
+		},
+		{
+			name:   "415 and the object is gone by the GET: done",
+			setup:  unsupportSMP,
+			owners: []types.UID{"o1"},
+			wantActions: []string{
+				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
+				"get " + res + " ns=ns1 name=dep",
+			},
+		},
+		{
+			name: "415 and the GET fails: the error is returned",
+			objs: []runtime.Object{widget("ns1", "dep", "dep-uid", "7", three...)},
+			setup: func(c *metadatafake.FakeMetadataClient) {
+				unsupportSMP(c)
+				failGet(c, apierrors.NewServiceUnavailable("etcd"))
+			},
+			owners:  []types.UID{"o1"},
+			wantErr: apierrors.IsServiceUnavailable,
+			wantActions: []string{
+				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
+				"get " + res + " ns=ns1 name=dep",
+			},
+		},
+		{
+			name: "415 and a conflict on the merge patch: the 409 is returned",
+			objs: []runtime.Object{widget("ns1", "dep", "dep-uid", "7", three...)},
+			setup: func(c *metadatafake.FakeMetadataClient) {
+				unsupportSMP(c)
+				rejectPatch(c, types.MergePatchType, apierrors.NewConflict(widgets.GroupResource(), "dep", fmt.Errorf("the object has been modified")))
+			},
+			owners:  []types.UID{"o1"},
+			wantErr: apierrors.IsConflict,
+			wantActions: []string{
+				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
+				"get " + res + " ns=ns1 name=dep",
+				"patch " + res + " ns=ns1 name=dep " + jmpType + ` {"metadata":{"resourceVersion":"7","ownerReferences":[` +
+					`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o2","uid":"o2","blockOwnerDeletion":true},` +
+					`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o3","uid":"o3"}]}}`,
+			},
+			wantRefs: []types.UID{"o1", "o2", "o3"},
+		},
+		{
+			name: "a UID mismatch rejected by the server (422) is returned, with no fallback",
+			objs: []runtime.Object{widget("ns1", "dep", "other-uid", "7", three...)},
+			setup: func(c *metadatafake.FakeMetadataClient) {
+				rejectPatch(c, types.StrategicMergePatchType, apierrors.NewInvalid(schema.GroupKind{Group: "example.com", Kind: "Widget"}, "dep",
+					field.ErrorList{field.Invalid(field.NewPath("metadata", "uid"), "dep-uid", "field is immutable")}))
+			},
+			owners:  []types.UID{"o1"},
+			wantErr: apierrors.IsInvalid,
+			wantActions: []string{
+				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
+			},
+			wantRefs: []types.UID{"o1", "o2", "o3"},
+		},
+		{
+			name: "other errors are returned",
+			objs: []runtime.Object{widget("ns1", "dep", "dep-uid", "7", three...)},
+			setup: func(c *metadatafake.FakeMetadataClient) {
+				rejectPatch(c, types.StrategicMergePatchType, apierrors.NewForbidden(widgets.GroupResource(), "dep", fmt.Errorf("denied")))
+			},
+			owners:  []types.UID{"o1"},
+			wantErr: apierrors.IsForbidden,
+			wantActions: []string{
+				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
+			},
+			wantRefs: []types.UID{"o1", "o2", "o3"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := newFakeClient(tt.objs...)
+			if tt.setup != nil {
+				tt.setup(fake)
+			}
+			err := RemoveOwnerRefs(context.Background(), NewObjectClient(fake), widgets, "ns1", "dep", "dep-uid", tt.owners)
+			switch {
+			case tt.wantErr == nil && err != nil:
+				t.Fatalf("RemoveOwnerRefs() = %v, want nil", err)
+			case tt.wantErr != nil && !tt.wantErr(err):
+				t.Fatalf("RemoveOwnerRefs() = %v, want a matching error", err)
+			}
+			if got := actions(fake); !slices.Equal(got, tt.wantActions) {
+				t.Errorf("actions:\n%q\nwant\n%q", got, tt.wantActions)
+			}
+			if tt.wantRefs != nil {
+				fake.ClearActions()
+				got := liveRefs(t, fake, widgets, "ns1", "dep")
+				if len(got) != len(tt.wantRefs) || (len(got) > 0 && !reflect.DeepEqual(got, tt.wantRefs)) {
+					t.Errorf("owner refs after = %v, want %v", got, tt.wantRefs)
+				}
+			}
+		})
+	}
+}
+
+func TestRemoveOwnerRefsClusterScoped(t *testing.T) {
+	role := &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+		ObjectMeta: metav1.ObjectMeta{Name: "r", UID: "r-uid", OwnerReferences: []metav1.OwnerReference{ownerRef("o1", nil), ownerRef("o2", nil)}},
+	}
+	fake := newFakeClient(role)
+	if err := RemoveOwnerRefs(context.Background(), NewObjectClient(fake), clusterRoles, "", "r", "r-uid", []types.UID{"o1"}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`patch rbac.authorization.k8s.io/v1, Resource=clusterroles ns= name=r application/strategic-merge-patch+json {"metadata":{"uid":"r-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`}
+	if got := actions(fake); !slices.Equal(got, want) {
+		t.Errorf("actions:\n%q\nwant\n%q", got, want)
+	}
+	if got := liveRefs(t, fake, clusterRoles, "", "r"); !slices.Equal(got, []types.UID{"o2"}) {
+		t.Errorf("owner refs after = %v, want [o2]", got)
+	}
+}
+
+func TestUnblockOwnerRefs(t *testing.T) {
+	refs := []metav1.OwnerReference{ownerRef("o1", boolPtr(true)), ownerRef("o2", nil)}
+	blockingOf := func(t *testing.T, c *metadatafake.FakeMetadataClient) []bool {
+		t.Helper()
+		obj, err := c.Resource(widgets).Namespace("ns1").Get(context.Background(), "dep", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []bool
+		for _, r := range obj.OwnerReferences {
+			out = append(out, blocks(r))
+		}
+		return out
+	}
+
+	t.Run("strategic merge patch unblocks", func(t *testing.T) {
+		fake := newFakeClient(widget("ns1", "dep", "dep-uid", "7", refs...))
+		if err := UnblockOwnerRefs(context.Background(), NewObjectClient(fake), widgets, "ns1", "dep", "dep-uid", refs); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(fake.Actions()); got != 1 {
+			t.Errorf("got %d actions, want 1: %q", got, actions(fake))
+		}
+		if got := blockingOf(t, fake); !slices.Equal(got, []bool{false, false}) {
+			t.Errorf("blocking after = %v", got)
+		}
+	})
+
+	t.Run("415 falls back to a merge patch on the live references", func(t *testing.T) {
+		// The live object gained a blocking reference the caller did not see.
+		live := append(slices.Clone(refs), ownerRef("o3", boolPtr(true)))
+		fake := newFakeClient(widget("ns1", "dep", "dep-uid", "7", live...))
+		unsupportSMP(fake)
+		if err := UnblockOwnerRefs(context.Background(), NewObjectClient(fake), widgets, "ns1", "dep", "dep-uid", refs); err != nil {
+			t.Fatal(err)
+		}
+		got := actions(fake)
+		want := `patch example.com/v1, Resource=widgets ns=ns1 name=dep application/merge-patch+json {"metadata":{"resourceVersion":"7","ownerReferences":[` +
+			`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o1","uid":"o1","blockOwnerDeletion":false},` +
+			`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o2","uid":"o2"},` +
+			`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o3","uid":"o3","blockOwnerDeletion":false}]}}`
+		if len(got) != 3 || got[2] != want {
+			t.Errorf("actions:\n%q\nwant last\n%q", got, want)
+		}
+		if got := blockingOf(t, fake); !slices.Equal(got, []bool{false, false, false}) {
+			t.Errorf("blocking after = %v", got)
+		}
+	})
+
+	t.Run("nothing blocking sends nothing", func(t *testing.T) {
+		fake := newFakeClient(widget("ns1", "dep", "dep-uid", "7", refs[1]))
+		if err := UnblockOwnerRefs(context.Background(), NewObjectClient(fake), widgets, "ns1", "dep", "dep-uid", refs[1:]); err != nil {
+			t.Fatal(err)
+		}
+		if got := actions(fake); len(got) != 0 {
+			t.Errorf("actions = %q, want none", got)
+		}
+	})
+
+	t.Run("415 and a replaced object: never touch it", func(t *testing.T) {
+		fake := newFakeClient(widget("ns1", "dep", "other-uid", "9", refs...))
+		unsupportSMP(fake)
+		if err := UnblockOwnerRefs(context.Background(), NewObjectClient(fake), widgets, "ns1", "dep", "dep-uid", refs); err != nil {
+			t.Fatal(err)
+		}
+		if got := actions(fake); len(got) != 2 {
+			t.Errorf("actions = %q, want the patch and the get only", got)
+		}
+		if got := blockingOf(t, fake); !slices.Equal(got, []bool{true, false}) {
+			t.Errorf("blocking after = %v", got)
+		}
+	})
+}
