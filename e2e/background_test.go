@@ -136,7 +136,9 @@ func TestClusterScopedOwner(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = cs.kube.RbacV1().ClusterRoles().Delete(context.Background(), cr.Name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = cs.kube.RbacV1().ClusterRoles().Delete(context.Background(), cr.Name, metav1.DeleteOptions{})
+		})
 		return cr
 	}
 	doomed, kept := mk("doomed"), mk("kept")
@@ -164,7 +166,9 @@ func TestNeverCollected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cs.kube.RbacV1().ClusterRoles().Delete(context.Background(), crName, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cs.kube.RbacV1().ClusterRoles().Delete(context.Background(), crName, metav1.DeleteOptions{})
+	})
 	createCM(t, cs, ns, "unknown-kind", refTo("unknown.example.com/v1", "Widget", "w", types.UID("00000000-0000-0000-0000-0000000000c2"), false))
 	createCM(t, cs, ns, "canary", refTo("v1", "ConfigMap", "missing", types.UID("00000000-0000-0000-0000-0000000000c3"), false))
 	waitCMGone(t, cs, ns, "canary", collectTimeout)

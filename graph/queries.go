@@ -1,0 +1,126 @@
+package graph
+
+import "k8s.io/apimachinery/pkg/types"
+
+// Queries. They copy what they return and never mutate the graph, so they
+// may run concurrently with each other, but not with Apply.
+
+// Node returns what the graph holds for uid.
+func (g *Graph) Node(uid types.UID) (NodeView, bool) {
+	id, ok := g.lookup(uid)
+	if !ok {
+		return NodeView{}, false
+	}
+	n := g.node(id)
+	gv := &g.in.gvks[n.gvk]
+	v := NodeView{
+		Ref:             Ref{APIVersion: gv.apiVersion, Kind: gv.kind, Namespace: g.in.nss[n.ns], Name: n.name, UID: uid},
+		ResourceVersion: g.rvOf(id, n),
+		Deleting:        n.flags&fDeleting != 0,
+		Finalizers:      n.finalizers(),
+		Virtual:         n.flags&fVirtual != 0,
+		Absent:          n.flags&fAbsent != 0,
+		Dependents:      len(g.depIDs(n)),
+	}
+	if k := g.numEdges(n); k > 0 {
+		v.Owners = make([]OwnerRef, k)
+		for i := range v.Owners {
+			v.Owners[i] = g.ownerRef(g.edgeAt(n, i))
+		}
+	}
+	return v, true
+}
+
+// Dependents returns the distinct objects that reference uid as an owner,
+// whatever coordinates they claim.
+func (g *Graph) Dependents(uid types.UID) []Ref {
+	id, ok := g.lookup(uid)
+	if !ok {
+		return nil
+	}
+	ids := g.depIDs(g.node(id))
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]Ref, len(ids))
+	for i, d := range ids {
+		out[i] = g.ref(d, g.node(d))
+	}
+	return out
+}
+
+// Owners returns the owner references of uid, in the object's order, each
+// with the graph's verdict on it. It is nil unless uid is observed.
+func (g *Graph) Owners(uid types.UID) []OwnerView {
+	id, ok := g.lookup(uid)
+	if !ok {
+		return nil
+	}
+	n := g.node(id)
+	k := g.numEdges(n)
+	if k == 0 {
+		return nil
+	}
+	out := make([]OwnerView, k)
+	for i := range out {
+		e := g.edgeAt(n, i)
+		out[i] = OwnerView{OwnerRef: g.ownerRef(e), State: g.edgeState(n.ns, e)}
+	}
+	return out
+}
+
+// BlockingDependents counts the dependents of uid that still exist and hold
+// a reference to it with blockOwnerDeletion: true (in-tree
+// blockingDependents: by UID, whatever the coordinates). A foreground owner
+// may lose its finalizer when this is 0.
+func (g *Graph) BlockingDependents(uid types.UID) int {
+	id, ok := g.lookup(uid)
+	if !ok {
+		return 0
+	}
+	c := 0
+	for _, d := range g.depIDs(g.node(id)) {
+		dn := g.node(d)
+		for i, k := 0, g.numEdges(dn); i < k; i++ {
+			if e := g.edgeAt(dn, i); e.owner == id && e.bits&eBlock != 0 {
+				c++
+				break
+			}
+		}
+	}
+	return c
+}
+
+// Stats returns counts for metrics. It is O(number of distinct kinds).
+func (g *Graph) Stats() Stats {
+	s := Stats{
+		Nodes:             g.nObserved + g.nVirtual + g.nAbsent,
+		Observed:          g.nObserved,
+		Virtual:           g.nVirtual,
+		Absent:            g.nAbsent,
+		PerResource:       make(map[string]int),
+		WaitingOrphan:     g.nOrphan,
+		WaitingForeground: g.nForeground,
+	}
+	for i := range g.in.gvks {
+		if gv := &g.in.gvks[i]; gv.observed > 0 {
+			s.PerResource[gv.apiVersion+", Kind="+gv.kind] = gv.observed
+		}
+	}
+	return s
+}
+
+// DeletingOwners returns every observed object being deleted with a GC
+// finalizer, for a level-driven re-check that does not depend on having
+// seen the transition. It scans the whole graph: O(nodes), about a
+// millisecond per 100,000 nodes.
+func (g *Graph) DeletingOwners() []types.UID {
+	var out []types.UID
+	for id := uint32(1); id <= g.top; id++ {
+		n := g.node(id)
+		if n.flags&(fObserved|fDeleting) == fObserved|fDeleting && n.flags&(fOrphan|fForeground) != 0 {
+			out = append(out, g.uidOf(id))
+		}
+	}
+	return out
+}

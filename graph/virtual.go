@@ -1,0 +1,208 @@
+package graph
+
+import "strings"
+
+// Virtual nodes, claims and their verification.
+//
+// A reference is a claim: "an object with this UID exists at these
+// coordinates (apiVersion, kind, name) in my namespace". The graph keys
+// nodes by UID only, as in-tree does, and judges each claim on its own:
+//
+//   - owner observed, claim agrees with the observed coordinates: the
+//     observed state decides (present, being deleted, deleting dependents);
+//   - owner observed as a namespaced object in another namespace: invalid
+//     for a namespaced dependent (treated as absent, reported), unresolvable
+//     for a cluster-scoped one (never collectable, reported);
+//   - owner observed, claim disagrees: undecided (OwnerMismatch) until a
+//     live check of those exact coordinates answers;
+//   - owner never observed (virtual): undecided (OwnerUnknown) until a live
+//     check answers; every distinct claim is checked, not just the first;
+//   - owner observed deleted (absent tombstone): absent, whatever the claim.
+//
+// A virtual node's identity is the first claim that created it, in that
+// dependent's namespace (as in-tree). It is verified once when the node is
+// created; dependents that later make the same claim in the same namespace
+// wait for that answer, and inherit it once it is in.
+
+// newVirtual creates the node for an owner that is referenced but has not
+// been observed.
+func (g *Graph) newVirtual(r *OwnerRef, gvk, ns uint32) (uint32, *node) {
+	id, n := g.alloc(r.UID)
+	n.flags |= fVirtual
+	n.gvk, n.ns = gvk, ns
+	n.name = strings.Clone(r.Name)
+	g.account(n, 1)
+	return id, n
+}
+
+// inherit returns the verification bits a new reference from dependent d
+// to owner o gets: the answer for o's identity claim, if the reference makes
+// that claim and the answer applies to d's namespace.
+func (g *Graph) inherit(d, o *node, gvk uint32, name string) uint32 {
+	if o.flags&fVirtual == 0 || gvk != o.gvk || name != o.name {
+		return 0
+	}
+	if d.ns != o.ns && o.flags&fIDCluster == 0 {
+		return 0
+	}
+	switch {
+	case o.flags&fIDPresent != 0:
+		return eVerPresent
+	case o.flags&fIDAbsent != 0:
+		return eVerAbsent
+	}
+	return 0
+}
+
+// verificationPending reports whether a new reference e from d makes a
+// claim whose check is already under way: the identity claim of a virtual
+// node that existed before this event and has no answer yet. No second
+// VerifyOwner is issued for it.
+func (g *Graph) verificationPending(d *node, e *edge) bool {
+	o := g.node(e.owner)
+	return o.flags&(fVirtual|fFresh|fIDPresent|fIDAbsent) == fVirtual &&
+		e.gvk() == o.gvk && e.name == o.name && d.ns == o.ns
+}
+
+// clearMatchingVerification drops the verification of references that agree
+// with the coordinates owner n was just observed at: observation decides
+// those from now on.
+func (g *Graph) clearMatchingVerification(id uint32, n *node) {
+	for _, d := range g.depIDs(n) {
+		dn := g.node(d)
+		for i, k := 0, g.numEdges(dn); i < k; i++ {
+			if e := g.edgeAt(dn, i); e.owner == id && e.gvk() == n.gvk && e.name == n.name {
+				e.bits &^= eVerMask
+			}
+		}
+	}
+}
+
+// edgeState judges reference e held by a dependent in namespace depNS.
+func (g *Graph) edgeState(depNS uint32, e *edge) OwnerState {
+	o := g.node(e.owner)
+	switch o.flags & kindMask {
+	case fAbsent:
+		return OwnerAbsent
+	case fObserved:
+		if o.ns != 0 && o.ns != depNS {
+			if depNS == 0 {
+				return OwnerUnresolvable
+			}
+			return OwnerInvalidNamespace
+		}
+		if e.gvk() == o.gvk && e.name == o.name {
+			return observedState(o)
+		}
+		switch e.bits & eVerMask {
+		case eVerPresent:
+			return observedState(o)
+		case eVerAbsent:
+			return OwnerAbsent
+		}
+		return OwnerMismatch
+	}
+	switch e.bits & eVerMask {
+	case eVerPresent:
+		return OwnerVerifiedPresent
+	case eVerAbsent:
+		return OwnerAbsent
+	}
+	return OwnerUnknown
+}
+
+func invalidNS(s OwnerState) bool { return s == OwnerInvalidNamespace || s == OwnerUnresolvable }
+
+func observedState(o *node) OwnerState {
+	switch {
+	case o.flags&fDeleting == 0:
+		return OwnerPresent
+	case o.flags&fForeground != 0:
+		return OwnerDeletingDependents
+	}
+	return OwnerBeingDeleted
+}
+
+// transition records the effects of reference e of dependent dep going from
+// before to after (isNew: the reference did not exist before the event).
+//
+//   - entering Absent, InvalidNamespace or DeletingDependents: the
+//     dependent is worth re-deciding (AttemptDelete);
+//   - entering InvalidNamespace or Unresolvable: report it;
+//   - entering an undecided state: check the claim (VerifyOwner), unless
+//     the same check is already pending.
+func (g *Graph) transition(dep uint32, dn *node, e *edge, before, after OwnerState, isNew, pending bool) {
+	if !isNew && before == after {
+		return
+	}
+	switch after {
+	case OwnerAbsent, OwnerInvalidNamespace, OwnerDeletingDependents:
+		g.fx.del = append(g.fx.del, dep)
+	}
+	if invalidNS(after) && (isNew || !invalidNS(before)) {
+		g.fx.invalid = append(g.fx.invalid, InvalidRef{Dependent: g.ref(dep, dn), Owner: g.ownerRef(e)})
+	}
+	if after.Undecided() && (isNew || !before.Undecided()) && !pending {
+		g.fx.verify = append(g.fx.verify, g.claim(dn, e))
+	}
+}
+
+// verify folds in the answer to a VerifyOwner: the live check of claim c.
+// It applies to every reference making that claim from c's namespace (from
+// every namespace when c.Namespace is ""). Observation beats a live check:
+// references that agree with an observed owner, and every reference to an
+// owner observed deleted, ignore it.
+func (g *Graph) verify(c *Ref, present bool) {
+	id, ok := g.lookup(c.UID)
+	if !ok {
+		return
+	}
+	o := g.node(id)
+	if o.flags&(fObserved|fVirtual) == 0 {
+		return
+	}
+	gvk, ok := g.in.lookupGVK(c.APIVersion, c.Kind)
+	if !ok {
+		return // no reference makes this claim
+	}
+	cluster := c.Namespace == ""
+	var ns uint32
+	if !cluster {
+		if ns, ok = g.in.lookupNS(c.Namespace); !ok {
+			return
+		}
+	}
+	set := uint32(eVerAbsent)
+	if present {
+		set = eVerPresent
+	}
+	observed := o.flags&fObserved != 0
+	for _, d := range g.depIDs(o) {
+		dn := g.node(d)
+		if !cluster && dn.ns != ns {
+			continue
+		}
+		for i, k := 0, g.numEdges(dn); i < k; i++ {
+			e := g.edgeAt(dn, i)
+			if e.owner != id || e.gvk() != gvk || e.name != c.Name {
+				continue
+			}
+			if observed && gvk == o.gvk && e.name == o.name {
+				continue
+			}
+			before := g.edgeState(dn.ns, e)
+			e.bits = e.bits&^eVerMask | set
+			g.transition(d, dn, e, before, g.edgeState(dn.ns, e), false, false)
+		}
+	}
+	if !observed && gvk == o.gvk && c.Name == o.name && (cluster || ns == o.ns) {
+		f := fIDAbsent
+		if present {
+			f = fIDPresent
+		}
+		if cluster {
+			f |= fIDCluster
+		}
+		o.flags = o.flags&^idMask | f
+	}
+}
