@@ -1,0 +1,143 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cascade-gc/cascade/e2e/harness"
+)
+
+// benchWorkers is the concurrency of both cascade (--workers) and the raw client.
+const benchWorkers = 20
+
+// BenchmarkBackgroundCascade: 10 owners × 1,000 dependent ConfigMaps deleted in the background,
+// collected by cascade (unthrottled client, 20 workers), next to the raw rate of a client that
+// deletes the same number of objects itself with the same concurrency, in the same run.
+// Reports objects/s, API requests per collected object (from kube-apiserver's
+// apiserver_request_total) and the ratio to the raw rate.
+func BenchmarkBackgroundCascade(b *testing.B) {
+	owners, perOwner := 10, 1000
+	if os.Getenv("QUICK") != "" {
+		owners, perOwner = 10, 200
+	}
+	total := owners * perOwner
+	cs := newClients(b)
+	for range b.N {
+		ns := newNamespace(b, cs)
+		c := startCascade(b, "--kube-api-qps=0", "--workers="+strconv.Itoa(benchWorkers))
+		ownerNames := make([]string, owners)
+		for i := range owners {
+			o := createCM(b, cs, ns, fmt.Sprintf("owner-%d", i))
+			ownerNames[i] = o.Name
+			createCMs(b, cs, ns, fmt.Sprintf("dep-%d", i), perOwner, cmRef(o))
+		}
+		// Wait until cascade's graph holds every dependent, so the measurement is collection only.
+		waitForMetric(b, c, `cascade_graph_objects{api_version="v1",kind="ConfigMap"}`, float64(total+owners), time.Minute)
+		before := apiserverRequests(b)
+		collectedBefore := metricValue(b, c, `cascade_collected_total{action="delete"}`)
+		start := time.Now()
+		for _, name := range ownerNames {
+			deleteCM(b, cs, ns, name, metav1.DeletePropagationBackground)
+		}
+		waitForMetric(b, c, `cascade_collected_total{action="delete"}`, collectedBefore+float64(total), 10*time.Minute)
+		elapsed := time.Since(start)
+		after := apiserverRequests(b)
+		if n, err := countCMs(b, cs, ns, "dep-"); err != nil || n != 0 {
+			b.Fatalf("%d dependents left after cascade reported completion (%v)", n, err)
+		}
+		reqs, detail := objectRequests(before, after, "configmaps")
+		reqs -= float64(owners) // the benchmark's own owner DELETEs
+		rate := float64(total) / elapsed.Seconds()
+
+		createCMs(b, cs, ns, "raw", total)
+		rawElapsed := rawDelete(b, cs, ns, "raw", total)
+		rawRate := float64(total) / rawElapsed.Seconds()
+
+		b.ReportMetric(rate, "objects/s")
+		b.ReportMetric(reqs/float64(total), "requests/object")
+		b.ReportMetric(rawRate, "raw-objects/s")
+		b.ReportMetric(rate/rawRate, "ratio-to-raw")
+		b.Logf("background %d×%d: cascade %.0f objects/s (%s), %.3f requests/object (%s); raw %.0f objects/s (%s); cascade/raw %.2f",
+			owners, perOwner, rate, elapsed.Round(time.Millisecond), reqs/float64(total), detail, rawRate, rawElapsed.Round(time.Millisecond), rate/rawRate)
+		b.Logf("target requests/object <= 1.05: %s; target throughput >= 90%% of raw: %s",
+			met(reqs/float64(total) <= 1.05), met(rate/rawRate >= 0.9))
+	}
+}
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+// rawDelete deletes prefix-0..n-1 with benchWorkers concurrent clients (unthrottled), the way a
+// client with cascade's concurrency would, and returns the time it took.
+func rawDelete(b testing.TB, cs clients, ns, prefix string, n int) time.Duration {
+	b.Helper()
+	names := make(chan string, n)
+	for i := range n {
+		names <- fmt.Sprintf("%s-%d", prefix, i)
+	}
+	close(names)
+	var wg sync.WaitGroup
+	var failed sync.Once
+	start := time.Now()
+	for range benchWorkers {
+		wg.Go(func() {
+			for name := range names {
+				if err := cs.kube.CoreV1().ConfigMaps(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+					failed.Do(func() { b.Errorf("raw delete %s: %v", name, err) })
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
+// metricValue reads one sample (the whole "name{labels}" string) from cascade's /metrics; a
+// missing sample is 0.
+func metricValue(b testing.TB, c *harness.Cascade, sample string) float64 {
+	b.Helper()
+	m, err := c.Metrics()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(m, "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("metric %s: %v", sample, err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+// waitForMetric polls cascade's /metrics every 20 ms until sample >= want.
+func waitForMetric(b testing.TB, c *harness.Cascade, sample string, want float64, timeout time.Duration) {
+	b.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		v := metricValue(b, c, sample)
+		if v >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("timed out waiting for %s >= %.0f (at %.0f)\n%s", sample, want, v, c.Tail(20))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

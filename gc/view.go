@@ -1,0 +1,73 @@
+package gc
+
+import (
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cascade-gc/cascade/graph"
+)
+
+// View is the read access other packages (finalizers) get to the controller's graph and API
+// edge. Every method is safe for concurrent use; results are copies.
+type View interface {
+	// Node returns the graph's node of uid.
+	Node(uid types.UID) (graph.NodeView, bool)
+	// Owners returns the owner references of uid with the graph's verdict on each.
+	Owners(uid types.UID) []graph.OwnerView
+	// Dependents returns the objects that reference uid as an owner.
+	Dependents(uid types.UID) []graph.Ref
+	// BlockingDependents counts the dependents of uid that still exist and reference it with
+	// blockOwnerDeletion=true.
+	BlockingDependents(uid types.UID) int
+	// DeletingOwners returns every observed object being deleted with a GC finalizer.
+	DeletingOwners() []types.UID
+	// ResourceFor returns the watched resource of an observed object's apiVersion and kind.
+	ResourceFor(apiVersion, kind string) (Resource, bool)
+	// Synced reports whether the graph reflects the cluster (the initial lists are in).
+	Synced() bool
+	// EnqueueAttemptToDelete asks the collector to decide on uid again.
+	EnqueueAttemptToDelete(uid types.UID)
+	// Client is the API edge (GET, DELETE, PATCH through the metadata client).
+	Client() ObjectClient
+}
+
+var _ View = (*Controller)(nil)
+
+func (c *Controller) Node(uid types.UID) (graph.NodeView, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.g.Node(uid)
+}
+
+func (c *Controller) Owners(uid types.UID) []graph.OwnerView {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.g.Owners(uid)
+}
+
+func (c *Controller) Dependents(uid types.UID) []graph.Ref {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.g.Dependents(uid)
+}
+
+func (c *Controller) BlockingDependents(uid types.UID) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.g.BlockingDependents(uid)
+}
+
+func (c *Controller) DeletingOwners() []types.UID {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.g.DeletingOwners()
+}
+
+func (c *Controller) ResourceFor(apiVersion, kind string) (Resource, bool) {
+	return c.monitors.resourceFor(apiVersion, kind)
+}
+
+func (c *Controller) Synced() bool { return c.synced.Load() }
+
+func (c *Controller) EnqueueAttemptToDelete(uid types.UID) { c.deleteQueue.Add(uid) }
+
+func (c *Controller) Client() ObjectClient { return c.deps.Client }
