@@ -5,7 +5,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,7 +37,7 @@ func BenchmarkBackgroundCascade(b *testing.B) {
 	cs := newClients(b)
 	for range b.N {
 		ns := newNamespace(b, cs)
-		c := startCascade(b, "--kube-api-qps=0", "--workers="+strconv.Itoa(benchWorkers))
+		c := startCascade(b, "--kube-api-qps=0", "--workers="+strconv.Itoa(benchWorkers), "--enable-profiling")
 		ownerNames := make([]string, owners)
 		for i := range owners {
 			o := createCM(b, cs, ns, fmt.Sprintf("owner-%d", i))
@@ -45,12 +48,14 @@ func BenchmarkBackgroundCascade(b *testing.B) {
 		waitForMetric(b, c, `cascade_graph_objects{api_version="v1",kind="ConfigMap"}`, float64(total+owners), time.Minute)
 		before := apiserverRequests(b)
 		collectedBefore := metricValue(b, c, `cascade_collected_total{action="delete"}`)
+		stopProfile := profileCascade(b, c, "background")
 		start := time.Now()
 		for _, name := range ownerNames {
 			deleteCM(b, cs, ns, name, metav1.DeletePropagationBackground)
 		}
 		waitForMetric(b, c, `cascade_collected_total{action="delete"}`, collectedBefore+float64(total), 10*time.Minute)
 		elapsed := time.Since(start)
+		stopProfile()
 		after := apiserverRequests(b)
 		if n, err := countCMs(b, cs, ns, "dep-"); err != nil || n != 0 {
 			b.Fatalf("%d dependents left after cascade reported completion (%v)", n, err)
@@ -140,4 +145,32 @@ func waitForMetric(b testing.TB, c *harness.Cascade, sample string, want float64
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// profileCascade, when CASCADE_PROFILE_DIR is set, records a CPU profile of cascade from now
+// until the returned function is called, into that directory.
+func profileCascade(b testing.TB, c *harness.Cascade, name string) func() {
+	dir := os.Getenv("CASCADE_PROFILE_DIR")
+	if dir == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		url := strings.TrimSuffix(c.MetricsURL, "/metrics") + "/debug/pprof/profile?seconds=15"
+		resp, err := http.Get(url) //nolint:noctx
+		if err != nil {
+			b.Logf("profile: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(filepath.Join(dir, name+".pprof"))
+		if err != nil {
+			b.Logf("profile: %v", err)
+			return
+		}
+		defer f.Close()
+		_, _ = io.Copy(f, resp.Body)
+	}()
+	return func() {}
 }
