@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -23,7 +22,7 @@ import (
 
 // Deps are what the controller needs from the outside world.
 type Deps struct {
-	Discovery discovery.ServerResourcesInterfaceWithContext
+	Discovery Discoverer
 	// Metadata is the client informers list and watch with.
 	Metadata metadata.Interface
 	// Client performs GET, DELETE and PATCH (a wrapper of Metadata that counts requests).
@@ -51,6 +50,10 @@ type Deps struct {
 type FinalizerHandler interface {
 	// Enqueue asks for the owner to be (re)examined.
 	Enqueue(uid types.UID)
+	// Orphaned reports whether the handler orphaned the dependents of owner uid (deleted with
+	// the orphan policy). A reference to such an owner, once it is gone, is removed from the
+	// dependent and is never a reason to delete it.
+	Orphaned(uid types.UID) bool
 }
 
 // Controller keeps the dependency graph current from metadata informers over every deletable
@@ -108,6 +111,10 @@ func New(deps Deps) *Controller {
 	}
 	return c
 }
+
+// SetFinalizers sets Deps.Finalizers after New, for a handler that needs the controller itself
+// (as its View). Call it before Run: it is not synchronized with the informers.
+func (c *Controller) SetFinalizers(h FinalizerHandler) { c.deps.Finalizers = h }
 
 // Run discovers resources now and every DiscoveryPeriod, runs the workers, and returns when
 // ctx ends and everything has stopped.

@@ -8,8 +8,11 @@ import (
 	"sort"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
+
+	"github.com/cascade-gc/cascade/policy"
 )
 
 // Resource is one deletable resource cascade watches: its preferred version, its kind and scope.
@@ -30,19 +33,26 @@ type DiscoveryResult struct {
 	FailedGroups map[schema.GroupVersion]error
 }
 
-// DefaultIgnoredResources mirrors the in-tree GC: events are never owners worth tracking.
+// Discoverer is the part of the discovery client cascade uses.
+type Discoverer interface {
+	ServerPreferredResourcesWithContext(ctx context.Context) ([]*metav1.APIResourceList, error)
+}
+
+// DefaultIgnoredResources is policy.DefaultIgnoredResources as a set (core and events.k8s.io
+// events, as in-tree).
 func DefaultIgnoredResources() map[schema.GroupResource]struct{} {
-	return map[schema.GroupResource]struct{}{
-		{Group: "", Resource: "events"}:              {},
-		{Group: "events.k8s.io", Resource: "events"}: {},
+	out := map[schema.GroupResource]struct{}{}
+	for _, gr := range policy.DefaultIgnoredResources() {
+		out[schema.GroupResource{Group: gr.Group, Resource: gr.Resource}] = struct{}{}
 	}
+	return out
 }
 
 // DiscoverDeletable lists every resource that supports list, watch and delete at its group's
 // preferred version, minus ignored ones and subresources. A partial failure (some groups could
 // not be discovered) returns what was found plus the failed groups, not an error; only a total
 // failure is an error.
-func DiscoverDeletable(ctx context.Context, disco discovery.ServerResourcesInterfaceWithContext, ignored map[schema.GroupResource]struct{}) (DiscoveryResult, error) {
+func DiscoverDeletable(ctx context.Context, disco Discoverer, ignored map[schema.GroupResource]struct{}) (DiscoveryResult, error) {
 	lists, err := disco.ServerPreferredResourcesWithContext(ctx)
 	res := DiscoveryResult{Resources: ResourceSet{}}
 	if err != nil {

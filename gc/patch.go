@@ -111,10 +111,10 @@ func unblockOwnerRefsJMP(rv string, refs []metav1.OwnerReference) []byte {
 	})
 }
 
-// removeFinalizerJMP returns a JSON merge patch that replaces the finalizers
+// RemoveFinalizerJMP returns a JSON merge patch that replaces the finalizers
 // with remaining, valid only at resourceVersion rv. No remaining finalizer
 // encodes as [], never null.
-func removeFinalizerJMP(rv string, remaining []string) []byte {
+func RemoveFinalizerJMP(rv string, remaining []string) []byte {
 	return mustMarshal(metadataPatch[rvFinalizersPatch]{
 		Metadata: rvFinalizersPatch{ResourceVersion: rv, Finalizers: nonNil(remaining)},
 	})

@@ -132,7 +132,7 @@ func TestRemoveFinalizerJMP(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := string(removeFinalizerJMP("9", tt.remaining)); got != tt.want {
+			if got := string(RemoveFinalizerJMP("9", tt.remaining)); got != tt.want {
 				t.Errorf("got  %s\nwant %s", got, tt.want)
 			}
 		})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -88,14 +89,24 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) outcome
 		return done // no longer watched (CRD removed): never act on what we cannot see
 	}
 	in := policy.Input{
-		Owners:              make([]policy.Owner, len(owners)),
+		Owners:              make([]policy.Owner, 0, len(owners)),
 		HasDependents:       n.Dependents > 0,
 		OrphanFinalizer:     n.Finalizers.Has(graph.FinalizerOrphan),
 		ForegroundFinalizer: n.Finalizers.Has(graph.FinalizerForeground),
 		BeingDeleted:        n.Deleting,
 	}
-	for i, o := range owners {
-		in.Owners[i] = policy.Owner{UID: o.UID, State: ownerState(o.State)}
+	var orphaned []types.UID // gone owners whose dependents were orphaned
+	for _, o := range owners {
+		if o.State == graph.OwnerAbsent && c.orphaned(o.UID) {
+			if !slices.Contains(orphaned, o.UID) {
+				orphaned = append(orphaned, o.UID)
+			}
+			continue
+		}
+		in.Owners = append(in.Owners, policy.Owner{UID: o.UID, State: ownerState(o.State)})
+	}
+	if len(orphaned) > 0 {
+		return c.removeOrphanedRefs(ctx, logger, res, n, orphaned, len(in.Owners) > 0)
 	}
 	if n.Dependents > 0 {
 		in.DependentDeletingDependents = c.anyDependentDeletingDependents(uid)
@@ -129,6 +140,28 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) outcome
 			}
 		}
 		return c.deleteDependent(ctx, logger, res, n, d.Propagation)
+	}
+	return done
+}
+
+// orphaned reports whether the finalizer handler orphaned the dependents of owner uid.
+func (c *Controller) orphaned(uid types.UID) bool {
+	return c.deps.Finalizers != nil && c.deps.Finalizers.Orphaned(uid)
+}
+
+// removeOrphanedRefs removes the references to owners that were deleted with the orphan policy
+// and reached the graph late (observed, or patched, after the owner's orphan finalizer was
+// removed): such a reference is removed, never a reason to delete. With other references
+// left, the dependent is decided again once the patched object is observed.
+func (c *Controller) removeOrphanedRefs(ctx context.Context, logger klog.Logger, res Resource, n graph.NodeView, owners []types.UID, others bool) outcome {
+	if err := RemoveOwnerRefs(ctx, c.deps.Client, res.GVR, n.Namespace, n.Name, n.UID, owners); err != nil {
+		logger.V(2).Info("Removing references to orphaning owners failed; will retry", "err", err)
+		return requeue
+	}
+	c.deps.Metrics.Collected.WithLabelValues("remove_refs").Inc()
+	logger.V(2).Info("Removed references to owners deleted with the orphan policy", "owners", owners)
+	if others {
+		return requeue
 	}
 	return done
 }

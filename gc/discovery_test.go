@@ -1,0 +1,96 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+)
+
+type fakeDiscoverer struct {
+	lists []*metav1.APIResourceList
+	err   error
+}
+
+func (f *fakeDiscoverer) ServerPreferredResourcesWithContext(context.Context) ([]*metav1.APIResourceList, error) {
+	return f.lists, f.err
+}
+
+var allVerbs = metav1.Verbs{"get", "list", "watch", "delete", "create"}
+
+func resourceList(gv string, rs ...metav1.APIResource) *metav1.APIResourceList {
+	return &metav1.APIResourceList{GroupVersion: gv, APIResources: rs}
+}
+
+func TestDiscoverDeletable(t *testing.T) {
+	d := &fakeDiscoverer{lists: []*metav1.APIResourceList{
+		resourceList("v1",
+			metav1.APIResource{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: allVerbs},
+			metav1.APIResource{Name: "events", Kind: "Event", Namespaced: true, Verbs: allVerbs},
+			metav1.APIResource{Name: "pods/status", Kind: "Pod", Namespaced: true, Verbs: allVerbs},
+			metav1.APIResource{Name: "bindings", Kind: "Binding", Namespaced: true, Verbs: metav1.Verbs{"create"}},
+			metav1.APIResource{Name: "namespaces", Kind: "Namespace", Verbs: allVerbs}),
+		resourceList("events.k8s.io/v1", metav1.APIResource{Name: "events", Kind: "Event", Namespaced: true, Verbs: allVerbs}),
+		resourceList("apps/v1", metav1.APIResource{Name: "deployments", Kind: "Deployment", Namespaced: true, Verbs: metav1.Verbs{"list", "watch"}}),
+	}}
+	res, err := DiscoverDeletable(context.Background(), d, DefaultIgnoredResources())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"configmaps.v1", "namespaces.v1"}
+	got := []string{}
+	for _, r := range res.Resources.Sorted() {
+		got = append(got, GVRString(r.GVR))
+	}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("resources = %v, want %v (events ignored, subresources and non-deletable resources skipped)", got, want)
+	}
+	if r := res.Resources[schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}]; r.Namespaced || r.Kind != "Namespace" {
+		t.Errorf("namespaces = %+v", r)
+	}
+}
+
+// TestFailedGroupKeepsItsResources: when discovery of a group fails, the resources already
+// watched in that group stay watched; other groups follow discovery.
+func TestFailedGroupKeepsItsResources(t *testing.T) {
+	d := &fakeDiscoverer{lists: []*metav1.APIResourceList{
+		resourceList("v1", metav1.APIResource{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: allVerbs}),
+		resourceList("example.com/v1", metav1.APIResource{Name: "widgets", Kind: "Widget", Namespaced: true, Verbs: allVerbs}),
+	}}
+	c := New(Deps{Discovery: d, Metrics: NewMetrics(prometheus.NewRegistry())})
+	ctx := context.Background()
+	c.syncResources(ctx)
+	widgets := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+	if _, ok := c.Resources()[widgets]; !ok {
+		t.Fatalf("widgets not watched after first discovery")
+	}
+
+	// The group now fails discovery; configmaps are still listed.
+	d.lists = d.lists[:1]
+	d.err = &discovery.ErrGroupDiscoveryFailed{Groups: map[schema.GroupVersion]error{
+		{Group: "example.com", Version: "v1"}: errors.New("service unavailable"),
+	}}
+	c.syncResources(ctx)
+	if _, ok := c.Resources()[widgets]; !ok {
+		t.Errorf("widgets dropped while its group failed discovery")
+	}
+
+	// Total failure: nothing changes.
+	d.lists, d.err = nil, errors.New("connection refused")
+	c.syncResources(ctx)
+	if n := len(c.Resources()); n != 2 {
+		t.Errorf("after a failed discovery round %d resources are watched, want 2", n)
+	}
+
+	// The group recovers without widgets (CRD deleted): it is dropped.
+	d.lists = []*metav1.APIResourceList{resourceList("v1", metav1.APIResource{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: allVerbs})}
+	d.err = nil
+	c.syncResources(ctx)
+	if _, ok := c.Resources()[widgets]; ok {
+		t.Errorf("widgets still watched after its group recovered without it")
+	}
+}
