@@ -41,6 +41,9 @@ type Deps struct {
 	Workers int
 	// AbsentCacheSize bounds the cache of owners verified absent.
 	AbsentCacheSize int
+	// Elected, when set, holds the workers back until it is closed (leader election): a
+	// standby keeps its informers and graph warm but acts on nothing. Nil means act at once.
+	Elected <-chan struct{}
 	// Finalizers, when set, receives owners being deleted with a GC finalizer (orphan and
 	// foreground processing). Without it such owners are left to whoever handles them.
 	Finalizers FinalizerHandler
@@ -122,10 +125,20 @@ func (c *Controller) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting collector", "discoveryPeriod", c.deps.DiscoveryPeriod, "workers", c.deps.Workers)
 	var wg sync.WaitGroup
-	for range c.deps.Workers {
-		wg.Go(func() { c.runDeleteWorker(ctx) })
-		wg.Go(func() { c.runVerifyWorker(ctx) })
-	}
+	wg.Go(func() {
+		if c.deps.Elected != nil {
+			select {
+			case <-c.deps.Elected:
+				logger.Info("Elected leader: starting workers")
+			case <-ctx.Done():
+				return
+			}
+		}
+		for range c.deps.Workers {
+			wg.Go(func() { c.runDeleteWorker(ctx) })
+			wg.Go(func() { c.runVerifyWorker(ctx) })
+		}
+	})
 	wg.Go(func() { c.watchInitialSync(ctx) })
 
 	t := time.NewTicker(c.deps.DiscoveryPeriod)
