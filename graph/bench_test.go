@@ -163,3 +163,14 @@ func BenchmarkGraphNoopUpdate(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
+
+// BenchmarkGraphDeletingOwners measures the full scan behind DeletingOwners
+// on a graph of 100,000 objects.
+func BenchmarkGraphDeletingOwners(b *testing.B) {
+	g, _ := noopFixture()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		g.DeletingOwners()
+	}
+}

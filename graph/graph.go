@@ -147,7 +147,7 @@ func (g *Graph) Apply(ev Event) Effects {
 		}
 		g.observe(&ev.Object)
 	case EventDeleted:
-		g.remove(ev.Object.UID)
+		g.remove(&ev.Object.Ref)
 	case EventOwnerVerified:
 		g.verify(&ev.Owner, ev.Present)
 	default:

@@ -1,10 +1,6 @@
 package graph
 
-import (
-	"strings"
-
-	"k8s.io/apimachinery/pkg/types"
-)
+import "strings"
 
 // ownSnap is one owner reference of the object being observed, as it was
 // before the event, with its state then.
@@ -14,9 +10,8 @@ type ownSnap struct {
 	used   bool // matched by a reference of the new object
 }
 
-// inSnap is one reference to the object being observed, held by another
-// object, with its state before the event. Those references do not change
-// during the event, so (dep, i) still names the same reference afterwards.
+// inSnap is one reference to the object an event is about, held by another
+// object, with its state before the event.
 type inSnap struct {
 	dep    uint32
 	i      int32
@@ -116,17 +111,7 @@ func (g *Graph) observe(o *Object) {
 	// Before: references held by others to this object...
 	g.inSnap = g.inSnap[:0]
 	if stateChanged {
-		for _, d := range g.depIDs(n) {
-			if d == id {
-				continue // a self-reference is one of the object's own, below
-			}
-			dn := g.node(d)
-			for i, k := 0, g.numEdges(dn); i < k; i++ {
-				if e := g.edgeAt(dn, i); e.owner == id {
-					g.inSnap = append(g.inSnap, inSnap{dep: d, i: int32(i), before: g.edgeState(dn.ns, e)})
-				}
-			}
-		}
+		g.snapIncoming(id, n)
 	}
 	// ...and the object's own references.
 	g.ownOld = g.ownOld[:0]
@@ -169,11 +154,7 @@ func (g *Graph) observe(o *Object) {
 		}
 	}
 	// ...of the references others hold to it...
-	for _, s := range g.inSnap {
-		dn := g.node(s.dep)
-		e := g.edgeAt(dn, int(s.i))
-		g.transition(s.dep, dn, e, s.before, g.edgeState(dn.ns, e), false, false)
-	}
+	g.incomingTransitions()
 	// ...and of the blocking references it dropped.
 	for i := range g.ownOld {
 		old := &g.ownOld[i].e
@@ -199,6 +180,8 @@ func (g *Graph) observe(o *Object) {
 		g.fx.foreground = append(g.fx.foreground, id)
 		g.fx.del = append(g.fx.del, g.depIDs(n)...)
 	}
+	clear(g.ownOld) // do not pin the caller's or dropped strings
+	clear(g.newE)
 }
 
 // buildEdges turns the new object's references into g.newE. A reference
@@ -298,9 +281,10 @@ func firstSnapOwner(s []ownSnap, i int) bool {
 }
 
 // remove folds in a deletion. An object that others still reference stays
-// as an absent tombstone: its absence is authoritative for all of them.
-func (g *Graph) remove(uid types.UID) {
-	id, ok := g.lookup(uid)
+// as an absent tombstone: its absence is authoritative for all of them. A
+// virtual node deleted this way takes the coordinates the event reports.
+func (g *Graph) remove(r *Ref) {
+	id, ok := g.lookup(r.UID)
 	if !ok {
 		return
 	}
@@ -316,6 +300,7 @@ func (g *Graph) remove(uid types.UID) {
 			g.fx.recheck = append(g.fx.recheck, e.owner)
 		}
 	}
+	g.snapIncoming(id, n)
 	for _, d := range g.depIDs(n) {
 		if d != id {
 			g.fx.del = append(g.fx.del, d)
@@ -337,6 +322,42 @@ func (g *Graph) remove(uid types.UID) {
 		return
 	}
 	g.account(n, -1)
+	if n.flags&fVirtual != 0 {
+		n.gvk, n.ns = g.in.gvk(r.APIVersion, r.Kind), g.in.ns(r.Namespace)
+		if n.name != r.Name {
+			n.name = strings.Clone(r.Name)
+		}
+	}
 	n.flags = n.flags&(fSideUID|fRVNum|fRVSide|fFresh) | fAbsent
 	g.account(n, 1)
+	g.incomingTransitions()
+	clear(g.ownOld)
+}
+
+// snapIncoming records the state of every reference other objects hold to
+// node id, for incomingTransitions. Those references do not change during
+// the event, so (dep, i) still names the same reference afterwards.
+func (g *Graph) snapIncoming(id uint32, n *node) {
+	g.inSnap = g.inSnap[:0]
+	for _, d := range g.depIDs(n) {
+		if d == id {
+			continue // a self-reference is one of the object's own
+		}
+		dn := g.node(d)
+		for i, k := 0, g.numEdges(dn); i < k; i++ {
+			if e := g.edgeAt(dn, i); e.owner == id {
+				g.inSnap = append(g.inSnap, inSnap{dep: d, i: int32(i), before: g.edgeState(dn.ns, e)})
+			}
+		}
+	}
+}
+
+// incomingTransitions records the effects of the references snapIncoming
+// saw changing state.
+func (g *Graph) incomingTransitions() {
+	for _, s := range g.inSnap {
+		dn := g.node(s.dep)
+		e := g.edgeAt(dn, int(s.i))
+		g.transition(s.dep, dn, e, s.before, g.edgeState(dn.ns, e), false, false)
+	}
 }

@@ -112,8 +112,8 @@ func (g *Graph) Stats() Stats {
 
 // DeletingOwners returns every observed object being deleted with a GC
 // finalizer, for a level-driven re-check that does not depend on having
-// seen the transition. It scans the whole graph: O(nodes), about a
-// millisecond per 100,000 nodes.
+// seen the transition. It scans the whole graph: O(nodes), about 0.13 ms
+// per 100,000 nodes (BenchmarkGraphDeletingOwners, on a loaded 2-core VM).
 func (g *Graph) DeletingOwners() []types.UID {
 	var out []types.UID
 	for id := uint32(1); id <= g.top; id++ {

@@ -284,12 +284,12 @@ func TestScenarios(t *testing.T) {
 					effects: Effects{InvalidNamespace: []InvalidRef{{Dependent: node1, Owner: owner(pod1ns1)}}}, // reported, never collectable: not attempted
 					owners:  map[types.UID][]OwnerState{node1.UID: {OwnerUnresolvable}},
 				}),
-				// even when the owner goes, the child is only re-decided, and its reference stays unresolvable
+				// even when the owner goes, the child is only re-decided: its reference stays unresolvable
 				processEvent(deleted(pod1ns1)),
 				assertState(state{
 					nodes:   []NodeView{makeNode(node1, withOwners(owner(pod1ns1))), makeNode(pod1ns1, absent)},
 					effects: Effects{AttemptDelete: uids(node1)},
-					owners:  map[types.UID][]OwnerState{node1.UID: {OwnerAbsent}},
+					owners:  map[types.UID][]OwnerState{node1.UID: {OwnerUnresolvable}},
 				}),
 			},
 		},
@@ -805,5 +805,42 @@ func TestManyDependents(t *testing.T) {
 	}
 	if v, ok := g.Node(rs1.UID); !ok || v.Dependents != 0 || len(g.deps) != len(g.freeDeps) {
 		t.Fatalf("owner after all dependents went: %+v %v", v, ok)
+	}
+}
+
+// TestQueriesAreReadOnly runs every query from several goroutines at once;
+// under -race this proves they never write, so the caller may serve them
+// under a read lock.
+func TestQueriesAreReadOnly(t *testing.T) {
+	g := New()
+	for _, ev := range []Event{
+		observed(obj(pod1, owner(rs1, blocking))),
+		observed(obj(pod2, owner(rs1), owner(node1))),
+		observed(deleting(obj(rs1), FinalizerForeground)),
+		observed(obj(pod1ns1, owner(pod2ns1))),
+	} {
+		g.Apply(ev)
+	}
+	done := make(chan struct{})
+	for range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range 50 {
+				for _, u := range []types.UID{pod1.UID, pod2.UID, rs1.UID, node1.UID, pod2ns1.UID} {
+					g.Node(u)
+					g.Owners(u)
+					g.Dependents(u)
+					g.BlockingDependents(u)
+				}
+				g.Stats()
+				g.DeletingOwners()
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+	if err := checkInvariants(g); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -91,8 +91,10 @@ const (
 	// update, or a relist). Object must be complete.
 	EventObserved EventType = iota + 1
 	// EventDeleted: the object is gone (an informer delete, including a
-	// tombstone). Only Object.Ref is used; Object.UID is required. Absence
-	// observed this way is authoritative: UIDs are never reused.
+	// DeletedFinalStateUnknown tombstone). Only Object.Ref is used: the UID,
+	// and the coordinates, which the graph adopts if it had only known the
+	// object as a virtual owner. Absence observed this way is authoritative:
+	// UIDs are never reused.
 	EventDeleted
 	// EventOwnerVerified: the answer to a VerifyOwner effect, i.e. a live
 	// GET of Owner's coordinates. Uses Owner and Present.

@@ -17,7 +17,9 @@ import "strings"
 //     live check of those exact coordinates answers;
 //   - owner never observed (virtual): undecided (OwnerUnknown) until a live
 //     check answers; every distinct claim is checked, not just the first;
-//   - owner observed deleted (absent tombstone): absent, whatever the claim.
+//   - owner observed deleted (absent tombstone): absent, whatever the claim
+//     (the namespace rules above still apply: the tombstone keeps the
+//     coordinates it was observed at).
 //
 // A virtual node's identity is the first claim that created it, in that
 // dependent's namespace (as in-tree). It is verified once when the node is
@@ -81,16 +83,18 @@ func (g *Graph) clearMatchingVerification(id uint32, n *node) {
 // edgeState judges reference e held by a dependent in namespace depNS.
 func (g *Graph) edgeState(depNS uint32, e *edge) OwnerState {
 	o := g.node(e.owner)
+	if o.flags&fVirtual == 0 && o.ns != 0 && o.ns != depNS {
+		// Observed (now or before its deletion) as a namespaced object in
+		// another namespace.
+		if depNS == 0 {
+			return OwnerUnresolvable
+		}
+		return OwnerInvalidNamespace
+	}
 	switch o.flags & kindMask {
 	case fAbsent:
 		return OwnerAbsent
 	case fObserved:
-		if o.ns != 0 && o.ns != depNS {
-			if depNS == 0 {
-				return OwnerUnresolvable
-			}
-			return OwnerInvalidNamespace
-		}
 		if e.gvk() == o.gvk && e.name == o.name {
 			return observedState(o)
 		}
