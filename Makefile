@@ -59,7 +59,7 @@ e2e: build tools ## @HELP the e2e suite against a real etcd + kube-apiserver
 
 .PHONY: bench
 bench: build tools ## @HELP benchmarks (graph; collector on the local control plane). QUICK=1 for a reduced set
-	$(GO) test -run '^$$' -bench . -benchmem $(if $(QUICK),-benchtime 1x,) ./graph/
+	$(GO) test -run '^$$' -bench '$(if $(QUICK),Graph(Build/objects=100000$$|NoopUpdate),.)' -benchmem -cpu 1 ./graph/
 	CASCADE_BINARY=$(BIN)/cascade QUICK=$(QUICK) $(GO) test -tags e2e -run '^$$' -bench . -benchtime 1x -timeout 60m -v ./e2e/
 
 .PHONY: verify
