@@ -75,7 +75,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// registerGraph adds the scrape-time collector of the controller's graph and queues.
+// registerGraph adds the scrape-time collector of the controller's graph and monitors.
 func (m *Metrics) registerGraph(c *Controller) {
 	m.reg.MustRegister(&graphCollector{c: c})
 }
@@ -89,8 +89,6 @@ var (
 		"Owners being deleted with a GC finalizer, by finalizer (orphan, foregroundDeletion).", []string{"finalizer"}, nil)
 	descMonitors = prometheus.NewDesc(MetricsNamespace+"_monitors",
 		"Resource informers by state (running, synced).", []string{"state"}, nil)
-	descQueue = prometheus.NewDesc(MetricsNamespace+"_queue_depth",
-		"Items waiting in each work queue.", []string{"queue"}, nil)
 )
 
 // graphCollector reads the graph at scrape time, so no gauge is updated on the hot path.
@@ -101,7 +99,6 @@ func (g *graphCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descNodesPerKind
 	ch <- descWaiting
 	ch <- descMonitors
-	ch <- descQueue
 }
 
 func (g *graphCollector) Collect(ch chan<- prometheus.Metric) {
@@ -118,8 +115,6 @@ func (g *graphCollector) Collect(ch chan<- prometheus.Metric) {
 	total, synced := g.c.monitors.counts()
 	ch <- prometheus.MustNewConstMetric(descMonitors, prometheus.GaugeValue, float64(total), "running")
 	ch <- prometheus.MustNewConstMetric(descMonitors, prometheus.GaugeValue, float64(synced), "synced")
-	ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(g.c.deleteQueue.Len()), "attempt_to_delete")
-	ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(g.c.verifyQueue.Len()), "verify_owner")
 }
 
 // splitKindKey splits the graph's "<apiVersion>, Kind=<kind>" key.
