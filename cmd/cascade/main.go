@@ -36,6 +36,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/cascade-gc/cascade/finalizers"
 	"github.com/cascade-gc/cascade/gc"
 )
 
@@ -120,6 +121,14 @@ func run(args []string) error {
 		Workers:         opts.Workers,
 		AbsentCacheSize: opts.AbsentOwnerCacheSize,
 	})
+	// The processor reads the controller's graph; the controller hands it owners. Both exist
+	// before either runs.
+	fin := finalizers.New(ctrl, finalizers.Options{
+		ResyncPeriod: opts.FinalizerResyncPeriod,
+		PatchWorkers: opts.Workers,
+		Metrics:      finalizers.NewMetrics(reg),
+	})
+	ctrl.SetFinalizers(fin)
 
 	var wg sync.WaitGroup
 	servers, err := startServers(ctx, &wg, opts, reg, ctrl.Ready)
@@ -127,7 +136,10 @@ func run(args []string) error {
 		return err
 	}
 	logger.Info("cascade started", "server", cfg.Host, "workers", opts.Workers, "qps", opts.QPS, "burst", opts.Burst)
+	finCtx, stopFin := context.WithCancel(ctx)
+	wg.Go(func() { fin.Run(finCtx, opts.Workers) })
 	runErr := ctrl.Run(ctx)
+	stopFin()
 
 	logger.Info("Shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

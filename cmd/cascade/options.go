@@ -29,6 +29,9 @@ type Options struct {
 	IgnoredResources []string
 	// AbsentOwnerCacheSize bounds the LRU of owners verified absent.
 	AbsentOwnerCacheSize int
+	// FinalizerResyncPeriod is how often every owner being deleted with a GC finalizer is
+	// re-checked, whatever events arrived.
+	FinalizerResyncPeriod time.Duration
 	// StartupTimeout bounds the first contact with the API server.
 	StartupTimeout time.Duration
 
@@ -47,6 +50,7 @@ func NewOptions() *Options {
 		DiscoveryPeriod:        30 * time.Second,
 		IgnoredResources:       []string{"events", "events.events.k8s.io"},
 		AbsentOwnerCacheSize:   10000,
+		FinalizerResyncPeriod:  30 * time.Second,
 		StartupTimeout:         30 * time.Second,
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":8081",
@@ -62,6 +66,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.DiscoveryPeriod, "discovery-period", o.DiscoveryPeriod, "How often to re-discover deletable resources (new CRDs are watched within one period).")
 	fs.StringSliceVar(&o.IgnoredResources, "ignored-resources", o.IgnoredResources, "Resources never watched nor collected, as resource.group (core group: just resource).")
 	fs.IntVar(&o.AbsentOwnerCacheSize, "absent-owner-cache-size", o.AbsentOwnerCacheSize, "Entries in the cache of owners verified absent.")
+	fs.DurationVar(&o.FinalizerResyncPeriod, "finalizer-resync-period", o.FinalizerResyncPeriod, "How often every owner being deleted with the orphan or foregroundDeletion finalizer is re-checked, whatever events arrived.")
 	fs.DurationVar(&o.StartupTimeout, "startup-timeout", o.StartupTimeout, "How long to try reaching the API server at start before giving up.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address for /metrics (host:port, or 0 to disable).")
 	fs.BoolVar(&o.EnableProfiling, "enable-profiling", o.EnableProfiling, "Serve Go's /debug/pprof on --metrics-bind-address.")
@@ -92,6 +97,9 @@ func (o *Options) Validate() field.ErrorList {
 	}
 	if o.AbsentOwnerCacheSize < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("--absent-owner-cache-size"), o.AbsentOwnerCacheSize, "must be at least 1"))
+	}
+	if o.FinalizerResyncPeriod < time.Second {
+		errs = append(errs, field.Invalid(field.NewPath("--finalizer-resync-period"), o.FinalizerResyncPeriod.String(), "must be at least 1s"))
 	}
 	if o.StartupTimeout <= 0 {
 		errs = append(errs, field.Invalid(field.NewPath("--startup-timeout"), o.StartupTimeout.String(), "must be positive"))

@@ -1,0 +1,59 @@
+package finalizers
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cascade-gc/cascade/gc"
+)
+
+// Metrics are the processor's own metrics, registered on an injected registerer. A nil
+// *Metrics records nothing.
+type Metrics struct {
+	// FinalizersRemoved counts GC finalizers cascade removed, by finalizer.
+	FinalizersRemoved *prometheus.CounterVec
+	// OrphanedDependents counts owner references removed from dependents by orphaning.
+	OrphanedDependents prometheus.Counter
+	// Errors counts failed attempts (retried with backoff), by finalizer.
+	Errors *prometheus.CounterVec
+}
+
+// NewMetrics creates the metrics and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		FinalizersRemoved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: gc.MetricsNamespace,
+			Name:      "finalizers_removed_total",
+			Help:      "GC finalizers removed from owners being deleted, by finalizer (orphan, foregroundDeletion).",
+		}, []string{"finalizer"}),
+		OrphanedDependents: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: gc.MetricsNamespace,
+			Name:      "orphaned_dependents_total",
+			Help:      "Owner references removed from dependents of owners deleted with the orphan policy.",
+		}),
+		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: gc.MetricsNamespace,
+			Name:      "finalizer_errors_total",
+			Help:      "Failed attempts to finish an owner's GC finalizer (retried with backoff), by finalizer.",
+		}, []string{"finalizer"}),
+	}
+	reg.MustRegister(m.FinalizersRemoved, m.OrphanedDependents, m.Errors)
+	return m
+}
+
+func (m *Metrics) removed(finalizer string) {
+	if m != nil {
+		m.FinalizersRemoved.WithLabelValues(finalizer).Inc()
+	}
+}
+
+func (m *Metrics) orphaned(n int) {
+	if m != nil {
+		m.OrphanedDependents.Add(float64(n))
+	}
+}
+
+func (m *Metrics) failed(finalizer string) {
+	if m != nil {
+		m.Errors.WithLabelValues(finalizer).Inc()
+	}
+}

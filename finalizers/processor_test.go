@@ -1,0 +1,665 @@
+package finalizers
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	clienttesting "k8s.io/client-go/testing"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/cascade-gc/cascade/gc"
+	"github.com/cascade-gc/cascade/graph"
+)
+
+// fakeView is a gc.View over plain maps; the test edits it between steps. Every method is
+// safe for concurrent use, as the real one is.
+type fakeView struct {
+	mu        sync.Mutex
+	nodes     map[types.UID]graph.NodeView
+	deps      map[types.UID][][]graph.Ref // successive answers of Dependents; the last repeats
+	blocking  map[types.UID]int
+	synced    bool
+	enqueued  []types.UID
+	client    gc.ObjectClient
+	depsCalls map[types.UID]int
+}
+
+func newFakeView(client gc.ObjectClient) *fakeView {
+	return &fakeView{
+		nodes: map[types.UID]graph.NodeView{}, deps: map[types.UID][][]graph.Ref{}, blocking: map[types.UID]int{},
+		synced: true, client: client, depsCalls: map[types.UID]int{},
+	}
+}
+
+func (v *fakeView) Node(uid types.UID) (graph.NodeView, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n, ok := v.nodes[uid]
+	return n, ok
+}
+func (v *fakeView) Owners(types.UID) []graph.OwnerView { return nil }
+func (v *fakeView) Dependents(uid types.UID) []graph.Ref {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	answers := v.deps[uid]
+	if len(answers) == 0 {
+		return nil
+	}
+	i := min(v.depsCalls[uid], len(answers)-1)
+	v.depsCalls[uid]++
+	return slices.Clone(answers[i])
+}
+func (v *fakeView) BlockingDependents(uid types.UID) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.blocking[uid]
+}
+func (v *fakeView) DeletingOwners() []types.UID {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []types.UID
+	for uid, n := range v.nodes {
+		if !PlanOwner(n, true).None() {
+			out = append(out, uid)
+		}
+	}
+	return out
+}
+func (v *fakeView) ResourceFor(apiVersion, kind string) (gc.Resource, bool) {
+	return testResolve(apiVersion, kind)
+}
+func (v *fakeView) Synced() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.synced
+}
+func (v *fakeView) EnqueueAttemptToDelete(uid types.UID) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.enqueued = append(v.enqueued, uid)
+}
+func (v *fakeView) Client() gc.ObjectClient { return v.client }
+
+func (v *fakeView) set(f func(v *fakeView)) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	f(v)
+}
+
+var _ gc.View = (*fakeView)(nil)
+
+// --- objects ---
+
+var deletedAt = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+
+func widget(name string, uid types.UID, rv string, deleting bool, finalizers []string, owners ...metav1.OwnerReference) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{
+		TypeMeta: metav1.TypeMeta{APIVersion: "example.com/v1", Kind: "Widget"},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "ns", Name: name, UID: uid, ResourceVersion: rv, Finalizers: finalizers, OwnerReferences: owners,
+		},
+	}
+	if deleting {
+		m.DeletionTimestamp = &deletedAt
+	}
+	return m
+}
+
+func refTo(name string, uid types.UID) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "Widget", Name: name, UID: uid}
+}
+
+func wref(name string, uid types.UID) graph.Ref {
+	return graph.Ref{APIVersion: "example.com/v1", Kind: "Widget", Namespace: "ns", Name: name, UID: uid}
+}
+
+// ownerNode is the graph's view of an owner being deleted with finalizers f.
+func ownerNode(name string, uid types.UID, f graph.Finalizers) graph.NodeView {
+	return graph.NodeView{Ref: wref(name, uid), ResourceVersion: "5", Deleting: true, Finalizers: f}
+}
+
+func newFakeClient(objs ...runtime.Object) *metadatafake.FakeMetadataClient {
+	scheme := metadatafake.NewTestScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		panic(err)
+	}
+	return metadatafake.NewSimpleMetadataClient(scheme, objs...)
+}
+
+// actions renders the client's actions, patches with type and body.
+func actions(c *metadatafake.FakeMetadataClient) []string {
+	var out []string
+	for _, a := range c.Actions() {
+		s := a.GetVerb()
+		switch a := a.(type) {
+		case clienttesting.PatchAction:
+			s += fmt.Sprintf(" %s %s %s", a.GetName(), a.GetPatchType(), a.GetPatch())
+		case clienttesting.GetAction:
+			s += " " + a.GetName()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func live(t *testing.T, c *metadatafake.FakeMetadataClient, name string) *metav1.PartialObjectMetadata {
+	t.Helper()
+	m, err := c.Resource(widgetsGVR).Namespace("ns").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get %s: %v", name, err)
+	}
+	return m
+}
+
+func liveOwners(t *testing.T, c *metadatafake.FakeMetadataClient, name string) []types.UID {
+	var uids []types.UID
+	for _, r := range live(t, c, name).OwnerReferences {
+		uids = append(uids, r.UID)
+	}
+	return uids
+}
+
+// counter reads the value of one counter.
+func counter(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// newTestProcessor returns a processor over view with its patch workers running until the
+// test ends.
+func newTestProcessor(t *testing.T, view gc.View, opts Options) *Processor {
+	t.Helper()
+	if opts.PatchWorkers == 0 {
+		opts.PatchWorkers = 3
+	}
+	p := New(view, opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range p.opts.PatchWorkers {
+		wg.Go(func() { p.runPatcher(ctx) })
+	}
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		p.queue.ShutDown()
+	})
+	return p
+}
+
+func smpDelete(dep, dUID, owner types.UID) string {
+	return fmt.Sprintf(`patch %s application/strategic-merge-patch+json {"metadata":{"uid":"%s","ownerReferences":[{"$patch":"delete","uid":"%s"}]}}`, dep, dUID, owner)
+}
+
+// --- orphan ---
+
+// TestOrphan: every dependent loses its reference to the owner (and only that one), then the
+// orphan finalizer goes and example.com/keep stays. No dependent is ever deleted.
+func TestOrphan(t *testing.T) {
+	other := refTo("other", "u-other")
+	client := newFakeClient(
+		widget("owner", "u-owner", "5", true, []string{"example.com/keep", metav1.FinalizerOrphanDependents}),
+		widget("d1", "u-d1", "2", false, nil, refTo("owner", "u-owner")),
+		widget("d2", "u-d2", "2", false, nil, other, refTo("owner", "u-owner")),
+		widget("d3", "u-d3", "2", false, nil, refTo("owner", "u-owner")),
+	)
+	view := newFakeView(gc.NewObjectClient(client))
+	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerOrphan)
+	view.deps["u-owner"] = [][]graph.Ref{{wref("d1", "u-d1"), wref("d2", "u-d2"), wref("d3", "u-d3")}}
+	reg := prometheus.NewRegistry()
+	p := newTestProcessor(t, view, Options{Metrics: NewMetrics(reg)})
+
+	if got := p.process(context.Background(), "u-owner"); got != done {
+		t.Fatalf("process() = %v, want done", got)
+	}
+	got := actions(client)
+	if len(got) != 5 {
+		t.Fatalf("actions = %q, want 3 dependent patches, a GET and the finalizer patch", got)
+	}
+	patches := slices.Clone(got[:3])
+	sort.Strings(patches)
+	want := []string{smpDelete("d1", "u-d1", "u-owner"), smpDelete("d2", "u-d2", "u-owner"), smpDelete("d3", "u-d3", "u-owner")}
+	if !slices.Equal(patches, want) {
+		t.Errorf("dependent patches:\n%q\nwant\n%q", patches, want)
+	}
+	wantTail := []string{
+		"get owner",
+		`patch owner application/merge-patch+json {"metadata":{"resourceVersion":"5","finalizers":["example.com/keep"]}}`,
+	}
+	if !slices.Equal(got[3:], wantTail) {
+		t.Errorf("finalizer removal:\n%q\nwant\n%q", got[3:], wantTail)
+	}
+	for _, d := range []string{"d1", "d3"} {
+		if o := liveOwners(t, client, d); len(o) != 0 {
+			t.Errorf("%s still references %v", d, o)
+		}
+	}
+	if o := liveOwners(t, client, "d2"); !slices.Equal(o, []types.UID{"u-other"}) {
+		t.Errorf("d2 owners = %v, want only its other owner", o)
+	}
+	if f := live(t, client, "owner").Finalizers; !slices.Equal(f, []string{"example.com/keep"}) {
+		t.Errorf("owner finalizers = %q, want only example.com/keep", f)
+	}
+	if !p.Orphaned("u-owner") {
+		t.Error("the owner must be recorded as orphaned")
+	}
+	if p.Orphaned("u-d1") {
+		t.Error("only orphaned owners are recorded")
+	}
+	if v := counter(t, p.opts.Metrics.OrphanedDependents); v != 3 {
+		t.Errorf("orphaned_dependents_total = %v, want 3", v)
+	}
+	if v := counter(t, p.opts.Metrics.FinalizersRemoved.WithLabelValues(metav1.FinalizerOrphanDependents)); v != 1 {
+		t.Errorf("finalizers_removed_total{orphan} = %v, want 1", v)
+	}
+}
+
+// TestOrphanFailedPatchKeepsFinalizer: if one dependent cannot be patched, the finalizer stays
+// (the owner would be deleted with a dependent still referencing it) and the owner is retried.
+func TestOrphanFailedPatchKeepsFinalizer(t *testing.T) {
+	client := newFakeClient(
+		widget("owner", "u-owner", "5", true, []string{metav1.FinalizerOrphanDependents}),
+		widget("d1", "u-d1", "2", false, nil, refTo("owner", "u-owner")),
+		widget("d2", "u-d2", "2", false, nil, refTo("owner", "u-owner")),
+	)
+	client.PrependReactor("patch", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.(clienttesting.PatchAction).GetName() == "d2" {
+			return true, nil, apierrors.NewInternalError(fmt.Errorf("boom"))
+		}
+		return false, nil, nil
+	})
+	view := newFakeView(gc.NewObjectClient(client))
+	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerOrphan)
+	view.deps["u-owner"] = [][]graph.Ref{{wref("d1", "u-d1"), wref("d2", "u-d2")}}
+	p := newTestProcessor(t, view, Options{})
+
+	if got := p.process(context.Background(), "u-owner"); got != backoff {
+		t.Fatalf("process() = %v, want backoff", got)
+	}
+	for _, a := range actions(client) {
+		if strings.HasPrefix(a, "patch owner") || strings.HasPrefix(a, "get owner") {
+			t.Errorf("the owner was touched although a dependent failed: %s", a)
+		}
+	}
+	if p.Orphaned("u-owner") {
+		t.Error("an owner whose orphaning failed must not be recorded")
+	}
+	if f := live(t, client, "owner").Finalizers; !slices.Equal(f, []string{metav1.FinalizerOrphanDependents}) {
+		t.Errorf("owner finalizers = %q, want orphan kept", f)
+	}
+
+	// The next pass patches only what is left: d1 is not patched again.
+	client.ClearActions()
+	client.ReactionChain = client.ReactionChain[1:]
+	if got := p.process(context.Background(), "u-owner"); got != done {
+		t.Fatalf("second process() = %v, want done", got)
+	}
+	got := actions(client)
+	want := []string{
+		smpDelete("d2", "u-d2", "u-owner"),
+		"get owner",
+		`patch owner application/merge-patch+json {"metadata":{"resourceVersion":"5","finalizers":[]}}`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("second pass actions:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestOrphanDependentsLearnedDuringPass: dependents that reach the graph while the owner is
+// being orphaned are orphaned in the same pass, before the finalizer goes.
+func TestOrphanDependentsLearnedDuringPass(t *testing.T) {
+	client := newFakeClient(
+		widget("owner", "u-owner", "5", true, []string{metav1.FinalizerOrphanDependents}),
+		widget("d1", "u-d1", "2", false, nil, refTo("owner", "u-owner")),
+		widget("late", "u-late", "2", false, nil, refTo("owner", "u-owner")),
+	)
+	view := newFakeView(gc.NewObjectClient(client))
+	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerOrphan)
+	// The second read of the dependents finds a new one; d1's patch event has not arrived.
+	view.deps["u-owner"] = [][]graph.Ref{{wref("d1", "u-d1")}, {wref("d1", "u-d1"), wref("late", "u-late")}}
+	p := newTestProcessor(t, view, Options{})
+
+	if got := p.process(context.Background(), "u-owner"); got != done {
+		t.Fatalf("process() = %v, want done", got)
+	}
+	want := []string{
+		smpDelete("d1", "u-d1", "u-owner"),
+		smpDelete("late", "u-late", "u-owner"),
+		"get owner",
+		`patch owner application/merge-patch+json {"metadata":{"resourceVersion":"5","finalizers":[]}}`,
+	}
+	if got := actions(client); !slices.Equal(got, want) {
+		t.Errorf("actions:\n%q\nwant\n%q", got, want)
+	}
+	if o := liveOwners(t, client, "late"); len(o) != 0 {
+		t.Errorf("late dependent still references %v", o)
+	}
+}
+
+// TestOrphanUnsupportedSMP: a custom resource dependent (415 on strategic merge patch) is
+// orphaned with a JSON merge patch at its resourceVersion that keeps its other references.
+func TestOrphanUnsupportedSMP(t *testing.T) {
+	client := newFakeClient(
+		widget("owner", "u-owner", "5", true, []string{metav1.FinalizerOrphanDependents}),
+		widget("d1", "u-d1", "2", false, nil, refTo("other", "u-other"), refTo("owner", "u-owner")),
+	)
+	client.PrependReactor("patch", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.(clienttesting.PatchAction).GetPatchType() == types.StrategicMergePatchType {
+			return true, nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", widgetsGVR.GroupResource(), "d1", "", 0, false)
+		}
+		return false, nil, nil
+	})
+	view := newFakeView(gc.NewObjectClient(client))
+	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerOrphan)
+	view.deps["u-owner"] = [][]graph.Ref{{wref("d1", "u-d1")}}
+	p := newTestProcessor(t, view, Options{})
+
+	if got := p.process(context.Background(), "u-owner"); got != done {
+		t.Fatalf("process() = %v, want done", got)
+	}
+	want := []string{
+		smpDelete("d1", "u-d1", "u-owner"),
+		"get d1",
+		`patch d1 application/merge-patch+json {"metadata":{"resourceVersion":"2","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"other","uid":"u-other"}]}}`,
+		"get owner",
+		`patch owner application/merge-patch+json {"metadata":{"resourceVersion":"5","finalizers":[]}}`,
+	}
+	if got := actions(client); !slices.Equal(got, want) {
+		t.Errorf("actions:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestOrphanManyDependentsBoundedConcurrency: 200 dependents are patched by the fixed pool,
+// never more at once than PatchWorkers.
+func TestOrphanManyDependentsBoundedConcurrency(t *testing.T) {
+	objs := []runtime.Object{widget("owner", "u-owner", "5", true, []string{metav1.FinalizerOrphanDependents})}
+	var deps []graph.Ref
+	for i := range 200 {
+		name, uid := fmt.Sprintf("d%d", i), types.UID(fmt.Sprintf("u-d%d", i))
+		objs = append(objs, widget(name, uid, "2", false, nil, refTo("owner", "u-owner")))
+		deps = append(deps, wref(name, uid))
+	}
+	client := newFakeClient(objs...)
+	var mu sync.Mutex
+	inFlight, peak := 0, 0
+	client.PrependReactor("patch", "*", func(clienttesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		inFlight++
+		peak = max(peak, inFlight)
+		mu.Unlock()
+		time.Sleep(100 * time.Microsecond)
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		return false, nil, nil
+	})
+	view := newFakeView(gc.NewObjectClient(client))
+	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerOrphan)
+	view.deps["u-owner"] = [][]graph.Ref{deps}
+	p := newTestProcessor(t, view, Options{PatchWorkers: 4})
+
+	if got := p.process(context.Background(), "u-owner"); got != done {
+		t.Fatalf("process() = %v, want done", got)
+	}
+	if peak > 4 {
+		t.Errorf("%d patches in flight at once, want at most 4", peak)
+	}
+	for i := range 200 {
+		if o := liveOwners(t, client, fmt.Sprintf("d%d", i)); len(o) != 0 {
+			t.Fatalf("d%d still references %v", i, o)
+		}
+	}
+}
+
+// --- finalizer removal ---
+
+// TestRemoveFinalizerRetriesConflict: a 409 on the finalizer patch (someone changed the owner)
+// leads to a fresh GET and a patch at the new resourceVersion that keeps the new finalizer too.
+func TestRemoveFinalizerRetriesConflict(t *testing.T) {
+	client := newFakeClient(widget("owner", "u-owner", "5", true, []string{metav1.FinalizerOrphanDependents}))
+	conflicts := 0
+	client.PrependReactor("patch", "*", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if conflicts > 0 {
+			return false, nil, nil
+		}
+		conflicts++
+		// Meanwhile someone added a finalizer.
+		_ = client.Tracker().Update(widgetsGVR, widget("owner", "u-owner", "6", true, []string{"example.com/late", metav1.FinalizerOrphanDependents}), "ns")
+		return true, nil, apierrors.NewConflict(widgetsGVR.GroupResource(), "owner", fmt.Errorf("changed"))
+	})
+	view := newFakeView(gc.NewObjectClient(client))
+	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerOrphan)
+	p := newTestProcessor(t, view, Options{})
+
+	if got := p.process(context.Background(), "u-owner"); got != done {
+		t.Fatalf("process() = %v, want done", got)
+	}
+	want := []string{
+		"get owner",
+		`patch owner application/merge-patch+json {"metadata":{"resourceVersion":"5","finalizers":[]}}`,
+		"get owner",
+		`patch owner application/merge-patch+json {"metadata":{"resourceVersion":"6","finalizers":["example.com/late"]}}`,
+	}
+	if got := actions(client); !slices.Equal(got, want) {
+		t.Errorf("actions:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestRemoveFinalizerNothingToDo: the owner is gone, replaced by another object of the same
+// name, or its finalizer is already gone: a GET and no patch.
+func TestRemoveFinalizerNothingToDo(t *testing.T) {
+	tests := []struct {
+		name string
+		objs []runtime.Object
+	}{
+		{name: "owner gone"},
+		{name: "same name, another object", objs: []runtime.Object{widget("owner", "u-new", "9", true, []string{metav1.FinalizerOrphanDependents})}},
+		{name: "finalizer already removed", objs: []runtime.Object{widget("owner", "u-owner", "9", true, []string{"example.com/keep"})}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := newFakeClient(tt.objs...)
+			view := newFakeView(gc.NewObjectClient(client))
+			view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerOrphan)
+			p := newTestProcessor(t, view, Options{})
+			if got := p.process(context.Background(), "u-owner"); got != done {
+				t.Fatalf("process() = %v, want done", got)
+			}
+			if got := actions(client); !slices.Equal(got, []string{"get owner"}) {
+				t.Errorf("actions = %q, want only the GET", got)
+			}
+		})
+	}
+}
+
+// --- foreground ---
+
+// TestForeground: while a dependent blocks, the owner keeps its finalizer and no API call is
+// made; once none blocks, only foregroundDeletion is removed.
+func TestForeground(t *testing.T) {
+	client := newFakeClient(widget("owner", "u-owner", "5", true, []string{metav1.FinalizerDeleteDependents, "example.com/keep"}))
+	view := newFakeView(gc.NewObjectClient(client))
+	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerForeground)
+	view.deps["u-owner"] = [][]graph.Ref{{wref("d1", "u-d1"), wref("d2", "u-d2")}}
+	view.blocking["u-owner"] = 1
+	reg := prometheus.NewRegistry()
+	p := newTestProcessor(t, view, Options{Metrics: NewMetrics(reg)})
+
+	for range 3 {
+		if got := p.process(context.Background(), "u-owner"); got != backoff {
+			t.Fatalf("process() with a blocking dependent = %v, want backoff", got)
+		}
+	}
+	if got := actions(client); len(got) != 0 {
+		t.Errorf("actions while blocked = %q, want none", got)
+	}
+	view.set(func(v *fakeView) { v.blocking["u-owner"] = 0 })
+	if got := p.process(context.Background(), "u-owner"); got != done {
+		t.Fatalf("process() = %v, want done", got)
+	}
+	want := []string{
+		"get owner",
+		`patch owner application/merge-patch+json {"metadata":{"resourceVersion":"5","finalizers":["example.com/keep"]}}`,
+	}
+	if got := actions(client); !slices.Equal(got, want) {
+		t.Errorf("actions:\n%q\nwant\n%q", got, want)
+	}
+	if p.Orphaned("u-owner") {
+		t.Error("a foreground owner is not orphaned")
+	}
+	if v := counter(t, p.opts.Metrics.FinalizersRemoved.WithLabelValues(metav1.FinalizerDeleteDependents)); v != 1 {
+		t.Errorf("finalizers_removed_total{foregroundDeletion} = %v, want 1", v)
+	}
+}
+
+// TestForegroundKicksDependentsAfterPeriod: the dependents are handed to the collector again
+// only when the owner has waited a whole period, not on every wake-up.
+func TestForegroundKicksDependentsAfterPeriod(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	view := newFakeView(gc.NewObjectClient(newFakeClient()))
+	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerForeground)
+	view.deps["u-owner"] = [][]graph.Ref{{wref("d1", "u-d1"), wref("d2", "u-d2")}}
+	view.blocking["u-owner"] = 2
+	p := newTestProcessor(t, view, Options{Clock: clk, ResyncPeriod: 30 * time.Second})
+
+	p.process(context.Background(), "u-owner")
+	clk.Step(29 * time.Second)
+	p.process(context.Background(), "u-owner")
+	if len(view.enqueued) != 0 {
+		t.Fatalf("enqueued %v within the period, want nothing (the graph already enqueued them)", view.enqueued)
+	}
+	clk.Step(time.Second)
+	p.process(context.Background(), "u-owner")
+	if !slices.Equal(view.enqueued, []types.UID{"u-d1", "u-d2"}) {
+		t.Fatalf("enqueued %v after the period, want every dependent", view.enqueued)
+	}
+	p.process(context.Background(), "u-owner")
+	if len(view.enqueued) != 2 {
+		t.Errorf("enqueued again right after a kick: %v", view.enqueued)
+	}
+}
+
+// --- gating ---
+
+// TestNotSyncedWaits: before the graph has synced nothing is done: dependents not listed yet
+// would be missed by orphaning and would not count as blocking.
+func TestNotSyncedWaits(t *testing.T) {
+	client := newFakeClient(widget("owner", "u-owner", "5", true, []string{metav1.FinalizerDeleteDependents}))
+	view := newFakeView(gc.NewObjectClient(client))
+	view.synced = false
+	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerForeground)
+	p := newTestProcessor(t, view, Options{})
+	if got := p.process(context.Background(), "u-owner"); got != waitSync {
+		t.Fatalf("process() = %v, want waitSync", got)
+	}
+	if got := actions(client); len(got) != 0 {
+		t.Errorf("actions before sync = %q", got)
+	}
+}
+
+// TestNothingToDo: owners the graph does not show as being deleted with a GC finalizer are
+// left alone, including a live object carrying the orphan finalizer as a default policy.
+func TestNothingToDo(t *testing.T) {
+	client := newFakeClient(widget("live", "u-live", "5", false, []string{metav1.FinalizerOrphanDependents}))
+	view := newFakeView(gc.NewObjectClient(client))
+	view.nodes["u-live"] = graph.NodeView{Ref: wref("live", "u-live"), Finalizers: graph.FinalizerOrphan}
+	view.nodes["u-plain"] = graph.NodeView{Ref: wref("plain", "u-plain"), Deleting: true}
+	view.nodes["u-absent"] = graph.NodeView{Ref: wref("absent", "u-absent"), Absent: true}
+	p := newTestProcessor(t, view, Options{})
+	for _, uid := range []types.UID{"u-live", "u-plain", "u-absent", "u-unknown"} {
+		if got := p.process(context.Background(), uid); got != done {
+			t.Errorf("process(%s) = %v, want done", uid, got)
+		}
+	}
+	if got := actions(client); len(got) != 0 {
+		t.Errorf("actions = %q, want none", got)
+	}
+}
+
+// TestResync: a resync enqueues exactly the owners being deleted with a GC finalizer and
+// forgets the progress of the others.
+func TestResync(t *testing.T) {
+	view := newFakeView(gc.NewObjectClient(newFakeClient()))
+	view.nodes["u-a"] = ownerNode("a", "u-a", graph.FinalizerOrphan)
+	view.nodes["u-b"] = ownerNode("b", "u-b", graph.FinalizerForeground)
+	view.nodes["u-c"] = graph.NodeView{Ref: wref("c", "u-c")}
+	p := newTestProcessor(t, view, Options{})
+	p.progressOf("u-gone")
+	p.progressOf("u-a")
+
+	p.resync()
+	var got []types.UID
+	for p.queue.Len() > 0 {
+		uid, _ := p.queue.Get()
+		got = append(got, uid)
+		p.queue.Done(uid)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []types.UID{"u-a", "u-b"}) {
+		t.Errorf("enqueued %v, want u-a and u-b", got)
+	}
+	if _, ok := p.progress["u-gone"]; ok {
+		t.Error("progress of an owner no longer deleting was kept")
+	}
+	if _, ok := p.progress["u-a"]; !ok {
+		t.Error("progress of a deleting owner was dropped")
+	}
+}
+
+// TestRun: Run with its workers and resync loop finishes an orphan owner and a foreground
+// owner that nobody enqueued (level-driven), and stops when ctx ends.
+func TestRun(t *testing.T) {
+	client := newFakeClient(
+		widget("orphan", "u-orphan", "5", true, []string{metav1.FinalizerOrphanDependents}),
+		widget("fg", "u-fg", "5", true, []string{metav1.FinalizerDeleteDependents}),
+		widget("d1", "u-d1", "2", false, nil, refTo("orphan", "u-orphan")),
+	)
+	view := newFakeView(gc.NewObjectClient(client))
+	view.nodes["u-orphan"] = ownerNode("orphan", "u-orphan", graph.FinalizerOrphan)
+	view.nodes["u-fg"] = ownerNode("fg", "u-fg", graph.FinalizerForeground)
+	view.deps["u-orphan"] = [][]graph.Ref{{wref("d1", "u-d1")}}
+	p := New(view, Options{PatchWorkers: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		p.Run(ctx, 2)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		o, f := live(t, client, "orphan"), live(t, client, "fg")
+		if len(o.Finalizers) == 0 && len(f.Finalizers) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("finalizers left: orphan %q, fg %q", o.Finalizers, f.Finalizers)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if o := liveOwners(t, client, "d1"); len(o) != 0 {
+		t.Errorf("d1 still references %v", o)
+	}
+	cancel()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after ctx ended")
+	}
+}
