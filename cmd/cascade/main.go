@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -33,7 +35,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"github.com/cascade-gc/cascade/finalizers"
@@ -70,8 +75,12 @@ func run(args []string) error {
 		return errors.New(oneLine(errs))
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	sigCtx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// ctx also ends when leadership is lost: the process exits, and its restart rejoins as a
+	// standby with a fresh graph, rather than acting on a view another replica now owns.
+	ctx, cancel := context.WithCancelCause(sigCtx)
+	defer cancel(nil)
 	logger := klog.FromContext(ctx)
 
 	cfg, err := restConfig(opts)
@@ -95,6 +104,7 @@ func run(args []string) error {
 	}, []string{"verb", "code"})
 	reg.MustRegister(requests)
 	cfg.Wrap(countRequests(requests))
+	workqueue.SetProvider(gc.NewQueueMetrics(reg)) // before any queue is created
 
 	metaClient, err := metadata.NewForConfig(cfg)
 	if err != nil {
@@ -110,7 +120,9 @@ func run(args []string) error {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: gc.EventComponent})
 
+	elected := make(chan struct{})
 	ctrl := gc.New(gc.Deps{
+		Elected:         elected,
 		Discovery:       disco,
 		Metadata:        metaClient,
 		Mapper:          restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
@@ -136,19 +148,79 @@ func run(args []string) error {
 		return err
 	}
 	logger.Info("cascade started", "server", cfg.Host, "workers", opts.Workers, "qps", opts.QPS, "burst", opts.Burst)
+	if opts.LeaderElect {
+		le, err := newLeaderElector(ctx, opts, kube, elected, cancel)
+		if err != nil {
+			return err
+		}
+		wg.Go(func() { le.Run(ctx) })
+	} else {
+		close(elected)
+	}
 	finCtx, stopFin := context.WithCancel(ctx)
-	wg.Go(func() { fin.Run(finCtx, opts.Workers) })
+	wg.Go(func() {
+		select {
+		case <-elected:
+			fin.Run(finCtx, opts.Workers)
+		case <-finCtx.Done():
+		}
+	})
 	runErr := ctrl.Run(ctx)
 	stopFin()
+	if cause := context.Cause(ctx); runErr == nil && errors.Is(cause, errLostLease) {
+		runErr = cause
+	}
 
 	logger.Info("Shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelShutdown()
 	for _, s := range servers {
 		_ = s.Shutdown(shutdownCtx)
 	}
 	wg.Wait()
 	return runErr
+}
+
+var errLostLease = errors.New("lost the leader-election Lease; exiting so that a restart rejoins as a standby")
+
+// newLeaderElector takes the Lease --leader-elect-resource-namespace/name; elected is closed
+// when this replica leads, and losing the Lease cancels ctx with errLostLease.
+func newLeaderElector(ctx context.Context, opts *Options, kube kubernetes.Interface, elected chan struct{}, cancel context.CancelCauseFunc) (*leaderelection.LeaderElector, error) {
+	host, _ := os.Hostname()
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	id := fmt.Sprintf("%s_%x", host, suffix)
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: opts.LeaderElectResourceNamespace, Name: opts.LeaderElectResourceName},
+		Client:     kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+	}
+	logger := klog.FromContext(ctx)
+	return leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		Name:            opts.LeaderElectResourceName,
+		LeaseDuration:   opts.LeaseDuration,
+		RenewDeadline:   opts.RenewDeadline,
+		RetryPeriod:     opts.RetryPeriod,
+		ReleaseOnCancel: true,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(context.Context) {
+				logger.Info("Leading", "lease", opts.LeaderElectResourceNamespace+"/"+opts.LeaderElectResourceName, "identity", id)
+				close(elected)
+			},
+			OnStoppedLeading: func() {
+				if ctx.Err() == nil {
+					logger.Error(errLostLease, "Leadership lost")
+					cancel(errLostLease)
+				}
+			},
+			OnNewLeader: func(leader string) {
+				if leader != id {
+					logger.Info("Standing by", "leader", leader)
+				}
+			},
+		},
+	})
 }
 
 // restConfig loads --kubeconfig, or the in-cluster config when none is given.

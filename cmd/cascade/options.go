@@ -39,21 +39,44 @@ type Options struct {
 	HealthProbeBindAddress string
 	// EnableProfiling serves /debug/pprof on the metrics address.
 	EnableProfiling bool
+
+	// Leader election: one replica collects; standbys keep their graph warm.
+	LeaderElect                  bool
+	LeaseDuration                time.Duration
+	RenewDeadline                time.Duration
+	RetryPeriod                  time.Duration
+	LeaderElectResourceName      string
+	LeaderElectResourceNamespace string
+}
+
+// inClusterNamespaceFile holds the pod's namespace when cascade runs in a cluster.
+const inClusterNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+func defaultLeaseNamespace() string {
+	if b, err := os.ReadFile(inClusterNamespaceFile); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b))
+	}
+	return "kube-system"
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		QPS:                    40, // the in-tree GC's budget (20 QPS ×2), so comparisons are fair
-		Burst:                  60,
-		Workers:                20,
-		DiscoveryPeriod:        30 * time.Second,
-		IgnoredResources:       []string{"events", "events.events.k8s.io"},
-		AbsentOwnerCacheSize:   10000,
-		FinalizerResyncPeriod:  30 * time.Second,
-		StartupTimeout:         30 * time.Second,
-		MetricsBindAddress:     ":8080",
-		HealthProbeBindAddress: ":8081",
+		QPS:                          40, // the in-tree GC's budget (20 QPS ×2), so comparisons are fair
+		Burst:                        60,
+		Workers:                      20,
+		DiscoveryPeriod:              30 * time.Second,
+		IgnoredResources:             []string{"events", "events.events.k8s.io"},
+		AbsentOwnerCacheSize:         10000,
+		FinalizerResyncPeriod:        30 * time.Second,
+		StartupTimeout:               30 * time.Second,
+		LeaseDuration:                15 * time.Second,
+		RenewDeadline:                10 * time.Second,
+		RetryPeriod:                  2 * time.Second,
+		LeaderElectResourceName:      "cascade",
+		LeaderElectResourceNamespace: defaultLeaseNamespace(),
+		MetricsBindAddress:           ":8080",
+		HealthProbeBindAddress:       ":8081",
 	}
 }
 
@@ -69,6 +92,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.FinalizerResyncPeriod, "finalizer-resync-period", o.FinalizerResyncPeriod, "How often every owner being deleted with the orphan or foregroundDeletion finalizer is re-checked, whatever events arrived.")
 	fs.DurationVar(&o.StartupTimeout, "startup-timeout", o.StartupTimeout, "How long to try reaching the API server at start before giving up.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address for /metrics (host:port, or 0 to disable).")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Take a Lease before collecting, so that only one of several replicas acts (standbys keep their graph warm).")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long a standby waits after the last renewal before taking over.")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader keeps trying to renew before it gives up (and exits).")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often to try to take or renew the Lease.")
+	fs.StringVar(&o.LeaderElectResourceName, "leader-elect-resource-name", o.LeaderElectResourceName, "Name of the Lease.")
+	fs.StringVar(&o.LeaderElectResourceNamespace, "leader-elect-resource-namespace", o.LeaderElectResourceNamespace, "Namespace of the Lease (default: the pod's namespace in a cluster, else kube-system).")
 	fs.BoolVar(&o.EnableProfiling, "enable-profiling", o.EnableProfiling, "Serve Go's /debug/pprof on --metrics-bind-address.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address for /healthz and /readyz (host:port, or 0 to disable).")
 }
@@ -103,6 +132,17 @@ func (o *Options) Validate() field.ErrorList {
 	}
 	if o.StartupTimeout <= 0 {
 		errs = append(errs, field.Invalid(field.NewPath("--startup-timeout"), o.StartupTimeout.String(), "must be positive"))
+	}
+	if o.LeaderElect {
+		if o.LeaseDuration <= o.RenewDeadline {
+			errs = append(errs, field.Invalid(field.NewPath("--leader-elect-lease-duration"), o.LeaseDuration.String(), "must be greater than --leader-elect-renew-deadline"))
+		}
+		if o.RenewDeadline <= o.RetryPeriod || o.RetryPeriod <= 0 {
+			errs = append(errs, field.Invalid(field.NewPath("--leader-elect-renew-deadline"), o.RenewDeadline.String(), "must be greater than --leader-elect-retry-period, which must be positive"))
+		}
+		if o.LeaderElectResourceName == "" || o.LeaderElectResourceNamespace == "" {
+			errs = append(errs, field.Required(field.NewPath("--leader-elect-resource-name"), "name and namespace of the Lease are required with --leader-elect"))
+		}
 	}
 	for _, r := range o.IgnoredResources {
 		if _, err := parseGroupResource(r); err != nil {

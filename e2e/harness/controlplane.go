@@ -172,7 +172,7 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 		return cp, err
 	}
 	cp.KubeconfigPath = filepath.Join(dir, "kubeconfig")
-	if err := cp.writeKubeconfig(); err != nil {
+	if err := cp.WriteKubeconfig(cp.KubeconfigPath, AdminUser, cp.Token); err != nil {
 		return cp, err
 	}
 	return cp, nil
@@ -261,17 +261,19 @@ func (cp *ControlPlane) waitReady(ctx context.Context) error {
 	}
 }
 
-func (cp *ControlPlane) writeKubeconfig() error {
+// WriteKubeconfig writes a kubeconfig for this control plane that authenticates user with a
+// bearer token (the admin's, or a service account's from the TokenRequest API).
+func (cp *ControlPlane) WriteKubeconfig(path, user, token string) error {
 	ca, err := os.ReadFile(cp.CAFile)
 	if err != nil {
 		return fmt.Errorf("read apiserver certificate: %w", err)
 	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: cp.URL, CertificateAuthorityData: ca}
-	cfg.AuthInfos[AdminUser] = &clientcmdapi.AuthInfo{Token: cp.Token}
-	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: AdminUser, Namespace: "default"}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: user, Namespace: "default"}
 	cfg.CurrentContext = "local"
-	return clientcmd.WriteToFile(*cfg, cp.KubeconfigPath)
+	return clientcmd.WriteToFile(*cfg, path)
 }
 
 func resolveBinDir(dir string) (string, error) {
