@@ -3,6 +3,7 @@ package gc
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -59,11 +59,11 @@ type FinalizerHandler interface {
 	Orphaned(uid types.UID) bool
 }
 
-// Controller keeps the dependency graph current from metadata informers over every deletable
+// Controller keeps the dependency graph current from metadata-only watches of every deletable
 // resource and collects dependents whose owners are gone.
 //
-// Concurrency: informer handlers are the writers of the graph, serialized by mu (Apply is the
-// only mutator). Workers read the graph under mu's read lock and never mutate it except by
+// Concurrency: the monitors' reflectors are the writers of the graph (through graphStore),
+// serialized by mu (Apply is the only mutator). Workers read the graph under mu's read lock and never mutate it except by
 // applying verification answers through apply. The discovery loop alone starts and stops
 // monitors.
 type Controller struct {
@@ -108,7 +108,7 @@ func New(deps Deps) *Controller {
 		verifyQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[graph.Ref](),
 			workqueue.TypedRateLimitingQueueConfig[graph.Ref]{Name: "verify_owner"}),
 	}
-	c.monitors = newMonitors(deps.Metadata, c.handlerFor)
+	c.monitors = newMonitors(deps.Metadata, c)
 	if deps.Metrics != nil {
 		deps.Metrics.registerGraph(c)
 	}
@@ -172,6 +172,9 @@ func (c *Controller) watchInitialSync(ctx context.Context) {
 			st := c.g.Stats()
 			c.mu.RUnlock()
 			klog.FromContext(ctx).Info("Dependency graph synced", "duration", time.Since(start).Round(time.Millisecond), "nodes", st.Nodes, "virtual", st.Virtual)
+			// The initial lists were decoded in full and are garbage now; the graph keeps a
+			// fraction of them. Hand the peak back to the OS once instead of holding it.
+			debug.FreeOSMemory()
 			if c.deps.Metrics != nil {
 				c.deps.Metrics.GraphSyncSeconds.Set(time.Since(start).Seconds())
 			}
@@ -250,33 +253,11 @@ func (c *Controller) syncResources(ctx context.Context) {
 	c.discovered.Store(true)
 }
 
-// handlerFor returns the informer handler of resource r: every notification becomes one graph
-// event, applied under the graph lock.
-func (c *Controller) handlerFor(r Resource) cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-				c.apply(graph.Event{Type: graph.EventObserved, Object: toGraphObject(r, m)})
-			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			m, ok := newObj.(*metav1.PartialObjectMetadata)
-			if !ok {
-				return
-			}
-			if old, ok := oldObj.(*metav1.PartialObjectMetadata); ok && old.ResourceVersion == m.ResourceVersion {
-				return // a relist delivering what we have
-			}
-			c.apply(graph.Event{Type: graph.EventObserved, Object: toGraphObject(r, m)})
-		},
-		DeleteFunc: func(obj any) {
-			if m, ok := unwrapTombstone(obj); ok {
-				c.apply(graph.Event{Type: graph.EventDeleted, Object: graph.Object{Ref: graph.Ref{
-					APIVersion: r.GVR.GroupVersion().String(), Kind: r.Kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID,
-				}}})
-			}
-		},
-	}
+// observedOf lists the observed objects of one kind (for a relist's deletions).
+func (c *Controller) observedOf(apiVersion, kind string) []graph.Ref {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.g.ObservedOf(apiVersion, kind)
 }
 
 // apply feeds one event to the graph and dispatches its effects.

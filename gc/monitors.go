@@ -5,43 +5,45 @@ import (
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
-// monitor is one metadata-only informer for one resource, with the handler that feeds the
-// graph. Stopping it removes the handler and ends the informer's goroutines, so a deleted CRD
-// leaves nothing behind (the in-tree GC leaks both: kubernetes#114066).
+// monitor watches one resource with a reflector whose store is the graph itself: there is no
+// informer cache, so each object is held once, in the graph's compact form. Stopping it ends
+// the reflector's goroutine; nothing else was registered, so a deleted CRD leaves nothing
+// behind (the in-tree GC leaks a handler and its goroutines per removed resource:
+// kubernetes#114066).
 type monitor struct {
-	res      Resource
-	informer cache.SharedIndexInformer
-	reg      cache.ResourceEventHandlerRegistration
-	cancel   context.CancelFunc
-	done     chan struct{}
+	res    Resource
+	store  *graphStore
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
-func (m *monitor) synced() bool { return m.reg.HasSynced() && m.informer.HasSynced() }
+func (m *monitor) synced() bool { return m.store.synced.Load() }
 
 // monitors is the set of running monitors. Only the discovery loop adds and removes; workers
 // read it (synced checks, resource lookups) under mu.
 type monitors struct {
-	client  metadata.Interface
-	handler func(Resource) cache.ResourceEventHandler
+	client metadata.Interface
+	graph  graphWriter
 
 	mu   sync.RWMutex
 	byR  map[schema.GroupVersionResource]*monitor
 	byGK map[schema.GroupKind]*monitor // the watched version of each kind
 }
 
-func newMonitors(client metadata.Interface, handler func(Resource) cache.ResourceEventHandler) *monitors {
+func newMonitors(client metadata.Interface, g graphWriter) *monitors {
 	return &monitors{
-		client:  client,
-		handler: handler,
-		byR:     map[schema.GroupVersionResource]*monitor{},
-		byGK:    map[schema.GroupKind]*monitor{},
+		client: client,
+		graph:  g,
+		byR:    map[schema.GroupVersionResource]*monitor{},
+		byGK:   map[schema.GroupKind]*monitor{},
 	}
 }
 
@@ -52,19 +54,27 @@ func (ms *monitors) start(ctx context.Context, r Resource) error {
 	if _, ok := ms.byR[r.GVR]; ok {
 		return nil
 	}
-	inf := metadatainformer.NewFilteredMetadataInformer(ms.client, r.GVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
-	if err := inf.SetTransform(trim); err != nil {
-		return err
-	}
-	reg, err := inf.AddEventHandler(ms.handler(r))
-	if err != nil {
-		return err
-	}
-	mctx, cancel := context.WithCancel(klog.NewContext(ctx, klog.FromContext(ctx).WithValues("resource", GVRString(r.GVR))))
-	m := &monitor{res: r, informer: inf, reg: reg, cancel: cancel, done: make(chan struct{})}
+	client := ms.client.Resource(r.GVR)
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return client.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return client.Watch(ctx, opts)
+		},
+	}, ms.client)
+	store := &graphStore{res: r, graph: ms.graph}
+	logger := klog.FromContext(ctx).WithValues("resource", GVRString(r.GVR))
+	refl := cache.NewReflectorWithOptions(lw, &metav1.PartialObjectMetadata{}, store, cache.ReflectorOptions{
+		Logger:          &logger,
+		Name:            "cascade/" + GVRString(r.GVR),
+		TypeDescription: GVRString(r.GVR),
+	})
+	mctx, cancel := context.WithCancel(klog.NewContext(ctx, logger))
+	m := &monitor{res: r, store: store, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
-		inf.RunWithContext(mctx)
+		refl.RunWithContext(mctx)
 	}()
 	ms.byR[r.GVR] = m
 	ms.byGK[schema.GroupKind{Group: r.GVR.Group, Kind: r.Kind}] = m
@@ -86,7 +96,6 @@ func (ms *monitors) stop(gvr schema.GroupVersionResource) {
 	if !ok {
 		return
 	}
-	_ = m.informer.RemoveEventHandler(m.reg)
 	m.cancel()
 	<-m.done
 }

@@ -124,3 +124,20 @@ func (g *Graph) DeletingOwners() []types.UID {
 	}
 	return out
 }
+
+// ObservedOf returns every observed object of one apiVersion and kind. A caller that relisted
+// that resource compares it with the list to find the objects that vanished while it was not
+// watching. It scans the whole graph: O(nodes), and relists are rare.
+func (g *Graph) ObservedOf(apiVersion, kind string) []Ref {
+	gvk, ok := g.in.lookupGVK(apiVersion, kind)
+	if !ok {
+		return nil
+	}
+	var out []Ref
+	for id := uint32(1); id <= g.top; id++ {
+		if n := g.node(id); n.flags&fObserved != 0 && n.gvk == gvk {
+			out = append(out, g.ref(id, n))
+		}
+	}
+	return out
+}

@@ -1,0 +1,73 @@
+package gc
+
+import (
+	"sync/atomic"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cascade-gc/cascade/graph"
+)
+
+// graphWriter is what a graphStore needs of the controller: apply one event to the graph, and
+// list the observed objects of one kind (to find what vanished across a relist).
+type graphWriter interface {
+	apply(ev graph.Event)
+	observedOf(apiVersion, kind string) []graph.Ref
+}
+
+// graphStore is a reflector's store that keeps nothing itself: every notification becomes a
+// graph event. A relist (Replace) also deletes from the graph the objects of this resource the
+// list no longer holds — their delete events were missed, and absence in a complete list is
+// as authoritative as a watched delete.
+type graphStore struct {
+	res    Resource
+	graph  graphWriter
+	synced atomic.Bool // the first complete list is in the graph
+}
+
+var _ cache.TransformingStore = (*graphStore)(nil)
+
+func (s *graphStore) Add(obj any) error    { s.observe(obj); return nil }
+func (s *graphStore) Update(obj any) error { s.observe(obj); return nil }
+
+func (s *graphStore) Delete(obj any) error {
+	if m, ok := unwrapTombstone(obj); ok {
+		s.graph.apply(graph.Event{Type: graph.EventDeleted, Object: graph.Object{Ref: s.ref(m)}})
+	}
+	return nil
+}
+
+func (s *graphStore) Replace(list []any, _ string) error {
+	seen := make(map[types.UID]struct{}, len(list))
+	for _, obj := range list {
+		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+			seen[m.UID] = struct{}{}
+			s.graph.apply(graph.Event{Type: graph.EventObserved, Object: toGraphObject(s.res, m)})
+		}
+	}
+	for _, ref := range s.graph.observedOf(s.res.GVR.GroupVersion().String(), s.res.Kind) {
+		if _, ok := seen[ref.UID]; !ok {
+			s.graph.apply(graph.Event{Type: graph.EventDeleted, Object: graph.Object{Ref: ref}})
+		}
+	}
+	s.synced.Store(true)
+	return nil
+}
+
+// Resync has nothing to do: the graph is level-driven by the finalizers' periodic re-check.
+func (s *graphStore) Resync() error { return nil }
+
+// Transformer trims objects the reflector buffers during a streamed initial list.
+func (s *graphStore) Transformer() cache.TransformFunc { return trim }
+
+func (s *graphStore) observe(obj any) {
+	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		s.graph.apply(graph.Event{Type: graph.EventObserved, Object: toGraphObject(s.res, m)})
+	}
+}
+
+func (s *graphStore) ref(m *metav1.PartialObjectMetadata) graph.Ref {
+	return graph.Ref{APIVersion: s.res.GVR.GroupVersion().String(), Kind: s.res.Kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID}
+}
