@@ -23,7 +23,7 @@ import (
 // Deps are what the controller needs from the outside world.
 type Deps struct {
 	Discovery Discoverer
-	// Metadata is the client informers list and watch with.
+	// Metadata is the client the reflectors list and watch with.
 	Metadata metadata.Interface
 	// Client performs GET, DELETE and PATCH (a wrapper of Metadata that counts requests).
 	Client ObjectClient
@@ -42,7 +42,7 @@ type Deps struct {
 	// AbsentCacheSize bounds the cache of owners verified absent.
 	AbsentCacheSize int
 	// Elected, when set, holds the workers back until it is closed (leader election): a
-	// standby keeps its informers and graph warm but acts on nothing. Nil means act at once.
+	// standby keeps its watches and graph warm but acts on nothing. Nil means act at once.
 	Elected <-chan struct{}
 	// Finalizers, when set, receives owners being deleted with a GC finalizer (orphan and
 	// foreground processing). Without it such owners are left to whoever handles them.
@@ -116,7 +116,7 @@ func New(deps Deps) *Controller {
 }
 
 // SetFinalizers sets Deps.Finalizers after New, for a handler that needs the controller itself
-// (as its View). Call it before Run: it is not synchronized with the informers.
+// (as its View). Call it before Run: it is not synchronized with the watches.
 func (c *Controller) SetFinalizers(h FinalizerHandler) { c.deps.Finalizers = h }
 
 // Run discovers resources now and every DiscoveryPeriod, runs the workers, and returns when

@@ -7,9 +7,9 @@ import (
 	"github.com/cascade-gc/cascade/graph"
 )
 
-// trim is the informers' transform: it keeps only what garbage collection needs (identity,
-// resourceVersion, owner references, finalizers, deletion timestamp), so the informer cache
-// costs a fraction of a full object. Labels, annotations and managedFields are dropped.
+// trim keeps only what garbage collection needs (identity, resourceVersion, owner references,
+// finalizers, deletion timestamp) of objects a reflector buffers during a streamed initial
+// list. Labels, annotations and managedFields are dropped.
 func trim(obj any) (any, error) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
@@ -26,7 +26,7 @@ func trim(obj any) (any, error) {
 	}}, nil
 }
 
-// toGraphObject converts an informer object of resource r into the graph's plain object.
+// toGraphObject converts a watched object of resource r into the graph's plain object.
 func toGraphObject(r Resource, m *metav1.PartialObjectMetadata) graph.Object {
 	o := graph.Object{
 		Ref: graph.Ref{

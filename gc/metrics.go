@@ -88,7 +88,7 @@ var (
 	descWaiting = prometheus.NewDesc(MetricsNamespace+"_owners_waiting",
 		"Owners being deleted with a GC finalizer, by finalizer (orphan, foregroundDeletion).", []string{"finalizer"}, nil)
 	descMonitors = prometheus.NewDesc(MetricsNamespace+"_monitors",
-		"Resource informers by state (running, synced).", []string{"state"}, nil)
+		"Resource watches by state: running, synced (initial list in the graph).", []string{"state"}, nil)
 )
 
 // graphCollector reads the graph at scrape time, so no gauge is updated on the hot path.
