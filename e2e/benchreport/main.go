@@ -1,0 +1,68 @@
+// Command benchreport renders the GC comparison that `make bench` measured (BenchmarkCompareGC in
+// e2e/compare_test.go, written to docs/benchmarks.json) as docs/benchmarks.md and two charts,
+// docs/throughput.png and docs/latency.png. It computes nothing new: every number it writes
+// comes from the JSON. It lives in its own module so that the plotting library never enters
+// cascade's.
+//
+// Usage: benchreport [-in docs/benchmarks.json] [-out docs]
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+func main() {
+	in := flag.String("in", "docs/benchmarks.json", "the comparison's JSON, as written by BenchmarkCompareGC")
+	out := flag.String("out", "docs", "directory for benchmarks.md, throughput.png and latency.png")
+	flag.Parse()
+	if err := run(*in, *out); err != nil {
+		fmt.Fprintf(os.Stderr, "benchreport: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(in, out string) error {
+	data, err := os.ReadFile(in)
+	if err != nil {
+		return err
+	}
+	var rep report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return fmt.Errorf("%s: %w", in, err)
+	}
+	if len(rep.Rows) == 0 {
+		return fmt.Errorf("%s holds no results", in)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	charts := []struct {
+		file string
+		draw func(report, string) (bool, error)
+	}{
+		{"throughput.png", drawThroughput},
+		{"latency.png", drawLatency},
+	}
+	var drawn []string
+	for _, c := range charts {
+		path := filepath.Join(out, c.file)
+		ok, err := c.draw(rep, path)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if ok {
+			drawn = append(drawn, c.file)
+			fmt.Printf("benchreport: wrote %s\n", path)
+		}
+	}
+	md := filepath.Join(out, "benchmarks.md")
+	if err := os.WriteFile(md, []byte(markdown(rep, drawn)), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("benchreport: wrote %s\n", md)
+	return nil
+}

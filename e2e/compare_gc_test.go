@@ -1,0 +1,385 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cascade-gc/cascade/e2e/harness"
+)
+
+// gcRun is a running garbage collector under comparison: kube-controller-manager or cascade.
+type gcRun struct {
+	proc    *harness.Process
+	metrics func() (string, error)
+	// synced is process start → graph synced, as detected by polling every 50 ms.
+	synced time.Duration
+}
+
+// startGC starts subject's process with the budget and waits until its dependency graph holds
+// the cluster (at least minObjects objects). Both are detected by polling every 50 ms: cascade's
+// /readyz (ready = every informer's initial list is in the graph); kube-controller-manager's
+// log line that all monitors synced followed by its graph-changes queue drained.
+func (r *comparison) startGC(subject string, bud budget, ns string, minObjects int) (*gcRun, error) {
+	name := ns + "-" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	switch subject {
+	case subjectInTree:
+		opts := harness.KCMOptions{Burst: bud.Burst, ConcurrentGCSyncs: r.cfg.Workers}
+		if bud.QPS == 0 {
+			opts.QPS = -1 // negative: client-go builds no rate limiter (the GC's client gets -2)
+		} else {
+			opts.QPS = bud.QPS / 2 // kube-controller-manager doubles it for the GC's client
+		}
+		k, err := cp.StartKubeControllerManager("kcm-"+name, opts)
+		if err != nil {
+			return nil, err
+		}
+		g := &gcRun{proc: k.Process, metrics: k.Metrics}
+		if err := k.WaitGraphSynced(ctx, float64(minObjects)); err != nil {
+			g.stop()
+			return nil, err
+		}
+		g.synced = time.Since(start)
+		return g, nil
+	case subjectCascade:
+		c, err := cp.StartCascade("cascade-"+name, cascadeBin, nil,
+			"--workers="+strconv.Itoa(r.cfg.Workers),
+			"--kube-api-qps="+strconv.FormatFloat(float64(bud.QPS), 'f', -1, 32),
+			"--kube-api-burst="+strconv.Itoa(bud.Burst))
+		if err != nil {
+			return nil, err
+		}
+		g := &gcRun{proc: c.Process, metrics: c.Metrics}
+		if err := pollReady(ctx, c); err != nil {
+			g.stop()
+			return nil, err
+		}
+		g.synced = time.Since(start)
+		return g, nil
+	}
+	return nil, fmt.Errorf("unknown subject %q", subject)
+}
+
+// pollReady is Cascade.WaitReady at the 50 ms period used for kube-controller-manager, so that
+// neither sync time carries a coarser polling error.
+func pollReady(ctx context.Context, c *harness.Cascade) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		if exited, err := c.Exited(); exited {
+			return fmt.Errorf("cascade exited before becoming ready: %v\n%s", err, c.Tail(30))
+		}
+		if resp, err := client.Get(c.HealthURL + "/readyz"); err == nil { //nolint:noctx
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cascade not ready: %w\n%s", ctx.Err(), c.Tail(30))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (g *gcRun) stop() { _ = g.proc.Stop(15 * time.Second) }
+
+func (g *gcRun) tail(n int) string { return g.proc.Tail(n) }
+
+func (g *gcRun) residentBytes() (int64, error) { return harness.ResidentBytes(g.proc.Pid()) }
+
+// heapBytes is go_memstats_heap_alloc_bytes: bytes of allocated heap objects, reachable or not
+// yet swept, the figure both processes export.
+func (g *gcRun) heapBytes() (float64, error) {
+	m, err := g.metrics()
+	if err != nil {
+		return 0, err
+	}
+	v, ok := harness.SampleValue(m, "go_memstats_heap_alloc_bytes")
+	if !ok {
+		return 0, errors.New("no go_memstats_heap_alloc_bytes in /metrics")
+	}
+	return v, nil
+}
+
+// rawClient is the benchmark's stand-in for a perfect GC: a client with the same budget.
+func rawClient(b testing.TB, bud budget) kubernetes.Interface {
+	b.Helper()
+	cfg := cp.RestConfig()
+	if bud.QPS > 0 {
+		cfg.QPS, cfg.Burst = bud.QPS, bud.Burst
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return kube
+}
+
+// rawDeleteNames deletes the named ConfigMaps with workers concurrent requests.
+func rawDeleteNames(b testing.TB, kube kubernetes.Interface, ns string, names []string, workers int) {
+	b.Helper()
+	rawEach(b, names, workers, func(name string) error {
+		return kube.CoreV1().ConfigMaps(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+// rawRemoveOwners removes every owner reference of the named ConfigMaps, one JSON merge patch
+// each, with workers concurrent requests: what orphaning costs at the least.
+func rawRemoveOwners(b testing.TB, kube kubernetes.Interface, ns string, names []string, workers int) {
+	b.Helper()
+	patch := []byte(`{"metadata":{"ownerReferences":null}}`)
+	rawEach(b, names, workers, func(name string) error {
+		_, err := kube.CoreV1().ConfigMaps(ns).Patch(context.Background(), name, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
+}
+
+func rawEach(b testing.TB, names []string, workers int, do func(string) error) {
+	b.Helper()
+	next := make(chan string, len(names))
+	for _, n := range names {
+		next <- n
+	}
+	close(next)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var firstErr error
+	for range max(1, workers) {
+		wg.Go(func() {
+			for name := range next {
+				if err := do(name); err != nil {
+					once.Do(func() { firstErr = fmt.Errorf("raw request on %s: %w", name, err) })
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		b.Fatal(firstErr)
+	}
+}
+
+// waitAPIQuiet waits until kube-apiserver has served no per-object ConfigMap request for a
+// second (at most 60 s), so that a GC's start-up work (verifying owners it saw before their
+// dependents) stays out of the measured window.
+func waitAPIQuiet(b testing.TB) {
+	b.Helper()
+	deadline := time.Now().Add(time.Minute)
+	prev, _ := objectRequests(requestCounts{}, apiserverRequests(b), "configmaps")
+	for time.Now().Before(deadline) {
+		time.Sleep(time.Second)
+		cur, _ := objectRequests(requestCounts{}, apiserverRequests(b), "configmaps")
+		if cur == prev {
+			return
+		}
+		prev = cur
+	}
+}
+
+// createNamespace creates ns (cleanupNamespace empties it afterwards).
+func createNamespace(b testing.TB, cs clients, ns string) {
+	b.Helper()
+	_, err := cs.kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil {
+		b.Fatalf("create namespace %s: %v", ns, err)
+	}
+}
+
+// cleanupNamespace deletes every ConfigMap in ns, clearing finalizers left by an unfinished
+// foreground or orphan deletion, waits until none is left, then deletes ns. (No namespace
+// controller runs here, so an empty namespace stays Terminating; it holds nothing.)
+func cleanupNamespace(b testing.TB, cs clients, ns string) {
+	b.Helper()
+	ctx := context.Background()
+	cms := cs.kube.CoreV1().ConfigMaps(ns)
+	deadline := time.Now().Add(15 * time.Minute)
+	var lastErr error
+	for {
+		// Deleting 100,000 objects outlasts the request timeout (the answer is a timeout or a
+		// reset stream); each round deletes more, so errors count only at the deadline.
+		if err := cms.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			lastErr = err
+		}
+		list, err := cms.List(ctx, metav1.ListOptions{Limit: 1000})
+		if err != nil {
+			b.Fatalf("list configmaps in %s: %v", ns, err)
+		}
+		if len(list.Items) == 0 {
+			break
+		}
+		for _, cm := range list.Items {
+			if len(cm.Finalizers) > 0 {
+				_, err := cms.Patch(ctx, cm.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+				if err != nil && !apierrors.IsNotFound(err) {
+					b.Fatalf("clear finalizers of %s/%s: %v", ns, cm.Name, err)
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("configmaps left in %s after 15 minutes (last error: %v)", ns, lastErr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := cs.kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		b.Fatalf("delete namespace %s: %v", ns, err)
+	}
+}
+
+// tracker follows the ConfigMaps of a namespace through a watch and records when each was
+// deleted and when each was first seen without owner references: the times are those at which
+// the events arrived, so every subject is timed the same way.
+type tracker struct {
+	mu     sync.Mutex
+	gone   map[string]time.Time
+	freed  map[string]time.Time // zero time: had no owner from the start
+	err    error
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func trackNamespace(b testing.TB, cs clients, ns string) *tracker {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	list, err := cs.kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		cancel()
+		b.Fatalf("list configmaps in %s: %v", ns, err)
+	}
+	tr := &tracker{gone: map[string]time.Time{}, freed: map[string]time.Time{}, cancel: cancel, done: make(chan struct{})}
+	for _, cm := range list.Items {
+		if len(cm.OwnerReferences) == 0 {
+			tr.freed[cm.Name] = time.Time{}
+		}
+	}
+	go tr.follow(ctx, cs.kube, ns, list.ResourceVersion)
+	return tr
+}
+
+func (tr *tracker) follow(ctx context.Context, kube kubernetes.Interface, ns, rv string) {
+	defer close(tr.done)
+	for ctx.Err() == nil {
+		w, err := kube.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+		if err != nil {
+			if ctx.Err() == nil {
+				tr.fail(fmt.Errorf("watch configmaps in %s: %w", ns, err))
+			}
+			return
+		}
+		for ev := range w.ResultChan() {
+			now := time.Now()
+			if ev.Type == watch.Error {
+				tr.fail(fmt.Errorf("watch configmaps in %s: %w", ns, apierrors.FromObject(ev.Object)))
+				w.Stop()
+				return
+			}
+			cm, ok := ev.Object.(*corev1.ConfigMap)
+			if !ok {
+				continue
+			}
+			rv = cm.ResourceVersion
+			tr.mu.Lock()
+			switch ev.Type {
+			case watch.Deleted:
+				tr.gone[cm.Name] = now
+			case watch.Added, watch.Modified:
+				if _, seen := tr.freed[cm.Name]; !seen && len(cm.OwnerReferences) == 0 {
+					tr.freed[cm.Name] = now
+				}
+			}
+			tr.mu.Unlock()
+		}
+		w.Stop() // the server ended the watch: resume from the last resource version
+	}
+}
+
+func (tr *tracker) fail(err error) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.err == nil {
+		tr.err = err
+	}
+}
+
+func (tr *tracker) close() {
+	tr.cancel()
+	<-tr.done
+}
+
+// allGone reports whether every named object was deleted, and the last deletion's time.
+// Call with tr.mu held (waitFor does).
+func (tr *tracker) allGone(names []string) (bool, time.Time) { return allIn(tr.gone, names) }
+
+// allFreed reports whether every named object has no owner reference left, and when the last
+// one lost its last. Call with tr.mu held.
+func (tr *tracker) allFreed(names []string) (bool, time.Time) { return allIn(tr.freed, names) }
+
+func allIn(m map[string]time.Time, names []string) (bool, time.Time) {
+	var last time.Time
+	for _, n := range names {
+		t, ok := m[n]
+		if !ok {
+			return false, time.Time{}
+		}
+		if t.After(last) {
+			last = t
+		}
+	}
+	return true, last
+}
+
+// countGone counts the named objects that were deleted.
+func (tr *tracker) countGone(names []string) int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	n := 0
+	for _, name := range names {
+		if _, ok := tr.gone[name]; ok {
+			n++
+		}
+	}
+	return n
+}
+
+// waitFor polls cond (under the tracker's lock) every 5 ms until it holds, and returns the time
+// it reports.
+func (tr *tracker) waitFor(timeout time.Duration, cond func() (bool, time.Time)) (time.Time, error) {
+	return tr.waitForEvery(timeout, 5*time.Millisecond, cond)
+}
+
+func (tr *tracker) waitForEvery(timeout, period time.Duration, cond func() (bool, time.Time)) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		tr.mu.Lock()
+		ok, at := cond()
+		err := tr.err
+		tr.mu.Unlock()
+		if ok {
+			return at, nil
+		}
+		if err != nil {
+			return time.Time{}, err
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("not done after %s", timeout)
+		}
+		time.Sleep(period)
+	}
+}

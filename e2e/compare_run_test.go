@@ -1,0 +1,481 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// The subjects of the comparison.
+const (
+	subjectInTree  = "in-tree"
+	subjectCascade = "cascade"
+	subjectRaw     = "raw"
+)
+
+// measurement is one figure-producing run of one subject in one scenario at one budget.
+type measurement struct {
+	Scenario string `json:"scenario"`
+	Budget   string `json:"budget"`
+	Subject  string `json:"subject"`
+	Run      int    `json:"run"`
+	// Objects is how many objects the subject had to process (collect, or orphan).
+	Objects           int     `json:"objects,omitempty"`
+	Seconds           float64 `json:"seconds,omitempty"`
+	ObjectsPerSecond  float64 `json:"objects_per_second,omitempty"`
+	Requests          float64 `json:"requests,omitempty"`
+	RequestsPerObject float64 `json:"requests_per_object,omitempty"`
+	RequestDetail     string  `json:"request_detail,omitempty"`
+	P50Ms             float64 `json:"p50_ms,omitempty"`
+	P99Ms             float64 `json:"p99_ms,omitempty"`
+	SyncSeconds       float64 `json:"sync_seconds,omitempty"`
+	RSSBytes          float64 `json:"rss_bytes,omitempty"`
+	HeapBytes         float64 `json:"heap_bytes,omitempty"`
+	Error             string  `json:"error,omitempty"`
+}
+
+type comparison struct {
+	b       *testing.B
+	cfg     compareConfig
+	cs      clients
+	started time.Time
+	results []measurement
+}
+
+func newComparison(b *testing.B, cfg compareConfig) *comparison {
+	return &comparison{b: b, cfg: cfg, cs: newClients(b), started: time.Now()}
+}
+
+// run measures every scenario: runs outermost, so that drift over hours spreads over all
+// subjects; within a run, each budget, each scenario, then in-tree, cascade, raw one after the
+// other. Warm-up and memory come last: they need the large object set, made once.
+func (r *comparison) run() {
+	fmt.Printf("compare: %d run(s) per figure, budgets %v, scenarios %v, quick=%v\n", r.cfg.Runs, r.cfg.Budgets, r.cfg.Scenarios, r.cfg.Quick)
+	for run := 1; run <= r.cfg.Runs; run++ {
+		for _, bud := range r.cfg.Budgets {
+			for _, sc := range r.cfg.treeScenarios() {
+				for _, subject := range []string{subjectInTree, subjectCascade, subjectRaw} {
+					r.record(r.measureTree(sc, subject, bud, run))
+				}
+			}
+			if contains(r.cfg.Scenarios, "latency") {
+				for _, subject := range []string{subjectInTree, subjectCascade, subjectRaw} {
+					r.record(r.measureLatency(subject, bud, run))
+				}
+			}
+		}
+	}
+	if contains(r.cfg.Scenarios, "warmup") {
+		r.measureWarmup()
+	}
+}
+
+func (r *comparison) record(m measurement) {
+	r.results = append(r.results, m)
+	var parts []string
+	if m.ObjectsPerSecond > 0 {
+		parts = append(parts, fmt.Sprintf("%d objects in %.2fs = %.1f objects/s, %.3f requests/object (%s)", m.Objects, m.Seconds, m.ObjectsPerSecond, m.RequestsPerObject, m.RequestDetail))
+	}
+	if m.P99Ms > 0 {
+		parts = append(parts, fmt.Sprintf("p50 %.1f ms, p99 %.1f ms", m.P50Ms, m.P99Ms))
+	}
+	if m.SyncSeconds > 0 {
+		parts = append(parts, fmt.Sprintf("synced in %.2fs", m.SyncSeconds))
+	}
+	if m.RSSBytes > 0 {
+		parts = append(parts, fmt.Sprintf("RSS %.1f MiB, Go heap %.1f MiB", m.RSSBytes/(1<<20), m.HeapBytes/(1<<20)))
+	}
+	if m.Error != "" {
+		parts = append(parts, "FAILED: "+m.Error)
+	}
+	fmt.Printf("compare: [%s] %s %s run %d (%s): %s\n", time.Since(r.started).Round(time.Second), m.Scenario, m.Budget, m.Run, m.Subject, strings.Join(parts, "; "))
+}
+
+// nsName names a measurement's namespace: every measurement gets its own.
+func nsName(scenario, subject string, bud budget, run int) string {
+	return fmt.Sprintf("cmp-%s-%s-%s-r%d", scenario, bud.key(), strings.ReplaceAll(subject, "-", ""), run)
+}
+
+// measureTree creates the scenario's tree in a fresh namespace, starts the subject's GC (none
+// for raw) and waits until it has the tree in its graph and the API server saw no more
+// ConfigMap requests, then deletes the roots with the scenario's policy and times until every
+// dependent is gone (orphan: has no owner reference left and the root is gone; foreground:
+// the roots are gone too). Requests are kube-apiserver's per-object ConfigMap requests in that
+// window, less the benchmark's own root deletions.
+func (r *comparison) measureTree(sc treeScenario, subject string, bud budget, run int) (m measurement) {
+	m = measurement{Scenario: sc.key, Budget: bud.Name, Subject: subject, Run: run}
+	ns := nsName(sc.key, subject, bud, run)
+	createNamespace(r.b, r.cs, ns)
+	defer cleanupNamespace(r.b, r.cs, ns)
+	levels := createTree(r.b, r.cs.kube, ns, sc.shape, sc.block)
+	roots := levels[0]
+	var deps []string
+	for _, l := range levels[1:] {
+		deps = append(deps, l...)
+	}
+	total := len(roots) + len(deps)
+	m.Objects = len(deps)
+
+	tr := trackNamespace(r.b, r.cs, ns)
+	defer tr.close()
+	var gc *gcRun
+	if subject != subjectRaw {
+		var err error
+		gc, err = r.startGC(subject, bud, ns, total)
+		if err != nil {
+			m.Error = err.Error()
+			return m
+		}
+		defer gc.stop()
+	}
+	waitAPIQuiet(r.b)
+
+	timeout := time.Minute + time.Duration(total)*250*time.Millisecond // at least 4 objects/s
+	before := apiserverRequests(r.b)
+	start := time.Now()
+	if subject == subjectRaw {
+		raw := rawClient(r.b, bud)
+		switch sc.policy {
+		case metav1.DeletePropagationOrphan:
+			rawRemoveOwners(r.b, raw, ns, deps, r.cfg.Workers)
+			rawDeleteNames(r.b, raw, ns, roots, r.cfg.Workers)
+		case metav1.DeletePropagationForeground:
+			rawDeleteNames(r.b, raw, ns, reversed(deps), r.cfg.Workers)
+			rawDeleteNames(r.b, raw, ns, roots, r.cfg.Workers)
+		default:
+			rawDeleteNames(r.b, raw, ns, roots, r.cfg.Workers)
+			rawDeleteNames(r.b, raw, ns, deps, r.cfg.Workers)
+		}
+	} else {
+		for _, name := range roots {
+			deleteCM(r.b, r.cs, ns, name, sc.policy)
+		}
+	}
+	var end time.Time
+	var err error
+	switch sc.policy {
+	case metav1.DeletePropagationOrphan:
+		end, err = tr.waitFor(timeout, func() (bool, time.Time) {
+			okF, tF := tr.allFreed(deps)
+			okG, tG := tr.allGone(roots)
+			return okF && okG, latest(tF, tG)
+		})
+		if err == nil {
+			if gone := tr.countGone(deps); gone > 0 {
+				err = fmt.Errorf("%d orphaned dependents were deleted", gone)
+			}
+		}
+	case metav1.DeletePropagationForeground:
+		end, err = tr.waitFor(timeout, func() (bool, time.Time) {
+			okD, tD := tr.allGone(deps)
+			okR, tR := tr.allGone(roots)
+			return okD && okR, latest(tD, tR)
+		})
+	default:
+		end, err = tr.waitFor(timeout, func() (bool, time.Time) { return tr.allGone(deps) })
+	}
+	if err != nil {
+		m.Error = err.Error()
+		if gc != nil {
+			m.Error += "\n" + gc.tail(20)
+		}
+		return m
+	}
+	// Requests still in flight when the last event arrived are the subject's too.
+	time.Sleep(2 * time.Second)
+	after := apiserverRequests(r.b)
+	reqs, detail := objectRequests(before, after, "configmaps")
+	reqs -= float64(len(roots)) // the root deletions stand for the user's
+	m.Seconds = end.Sub(start).Seconds()
+	m.ObjectsPerSecond = float64(m.Objects) / m.Seconds
+	m.Requests, m.RequestDetail = reqs, detail
+	m.RequestsPerObject = reqs / float64(m.Objects)
+	return m
+}
+
+// measureLatency creates LatencyReps owners with LatencyDeps dependents each, then deletes the
+// owners one at a time (background) and takes p50 and p99 of owner DELETE sent → last
+// dependent's deletion seen on a watch. After each repetition it pauses until the budget's
+// token bucket is full again, so that each small cascade meets an idle collector with its whole
+// burst: this is latency, throughput is measured elsewhere. Raw: the client deletes the owner
+// and then its dependents concurrently itself.
+func (r *comparison) measureLatency(subject string, bud budget, run int) (m measurement) {
+	m = measurement{Scenario: "latency", Budget: bud.Name, Subject: subject, Run: run}
+	ns := nsName("latency", subject, bud, run)
+	createNamespace(r.b, r.cs, ns)
+	defer cleanupNamespace(r.b, r.cs, ns)
+	levels := createTree(r.b, r.cs.kube, ns, []int{r.cfg.LatencyReps, r.cfg.LatencyDeps}, false)
+	owners, deps := levels[0], levels[1]
+	m.Objects = len(deps)
+
+	tr := trackNamespace(r.b, r.cs, ns)
+	defer tr.close()
+	var gc *gcRun
+	if subject != subjectRaw {
+		var err error
+		gc, err = r.startGC(subject, bud, ns, len(owners)+len(deps))
+		if err != nil {
+			m.Error = err.Error()
+			return m
+		}
+		defer gc.stop()
+	}
+	waitAPIQuiet(r.b)
+	var raw kubernetes.Interface
+	if subject == subjectRaw {
+		raw = rawClient(r.b, bud)
+	}
+	lat := make([]float64, 0, len(owners))
+	for i, owner := range owners {
+		mine := deps[i*r.cfg.LatencyDeps : (i+1)*r.cfg.LatencyDeps]
+		start := time.Now()
+		if raw != nil {
+			rawDeleteNames(r.b, raw, ns, []string{owner}, 1)
+			rawDeleteNames(r.b, raw, ns, mine, min(r.cfg.Workers, len(mine)))
+		} else {
+			deleteCM(r.b, r.cs, ns, owner, metav1.DeletePropagationBackground)
+		}
+		end, err := tr.waitForEvery(time.Minute, time.Millisecond, func() (bool, time.Time) { return tr.allGone(mine) })
+		if err != nil {
+			m.Error = fmt.Sprintf("repetition %d: %v", i, err)
+			if gc != nil {
+				m.Error += "\n" + gc.tail(20)
+			}
+			return m
+		}
+		lat = append(lat, float64(end.Sub(start).Microseconds())/1000)
+		time.Sleep(r.cfg.latencyPause(bud))
+	}
+	m.P50Ms, m.P99Ms = percentile(lat, 0.50), percentile(lat, 0.99)
+	return m
+}
+
+// measureWarmup creates the warm-up objects once, then, in each run, starts each GC at the
+// first budget (the in-tree defaults: 40 QPS) and times process start → graph synced, then
+// samples its resident set and Go heap while it holds those objects.
+func (r *comparison) measureWarmup() {
+	ns := "cmp-warmup"
+	createNamespace(r.b, r.cs, ns)
+	defer cleanupNamespace(r.b, r.cs, ns)
+	start := time.Now()
+	createWarmupObjects(r.b, r.cs.kube, ns, r.cfg)
+	fmt.Printf("compare: created %d warm-up objects in %s\n", r.cfg.WarmupObjects, time.Since(start).Round(time.Second))
+	bud := r.cfg.Budgets[0]
+	for run := 1; run <= r.cfg.Runs; run++ {
+		for _, subject := range []string{subjectInTree, subjectCascade} {
+			r.record(r.measureMemory(subject, bud, run, ns))
+		}
+	}
+}
+
+func (r *comparison) measureMemory(subject string, bud budget, run int, ns string) (m measurement) {
+	m = measurement{Scenario: "warmup", Budget: bud.Name, Subject: subject, Run: run, Objects: r.cfg.WarmupObjects}
+	waitAPIQuiet(r.b)
+	gc, err := r.startGC(subject, bud, ns, r.cfg.WarmupObjects)
+	if err != nil {
+		m.Error = err.Error()
+		return m
+	}
+	defer gc.stop()
+	m.SyncSeconds = gc.synced.Seconds()
+	time.Sleep(time.Duration(r.cfg.MemorySettleSeconds) * time.Second)
+	var rss, heap []float64
+	for i := range r.cfg.MemorySamples {
+		if i > 0 {
+			time.Sleep(time.Second)
+		}
+		v, err := gc.residentBytes()
+		if err != nil {
+			m.Error = err.Error()
+			return m
+		}
+		rss = append(rss, float64(v))
+		h, err := gc.heapBytes()
+		if err != nil {
+			m.Error = err.Error()
+			return m
+		}
+		heap = append(heap, h)
+	}
+	m.RSSBytes, m.HeapBytes = median(rss), median(heap)
+	return m
+}
+
+// createTree creates shape[0] roots and, level by level, shape[i] children of every object of
+// the level above, named l<level>-<index>. It returns the names by level.
+func createTree(b testing.TB, kube kubernetes.Interface, ns string, shape []int, block bool) [][]string {
+	b.Helper()
+	var levels [][]string
+	var parentNames []string
+	var parentUIDs []types.UID
+	for lvl, width := range shape {
+		count := width
+		if lvl > 0 {
+			count = width * len(parentNames)
+		}
+		names := make([]string, count)
+		for i := range names {
+			names[i] = fmt.Sprintf("l%d-%d", lvl, i)
+		}
+		pn, pu := parentNames, parentUIDs
+		uids := createConfigMaps(b, kube, ns, count, func(i int) *corev1.ConfigMap {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: names[i]}}
+			if lvl > 0 {
+				p := i / width
+				cm.OwnerReferences = []metav1.OwnerReference{refTo("v1", "ConfigMap", pn[p], pu[p], block)}
+			}
+			return cm
+		})
+		levels = append(levels, names)
+		parentNames, parentUIDs = names, uids
+	}
+	return levels
+}
+
+// createWarmupObjects creates the warm-up set: WarmupObjects ConfigMaps with WarmupDataBytes of
+// seeded random data and 4 labels; WarmupOwnedPercent of them (chosen by the seed) are owned by
+// one of the others, which exist, so none of them is garbage.
+func createWarmupObjects(b testing.TB, kube kubernetes.Interface, ns string, cfg compareConfig) {
+	b.Helper()
+	n := cfg.WarmupObjects
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))
+	perm := rng.Perm(n)
+	owned := make([]bool, n)
+	for _, i := range perm[:n*cfg.WarmupOwnedPercent/100] {
+		owned[i] = true
+	}
+	var unowned []int
+	for i := range n {
+		if !owned[i] {
+			unowned = append(unowned, i)
+		}
+	}
+	ownerOf := make([]int, n)
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	data := make([]string, n)
+	labels := make([]map[string]string, n)
+	for i := range n {
+		if owned[i] {
+			ownerOf[i] = unowned[rng.IntN(len(unowned))]
+		}
+		buf := make([]byte, cfg.WarmupDataBytes)
+		for j := range buf {
+			buf[j] = alphabet[rng.IntN(len(alphabet))]
+		}
+		data[i] = string(buf)
+		labels[i] = map[string]string{
+			"app":     fmt.Sprintf("app-%d", rng.IntN(100)),
+			"tier":    []string{"frontend", "backend", "cache", "batch"}[rng.IntN(4)],
+			"release": fmt.Sprintf("r%d", rng.IntN(20)),
+			"shard":   fmt.Sprintf("%d", i%16),
+		}
+	}
+	build := func(idx []int, uids map[int]types.UID) func(int) *corev1.ConfigMap {
+		return func(k int) *corev1.ConfigMap {
+			i := idx[k]
+			cm := &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("w-%d", i), Labels: labels[i]},
+				Data:       map[string]string{"data": data[i]},
+			}
+			if owned[i] {
+				o := ownerOf[i]
+				cm.OwnerReferences = []metav1.OwnerReference{refTo("v1", "ConfigMap", fmt.Sprintf("w-%d", o), uids[o], false)}
+			}
+			return cm
+		}
+	}
+	got := createConfigMaps(b, kube, ns, len(unowned), build(unowned, nil))
+	uids := make(map[int]types.UID, len(unowned))
+	for k, i := range unowned {
+		uids[i] = got[k]
+	}
+	var ownedIdx []int
+	for i := range n {
+		if owned[i] {
+			ownedIdx = append(ownedIdx, i)
+		}
+	}
+	createConfigMaps(b, kube, ns, len(ownedIdx), build(ownedIdx, uids))
+}
+
+// createConfigMaps creates build(0..n-1) in ns with 32 concurrent requests and returns their UIDs.
+func createConfigMaps(b testing.TB, kube kubernetes.Interface, ns string, n int, build func(int) *corev1.ConfigMap) []types.UID {
+	b.Helper()
+	uids := make([]types.UID, n)
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var firstErr error
+	for range 32 {
+		wg.Go(func() {
+			for i := range next {
+				cm := build(i)
+				got, err := kube.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{})
+				if err != nil {
+					once.Do(func() { firstErr = fmt.Errorf("create configmap %s/%s: %w", ns, cm.Name, err) })
+					continue
+				}
+				uids[i] = got.UID
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		b.Fatal(firstErr)
+	}
+	return uids
+}
+
+func reversed(s []string) []string {
+	out := slices.Clone(s)
+	slices.Reverse(out)
+	return out
+}
+
+func latest(a, c time.Time) time.Time {
+	if a.After(c) {
+		return a
+	}
+	return c
+}
+
+// percentile is the nearest-rank percentile p (0..1] of xs.
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	k := int(math.Ceil(float64(len(s))*p)) - 1
+	return s[max(0, min(k, len(s)-1))]
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

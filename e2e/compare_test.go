@@ -1,0 +1,233 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cascade-gc/cascade/e2e/harness"
+)
+
+// BenchmarkCompareGC runs the same scenarios, on this package's one control plane, against
+// (a) the in-tree garbage collector (kube-controller-manager v1.36.3 with only
+// --controllers=garbage-collector-controller), (b) cascade, one at a time and with the same
+// client QPS/burst budget, and (c) "raw": the benchmark's own client doing the same per-object
+// writes directly with the same concurrency and budget. It writes every measurement, the
+// medians with their spread, the ratios and the targets to docs/benchmarks.json, and prints the
+// targets as met / NOT met; e2e/benchreport renders docs/benchmarks.md and the charts from that
+// file. It reports and never fails on a missed target.
+//
+// It takes hours at full size, so it runs only when CASCADE_COMPARE=1 (`make bench` sets it;
+// `make bench QUICK=1` runs a reduced set in minutes). Environment:
+//
+//	QUICK=1           reduced sizes, one run per figure
+//	BENCH_RUNS=n      runs per figure (default 3; QUICK 1)
+//	BENCH_QPS=40,0    client QPS budgets, 0 = unthrottled (default "40,0")
+//	BENCH_BURST=30    client burst with a QPS budget (default 30, the in-tree GC's)
+//	BENCH_SCENARIOS=  comma-separated subset of background,foreground,orphan,levels,latency,warmup
+//	BENCH_SEED=1      seed for the warm-up objects' data, labels and owners
+//	BENCH_OUT=path    where to write the JSON (default docs/benchmarks.json)
+func BenchmarkCompareGC(b *testing.B) {
+	if os.Getenv("CASCADE_COMPARE") == "" {
+		b.Skip("the GC comparison takes minutes to hours: set CASCADE_COMPARE=1 (make bench does)")
+	}
+	cfg, err := compareConfigFromEnv()
+	if err != nil {
+		b.Fatal(err)
+	}
+	root, err := harness.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := os.Getenv("BENCH_OUT")
+	if out == "" {
+		out = filepath.Join(root, "docs", "benchmarks.json")
+	}
+	r := newComparison(b, cfg)
+	r.run()
+	rep := r.report(root)
+	if err := writeReport(out, rep); err != nil {
+		b.Fatal(err)
+	}
+	printReport(rep)
+	fmt.Printf("compare: wrote %s (%s)\n", out, time.Duration(rep.DurationSeconds*float64(time.Second)).Round(time.Second))
+}
+
+// compareConfig is the shape of one comparison run; it is recorded in the JSON.
+type compareConfig struct {
+	Quick   bool     `json:"quick"`
+	Runs    int      `json:"runs"`
+	Workers int      `json:"workers"`
+	Seed    uint64   `json:"seed"`
+	Budgets []budget `json:"budgets"`
+	// Trees: Shape[0] roots; every object of level i owns Shape[i+1] objects of level i+1.
+	Background []int `json:"background"`
+	Foreground []int `json:"foreground"`
+	Orphan     []int `json:"orphan"`
+	Levels     []int `json:"levels"`
+	// Small-cascade latency: LatencyReps owners with LatencyDeps dependents each, deleted one
+	// after the other.
+	LatencyReps int `json:"latency_repetitions"`
+	LatencyDeps int `json:"latency_dependents"`
+	// LatencyMinPauseMs is the least pause between repetitions (see latencyPause).
+	LatencyMinPauseMs int `json:"latency_min_pause_ms"`
+	// Warm-up and memory: WarmupObjects ConfigMaps with WarmupDataBytes of data and 4 labels,
+	// WarmupOwnedPercent of them owned by another of them.
+	WarmupObjects      int `json:"warmup_objects"`
+	WarmupDataBytes    int `json:"warmup_data_bytes"`
+	WarmupOwnedPercent int `json:"warmup_owned_percent"`
+	// MemorySettle is how long after the graph synced memory is first sampled; MemorySamples
+	// samples 1 s apart follow, and their median is the figure.
+	MemorySettleSeconds int      `json:"memory_settle_seconds"`
+	MemorySamples       int      `json:"memory_samples"`
+	Scenarios           []string `json:"scenarios"`
+}
+
+// budget is a client-side request budget given to each GC and to the raw client.
+type budget struct {
+	Name  string  `json:"name"`
+	QPS   float32 `json:"qps"` // 0: unthrottled
+	Burst int     `json:"burst"`
+}
+
+// latencyPause is the pause after each small-cascade repetition: the time the budget's token
+// bucket takes to refill its burst, and at least LatencyMinPauseMs.
+func (c compareConfig) latencyPause(b budget) time.Duration {
+	pause := time.Duration(c.LatencyMinPauseMs) * time.Millisecond
+	if b.QPS > 0 {
+		pause = max(pause, time.Duration(float64(b.Burst)/float64(b.QPS)*float64(time.Second)))
+	}
+	return pause
+}
+
+func (b budget) key() string {
+	if b.QPS == 0 {
+		return "unthrottled"
+	}
+	return "qps" + strconv.FormatFloat(float64(b.QPS), 'f', -1, 32)
+}
+
+var allScenarios = []string{"background", "foreground", "orphan", "levels", "latency", "warmup"}
+
+func compareConfigFromEnv() (compareConfig, error) {
+	quick := os.Getenv("QUICK") != "" && os.Getenv("QUICK") != "0"
+	cfg := compareConfig{
+		Quick: quick, Runs: 3, Workers: benchWorkers, Seed: 1,
+		Background: []int{10, 1000}, Foreground: []int{10, 1000}, Orphan: []int{1, 5000}, Levels: []int{10, 10, 100},
+		LatencyReps: 200, LatencyDeps: 10, LatencyMinPauseMs: 100,
+		WarmupObjects: 100000, WarmupDataBytes: 1024, WarmupOwnedPercent: 10,
+		MemorySettleSeconds: 10, MemorySamples: 5,
+		Scenarios: allScenarios,
+	}
+	if quick {
+		cfg.Runs = 1
+		cfg.Background, cfg.Foreground, cfg.Orphan, cfg.Levels = []int{10, 100}, []int{10, 100}, []int{1, 500}, []int{10, 10, 10}
+		cfg.LatencyReps = 30
+		cfg.WarmupObjects = 10000
+		cfg.MemorySettleSeconds, cfg.MemorySamples = 5, 3
+	}
+	var err error
+	if v := os.Getenv("BENCH_RUNS"); v != "" {
+		if cfg.Runs, err = strconv.Atoi(v); err != nil || cfg.Runs < 1 {
+			return cfg, fmt.Errorf("BENCH_RUNS=%q: want a positive integer", v)
+		}
+	}
+	if v := os.Getenv("BENCH_SEED"); v != "" {
+		if cfg.Seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return cfg, fmt.Errorf("BENCH_SEED=%q: %v", v, err)
+		}
+	}
+	burst := 30
+	if v := os.Getenv("BENCH_BURST"); v != "" {
+		if burst, err = strconv.Atoi(v); err != nil || burst < 1 {
+			return cfg, fmt.Errorf("BENCH_BURST=%q: want a positive integer", v)
+		}
+	}
+	qpsList := os.Getenv("BENCH_QPS")
+	if qpsList == "" {
+		qpsList = "40,0"
+	}
+	for _, s := range strings.Split(qpsList, ",") {
+		q, err := strconv.ParseFloat(strings.TrimSpace(s), 32)
+		if err != nil || q < 0 || (q > 0 && q < 2) {
+			return cfg, fmt.Errorf("BENCH_QPS: %q is not a QPS budget (0 = unthrottled, else >= 2)", s)
+		}
+		bud := budget{Name: "unthrottled", QPS: float32(q), Burst: burst}
+		if q > 0 {
+			bud.Name = strconv.FormatFloat(q, 'f', -1, 32) + " QPS"
+		}
+		cfg.Budgets = append(cfg.Budgets, bud)
+	}
+	if v := os.Getenv("BENCH_SCENARIOS"); v != "" {
+		cfg.Scenarios = nil
+		for _, s := range strings.Split(v, ",") {
+			s = strings.TrimSpace(s)
+			if !contains(allScenarios, s) {
+				return cfg, fmt.Errorf("BENCH_SCENARIOS: unknown scenario %q (known: %s)", s, strings.Join(allScenarios, ","))
+			}
+			cfg.Scenarios = append(cfg.Scenarios, s)
+		}
+	}
+	return cfg, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// treeScenario deletes the roots of a tree of ConfigMaps with a propagation policy.
+type treeScenario struct {
+	key    string
+	title  string
+	shape  []int
+	policy metav1.DeletionPropagation
+	// block sets blockOwnerDeletion on the references (what controllers do; foreground waits
+	// for such dependents).
+	block bool
+}
+
+func (c compareConfig) treeScenarios() []treeScenario {
+	all := []treeScenario{
+		{key: "background", title: "background " + shapeTitle(c.Background), shape: c.Background, policy: metav1.DeletePropagationBackground},
+		{key: "foreground", title: "foreground " + shapeTitle(c.Foreground), shape: c.Foreground, policy: metav1.DeletePropagationForeground, block: true},
+		{key: "orphan", title: "orphan " + shapeTitle(c.Orphan), shape: c.Orphan, policy: metav1.DeletePropagationOrphan},
+		{key: "levels", title: fmt.Sprintf("%d levels %s", len(c.Levels), shapeTitle(c.Levels)), shape: c.Levels, policy: metav1.DeletePropagationBackground},
+	}
+	var out []treeScenario
+	for _, s := range all {
+		if contains(c.Scenarios, s.key) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// shapeTitle writes a tree shape the way the issue does: "10 × 1,000".
+func shapeTitle(shape []int) string {
+	parts := make([]string, len(shape))
+	for i, n := range shape {
+		parts[i] = thousands(n)
+	}
+	return strings.Join(parts, " × ")
+}
+
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
