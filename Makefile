@@ -10,7 +10,10 @@ export CASCADE_BIN_DIR := $(BIN)
 # then copied into bin/. A fresh clone on the same machine reuses the cache; changing a pinned
 # version changes the key and rebuilds.
 TOOLS := etcd kube-apiserver kube-controller-manager kubectl
-TOOLS_KEY := $(shell (cat e2e/tools/go.mod e2e/tools/go.sum e2e/tools/etcd/main.go; $(GO) env GOVERSION) 2>/dev/null | sha256sum | cut -c1-16)
+# Kubernetes binaries report the pinned version (as release builds do) instead of v0.0.0-master.
+KUBE_VERSION := v1.36.3
+KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36 -X k8s.io/component-base/version.gitTreeState=clean
+TOOLS_KEY := $(shell (cat e2e/tools/go.mod e2e/tools/go.sum e2e/tools/etcd/main.go; echo '$(KUBE_LDFLAGS)'; $(GO) env GOVERSION) 2>/dev/null | sha256sum | cut -c1-16)
 TOOLS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/cascade-tools/$(TOOLS_KEY)
 TOOLS_STAMP := $(BIN)/.tools-$(TOOLS_KEY)
 
@@ -33,9 +36,9 @@ $(TOOLS_STAMP): e2e/tools/go.mod e2e/tools/go.sum e2e/tools/etcd/main.go
 	@mkdir -p $(BIN) $(TOOLS_CACHE)
 	@for t in $(TOOLS); do \
 	  if [ ! -x $(TOOLS_CACHE)/$$t ]; then \
-	    case $$t in etcd) pkg=./etcd ;; *) pkg=k8s.io/kubernetes/cmd/$$t ;; esac; \
-	    echo "building $$t (Kubernetes v1.36.3 tools module; a few minutes the first time)"; \
-	    (cd e2e/tools && $(GO) build -o $(TOOLS_CACHE)/$$t.tmp $$pkg) && mv $(TOOLS_CACHE)/$$t.tmp $(TOOLS_CACHE)/$$t; \
+	    case $$t in etcd) pkg=./etcd; ldflags= ;; *) pkg=k8s.io/kubernetes/cmd/$$t; ldflags='$(KUBE_LDFLAGS)' ;; esac; \
+	    echo "building $$t (Kubernetes $(KUBE_VERSION) tools module; a few minutes the first time)"; \
+	    (cd e2e/tools && $(GO) build -ldflags "$$ldflags" -o $(TOOLS_CACHE)/$$t.tmp $$pkg) && mv $(TOOLS_CACHE)/$$t.tmp $(TOOLS_CACHE)/$$t; \
 	  fi; \
 	  cp -f $(TOOLS_CACHE)/$$t $(BIN)/$$t; \
 	done
