@@ -93,7 +93,7 @@ func (s ResourceSet) Sorted() []Resource {
 	for _, r := range s {
 		out = append(out, r)
 	}
-	sort.Slice(out, func(i, j int) bool { return gvrLess(out[i].GVR, out[j].GVR) })
+	slices.SortFunc(out, func(a, b Resource) int { return gvrCmp(a.GVR, b.GVR) })
 	return out
 }
 
@@ -113,8 +113,6 @@ func (s ResourceSet) Diff(next ResourceSet) (added, removed []schema.GroupVersio
 	slices.SortFunc(removed, gvrCmp)
 	return added, removed
 }
-
-func gvrLess(a, b schema.GroupVersionResource) bool { return gvrCmp(a, b) < 0 }
 
 func gvrCmp(a, b schema.GroupVersionResource) int {
 	if c := strings.Compare(a.Group, b.Group); c != 0 {

@@ -212,9 +212,6 @@ func (cp *ControlPlane) Stop() error {
 	return nil
 }
 
-// KeepDir makes Stop keep the directory (logs, kubeconfig) — used when a test failed.
-func (cp *ControlPlane) KeepDir() { cp.keepDir = true }
-
 // LogTails returns the last n lines of every child's log, each under a header.
 func (cp *ControlPlane) LogTails(n int) string {
 	var b strings.Builder

@@ -115,12 +115,6 @@ func (p *Process) Stop(grace time.Duration) error {
 	return nil
 }
 
-// Kill sends SIGKILL to the process group and waits for the exit.
-func (p *Process) Kill() {
-	_ = p.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
 // Tail returns the last n lines of the process's log.
 func (p *Process) Tail(n int) string { return tailFile(p.LogPath, n) }
 
