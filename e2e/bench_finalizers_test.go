@@ -214,7 +214,7 @@ func reportCPU(b *testing.B, total int, used, rawUsed []time.Duration) {
 
 // rawParallel runs f(0..n-1) on benchWorkers goroutines, as a client with cascade's
 // concurrency would, and returns the time it took.
-func rawParallel(b *testing.B, n int, f func(i int) error) time.Duration {
+func rawParallel(b testing.TB, n int, f func(i int) error) time.Duration {
 	b.Helper()
 	next := make(chan int, n)
 	for i := range n {

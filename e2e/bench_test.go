@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -90,25 +89,9 @@ func met(ok bool) string {
 // client with cascade's concurrency would, and returns the time it took.
 func rawDelete(b testing.TB, cs clients, ns, prefix string, n int) time.Duration {
 	b.Helper()
-	names := make(chan string, n)
-	for i := range n {
-		names <- fmt.Sprintf("%s-%d", prefix, i)
-	}
-	close(names)
-	var wg sync.WaitGroup
-	var failed sync.Once
-	start := time.Now()
-	for range benchWorkers {
-		wg.Go(func() {
-			for name := range names {
-				if err := cs.kube.CoreV1().ConfigMaps(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
-					failed.Do(func() { b.Errorf("raw delete %s: %v", name, err) })
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return time.Since(start)
+	return rawParallel(b, n, func(i int) error {
+		return cs.kube.CoreV1().ConfigMaps(ns).Delete(context.Background(), fmt.Sprintf("%s-%d", prefix, i), metav1.DeleteOptions{})
+	})
 }
 
 // metricValue reads one sample (the whole "name{labels}" string) from cascade's /metrics; a

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"sync"
 	"testing"
@@ -67,7 +66,7 @@ func (r *comparison) startGC(subject string, bud budget, ns string, minObjects i
 			return nil, err
 		}
 		g := &gcRun{proc: c.Process, metrics: c.Metrics}
-		if err := pollReady(ctx, c); err != nil {
+		if err := c.WaitReady(ctx); err != nil {
 			g.stop()
 			return nil, err
 		}
@@ -75,28 +74,6 @@ func (r *comparison) startGC(subject string, bud budget, ns string, minObjects i
 		return g, nil
 	}
 	return nil, fmt.Errorf("unknown subject %q", subject)
-}
-
-// pollReady is Cascade.WaitReady at the 50 ms period used for kube-controller-manager, so that
-// neither sync time carries a coarser polling error.
-func pollReady(ctx context.Context, c *harness.Cascade) error {
-	client := &http.Client{Timeout: 2 * time.Second}
-	for {
-		if exited, err := c.Exited(); exited {
-			return fmt.Errorf("cascade exited before becoming ready: %v\n%s", err, c.Tail(30))
-		}
-		if resp, err := client.Get(c.HealthURL + "/readyz"); err == nil { //nolint:noctx
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("cascade not ready: %w\n%s", ctx.Err(), c.Tail(30))
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 func (g *gcRun) stop() { _ = g.proc.Stop(15 * time.Second) }

@@ -62,7 +62,8 @@ func (cp *ControlPlane) StartCascade(name, bin string, tee io.Writer, extra ...s
 	}, nil
 }
 
-// WaitReady polls /readyz until it answers 200, the process exits, or ctx ends.
+// WaitReady polls /readyz every 50 ms (fine enough to time start-up) until it answers 200, the
+// process exits, or ctx ends.
 func (c *Cascade) WaitReady(ctx context.Context) error {
 	client := &http.Client{Timeout: 2 * time.Second}
 	for {
@@ -78,7 +79,7 @@ func (c *Cascade) WaitReady(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("cascade not ready: %w\n%s", ctx.Err(), c.Tail(30))
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
