@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,6 +28,10 @@ const (
 	// foregroundDeletion finalizer: it waits for its dependents to go
 	// (the in-tree waitingForDependentsDeletion).
 	Waiting
+	// Orphaned means the owner is gone and was deleted with the orphan policy:
+	// its dependents were to be kept. A reference to it is removed, and is
+	// never a reason to delete the dependent.
+	Orphaned
 )
 
 func (s OwnerState) String() string {
@@ -39,6 +44,8 @@ func (s OwnerState) String() string {
 		return "Dangling"
 	case Waiting:
 		return "Waiting"
+	case Orphaned:
+		return "Orphaned"
 	default:
 		return fmt.Sprintf("OwnerState(%d)", int(s))
 	}
@@ -47,7 +54,7 @@ func (s OwnerState) String() string {
 // verified reports whether s is one of the states a caller can only reach by
 // checking the owner. Out-of-range values count as Unknown.
 func (s OwnerState) verified() bool {
-	return s == Solid || s == Dangling || s == Waiting
+	return s == Solid || s == Dangling || s == Waiting || s == Orphaned
 }
 
 // Owner is one owner reference of the dependent, reduced to what the decision
@@ -125,6 +132,9 @@ const (
 	// ReasonSolidOwner: at least one owner exists and no reference can be
 	// removed.
 	ReasonSolidOwner Reason = "SolidOwner"
+	// ReasonOwnerOrphaned: some owners were deleted with the orphan policy;
+	// the references to them are removed, whatever the other owners are.
+	ReasonOwnerOrphaned Reason = "OwnerOrphaned"
 	// ReasonStaleOwnerRefs: a solid owner exists and some references point at
 	// owners that are gone or waiting for their dependents.
 	ReasonStaleOwnerRefs Reason = "StaleOwnerRefs"
@@ -150,6 +160,10 @@ type Decision struct {
 	Owners []types.UID
 	// Propagation is the propagation policy of the DELETE (Delete only).
 	Propagation metav1.DeletionPropagation
+	// DecideAgain asks the caller to decide again once the patch is done
+	// (RemoveRefs only): references to other owners remain that this decision
+	// did not settle.
+	DecideAgain bool
 	// UnblockOwnerRefs asks the caller to set blockOwnerDeletion=false on the
 	// dependent's owner references before the DELETE (Delete only). It breaks
 	// a potential cycle of objects all waiting for each other in the
@@ -160,6 +174,9 @@ type Decision struct {
 func (d Decision) String() string {
 	switch d.Action {
 	case RemoveRefs:
+		if d.DecideAgain {
+			return fmt.Sprintf("%s(%s) owners=%v decideAgain", d.Action, d.Reason, d.Owners)
+		}
 		return fmt.Sprintf("%s(%s) owners=%v", d.Action, d.Reason, d.Owners)
 	case Delete:
 		return fmt.Sprintf("%s(%s) propagation=%s unblock=%t", d.Action, d.Reason, d.Propagation, d.UnblockOwnerRefs)
@@ -191,6 +208,7 @@ func (c Chain) Evaluate(in Input) Decision {
 // AttemptToDelete is the in-tree attemptToDeleteItem decision (reference
 // §1.7 and §2.5) plus cascade's rule for owners it could not verify.
 var AttemptToDelete = Chain{
+	removeOrphanedRefs,     // an owner deleted with the orphan policy: remove the refs to it, never delete for it
 	keepBeingDeleted,       // a deletionTimestamp is a one-way trip; foreground owners belong to finalizers/
 	keepWithoutOwners,      // no owner references: not ours to collect
 	keepWithSolidOwner,     // a solid owner and nothing removable: in-tree "at least one existing owner"
@@ -203,6 +221,21 @@ var AttemptToDelete = Chain{
 // Decide evaluates AttemptToDelete.
 func Decide(in Input) Decision {
 	return AttemptToDelete.Evaluate(in)
+}
+
+func removeOrphanedRefs(in Input) (Decision, bool) {
+	uids := in.removableWith(Orphaned)
+	if len(uids) == 0 {
+		return Decision{}, false
+	}
+	again := false
+	for _, o := range in.Owners {
+		if !slices.Contains(uids, o.UID) {
+			again = true
+			break
+		}
+	}
+	return Decision{Action: RemoveRefs, Reason: ReasonOwnerOrphaned, Owners: uids, DecideAgain: again}, true
 }
 
 func keepBeingDeleted(in Input) (Decision, bool) {
@@ -315,9 +348,16 @@ func (in Input) hasUnknown() bool {
 // with that UID, so removing it would also drop a reference to an owner that
 // exists or may exist.
 func (in Input) removable() []types.UID {
+	return in.removableWith(Dangling, Waiting)
+}
+
+// removableWith returns the UIDs of the owners in one of the states, each
+// once, in reference order, leaving out a UID that also appears on a
+// reference in another state (removable explains why).
+func (in Input) removableWith(states ...OwnerState) []types.UID {
 	var keep map[types.UID]bool
 	for _, o := range in.Owners {
-		if o.State != Dangling && o.State != Waiting {
+		if !slices.Contains(states, o.State) {
 			if keep == nil {
 				keep = make(map[types.UID]bool, len(in.Owners))
 			}
@@ -327,7 +367,7 @@ func (in Input) removable() []types.UID {
 	var uids []types.UID
 	seen := make(map[types.UID]bool, len(in.Owners))
 	for _, o := range in.Owners {
-		if (o.State != Dangling && o.State != Waiting) || keep[o.UID] || seen[o.UID] {
+		if !slices.Contains(states, o.State) || keep[o.UID] || seen[o.UID] {
 			continue
 		}
 		seen[o.UID] = true

@@ -13,6 +13,11 @@ func solid(uid types.UID) Owner    { return Owner{UID: uid, State: Solid} }
 func dangling(uid types.UID) Owner { return Owner{UID: uid, State: Dangling} }
 func waiting(uid types.UID) Owner  { return Owner{UID: uid, State: Waiting} }
 func unknown(uid types.UID) Owner  { return Owner{UID: uid, State: Unknown} }
+func orphaned(uid types.UID) Owner { return Owner{UID: uid, State: Orphaned} }
+
+func removeOrphaned(again bool, uids ...types.UID) Decision {
+	return Decision{Action: RemoveRefs, Reason: ReasonOwnerOrphaned, Owners: uids, DecideAgain: again}
+}
 
 func owners(o ...Owner) []Owner { return o }
 
@@ -29,7 +34,7 @@ func deleteWith(r Reason, p metav1.DeletionPropagation) Decision {
 }
 
 func equalDecision(a, b Decision) bool {
-	return a.Action == b.Action && a.Reason == b.Reason && slices.Equal(a.Owners, b.Owners) &&
+	return a.Action == b.Action && a.Reason == b.Reason && slices.Equal(a.Owners, b.Owners) && a.DecideAgain == b.DecideAgain &&
 		a.Propagation == b.Propagation && a.UnblockOwnerRefs == b.UnblockOwnerRefs
 }
 
@@ -68,6 +73,38 @@ func TestDecide(t *testing.T) {
 			name: "never deletes: item with an empty, non-nil owner list",
 			in:   Input{Owners: []Owner{}, HasDependents: true},
 			want: keep(ReasonNoOwners),
+		},
+
+		// Owners deleted with the orphan policy: the references go, the item stays.
+		{
+			name: "never deletes: item whose only owner was deleted with the orphan policy; the ref is removed",
+			in:   Input{Owners: owners(orphaned("o1"))},
+			want: removeOrphaned(false, "o1"),
+		},
+		{
+			name: "never deletes: orphaned and dangling owners; the orphaned ref goes first, then decide again",
+			in:   Input{Owners: owners(dangling("o1"), orphaned("o2"))},
+			want: removeOrphaned(true, "o2"),
+		},
+		{
+			name: "never deletes: orphaned and waiting owners with dependents; no foreground delete for the orphaned owner",
+			in:   Input{Owners: owners(orphaned("o1"), waiting("o2")), HasDependents: true},
+			want: removeOrphaned(true, "o1"),
+		},
+		{
+			name: "never deletes: orphaned and unknown owners",
+			in:   Input{Owners: owners(unknown("o1"), orphaned("o2"), orphaned("o3"))},
+			want: removeOrphaned(true, "o2", "o3"),
+		},
+		{
+			name: "never deletes: item being deleted still loses its ref to an orphaned owner",
+			in:   Input{Owners: owners(orphaned("o1")), BeingDeleted: true},
+			want: removeOrphaned(false, "o1"),
+		},
+		{
+			name: "never deletes: a UID that is orphaned on one ref and solid on another is kept",
+			in:   Input{Owners: owners(orphaned("o1"), solid("o1"))},
+			want: keep(ReasonSolidOwner),
 		},
 
 		// §2.5 row 1: solid ≥1, dangling 0, waiting 0 → nothing.
