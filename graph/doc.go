@@ -22,6 +22,18 @@
 //     tombstone while something still references it. Absence observed
 //     through a watch is authoritative: UIDs are never reused.
 //
+// An object observed being deleted with the orphan finalizer is marked
+// orphaned for good (later observations and its tombstone keep the mark:
+// deletion is a one-way trip; if a client switched the deletion to another
+// policy, keeping it only keeps dependents that could have been deleted).
+// References to the tombstone of an orphaned owner are OwnerOrphaned: the
+// collector removes them instead of deleting the dependent. When such a
+// node is released, its UID and coordinates go into a bounded FIFO of
+// retained orphans (Options.RetainedOrphans, default
+// DefaultRetainedOrphans): a dependent that reaches the graph later still
+// referencing it gets its orphaned tombstone back, not a virtual node, and
+// no live check (see orphans.go).
+//
 // Each ownerReference is a claim judged on its own (see OwnerState and
 // virtual.go): nothing is decided on coordinates that disagree with what was
 // observed; such claims, and claims on virtual owners, are verified with a
@@ -41,9 +53,10 @@
 //
 // Effects follow from comparing, for every reference an event can affect,
 // its state before and after the event, plus the owner's own deletion state:
-//   - a reference entering Absent, InvalidNamespace or DeletingDependents
-//     puts its dependent in AttemptDelete; so do an owner's deletion (all
-//     its dependents) and an owner entering foreground deletion (all its
+//   - a reference entering Absent, InvalidNamespace, Orphaned or
+//     DeletingDependents puts its dependent in AttemptDelete (for Orphaned:
+//     to remove that reference); so do an owner's deletion (all its
+//     dependents) and an owner entering foreground deletion (all its
 //     dependents, and the owner in Foreground);
 //   - a reference entering InvalidNamespace or Unresolvable is reported
 //     (InvalidNamespace);
@@ -68,14 +81,20 @@
 //  1. Every live node is exactly one of observed, virtual, absent, and is
 //     indexed by its UID; the index holds nothing else.
 //  2. Only observed nodes have owner references, deletion state and GC
-//     finalizers.
+//     finalizers. Only observed and absent nodes are marked orphaned, and
+//     every observed node being deleted with the orphan finalizer is.
 //  3. Every owner reference of D to O has its reverse: D is in O's
 //     dependents list; every entry of O's dependents list is an observed
 //     node with at least one reference to O; the list holds no duplicates.
-//  4. Every virtual or absent node has at least one dependent.
+//  4. Every virtual or absent node has at least one dependent (retained
+//     orphans are not nodes).
 //  5. A reference that agrees with its observed owner's coordinates carries
 //     no verification answer (observation decides it).
 //  6. The counters behind Stats equal a recount.
+//  7. The FIFO of retained orphans holds at most Options.RetainedOrphans
+//     slots, each UID at most once, and no UID the index holds: a node
+//     recreated from it (or observed again) takes its entry out, and goes
+//     back in as the newest when released again.
 //
 // # Memory
 //
@@ -84,5 +103,8 @@
 // apiVersion/kind pairs and namespaces are interned; canonical UUIDs are
 // stored as 16 bytes and decimal resourceVersions as a uint64, with side
 // tables for anything else; the first owner reference is stored inline and
-// only owners get a dependents list.
+// only owners get a dependents list. The FIFO of retained orphans adds about
+// 100 bytes per entry plus the name, bounded by Options.RetainedOrphans
+// (about 1 MB at the default 10,000); it grows only as orphaned owners are
+// released.
 package graph

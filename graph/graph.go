@@ -35,6 +35,10 @@ type Graph struct {
 
 	in interner
 
+	// Owners that were released while carrying fOrphaned, remembered so
+	// that a late dependent still sees OwnerOrphaned (orphans.go).
+	retained retainedFIFO
+
 	nObserved, nVirtual, nAbsent int
 	nOrphan, nForeground         int
 
@@ -84,6 +88,7 @@ const (
 	fIDAbsent                      // virtual: its identity claim was verified absent
 	fIDCluster                     // the fID* answer was cluster-wide (any namespace)
 	fFresh                         // created by the Apply in progress
+	fOrphaned                      // observed being deleted with the orphan finalizer, ever (observed or absent only; sticky)
 
 	finShift = 4 // fOrphan == FinalizerOrphan << finShift
 	kindMask = fObserved | fVirtual | fAbsent
@@ -122,8 +127,26 @@ type depList struct {
 
 const depIndexAt = 32
 
-// New returns an empty graph.
-func New() *Graph {
+// DefaultRetainedOrphans is the default of Options.RetainedOrphans.
+const DefaultRetainedOrphans = 10000
+
+// Options configure a Graph. The zero value gives the defaults.
+type Options struct {
+	// RetainedOrphans bounds the number of orphan-deleted owners the graph
+	// remembers after their last dependent went (see OwnerOrphaned): the
+	// most recently released are kept, the oldest forgotten first. About
+	// 100 bytes each plus the name. 0 or less: DefaultRetainedOrphans.
+	RetainedOrphans int
+}
+
+// New returns an empty graph with the default Options.
+func New() *Graph { return NewWithOptions(Options{}) }
+
+// NewWithOptions returns an empty graph.
+func NewWithOptions(o Options) *Graph {
+	if o.RetainedOrphans <= 0 {
+		o.RetainedOrphans = DefaultRetainedOrphans
+	}
 	return &Graph{
 		chunks:    [][]node{make([]node, chunkSize)},
 		byUID:     make(map[uidKey]uint32),
@@ -131,6 +154,7 @@ func New() *Graph {
 		sideUID:   make(map[uint32]string),
 		sideRV:    make(map[uint32]string),
 		in:        newInterner(),
+		retained:  retainedFIFO{max: o.RetainedOrphans},
 	}
 }
 
@@ -176,6 +200,8 @@ func (g *Graph) lookup(uid types.UID) (uint32, bool) {
 }
 
 // alloc creates a node with no kind for uid, which must not be in the graph.
+// If uid is a retained orphaned owner, the node takes its entry out of the
+// FIFO: it carries fOrphaned and the remembered coordinates.
 func (g *Graph) alloc(uid types.UID) (uint32, *node) {
 	var id uint32
 	if n := len(g.free); n > 0 {
@@ -200,12 +226,22 @@ func (g *Graph) alloc(uid types.UID) (uint32, *node) {
 	}
 	n.flags |= fFresh
 	g.fresh = append(g.fresh, id)
+	if g.retained.live > 0 {
+		if r, ok := g.retained.take(uid); ok {
+			n.flags |= fOrphaned
+			n.gvk, n.ns, n.name = r.gvk, r.ns, r.name
+		}
+	}
 	return id, n
 }
 
-// release frees a node that has no owner references and no dependents.
+// release frees a node that has no owner references and no dependents. An
+// orphan-deleted owner is remembered in the FIFO of retained orphans.
 func (g *Graph) release(id uint32) {
 	n := g.node(id)
+	if n.flags&fOrphaned != 0 {
+		g.retained.push(g, id, n)
+	}
 	g.account(n, -1)
 	if n.flags&fSideUID != 0 {
 		delete(g.bySideUID, g.sideUID[id])

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"unsafe"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // checkInvariants verifies the invariants listed in doc.go against the
@@ -63,6 +65,12 @@ func checkInvariants(g *Graph) error {
 		}
 		if kind != fVirtual && n.flags&idMask != 0 {
 			return fmt.Errorf("node %s keeps identity verification but is not virtual", uid)
+		}
+		if kind == fVirtual && n.flags&fOrphaned != 0 {
+			return fmt.Errorf("invariant 2: virtual node %s is marked orphaned", uid)
+		}
+		if n.waitingOrphan() && n.flags&fOrphaned == 0 {
+			return fmt.Errorf("invariant 2: node %s is being deleted with the orphan finalizer but not marked orphaned", uid)
 		}
 		if n.more != 0 && len(g.more[n.more-1]) == 0 {
 			return fmt.Errorf("node %s has an empty overflow list", uid)
@@ -146,10 +154,92 @@ func checkInvariants(g *Graph) error {
 		return fmt.Errorf("side tables leak: deps %d used + %d free of %d; more %d used + %d free of %d",
 			usedDeps, len(g.freeDeps), len(g.deps), usedMore, len(g.freeMore), len(g.more))
 	}
+	if err := checkRetained(g); err != nil {
+		return err
+	}
 	if len(g.fx.del)+len(g.fx.orphan)+len(g.fx.foreground)+len(g.fx.recheck)+len(g.fx.verify)+len(g.fx.invalid) != 0 {
 		return fmt.Errorf("effects left over after Apply")
 	}
 	return nil
+}
+
+// checkRetained verifies invariant 7: the FIFO of retained orphans is
+// within its bound, indexed exactly, and disjoint from the node index.
+func checkRetained(g *Graph) error {
+	f := &g.retained
+	if f.max <= 0 || len(f.ring) > f.max || cap(f.ring) > f.max {
+		return fmt.Errorf("invariant 7: FIFO of %d slots (capacity %d) for a bound of %d", len(f.ring), cap(f.ring), f.max)
+	}
+	if f.head < 0 || (len(f.ring) < f.max && f.head != 0) || (len(f.ring) == f.max && f.head >= f.max) {
+		return fmt.Errorf("invariant 7: FIFO head %d with %d of %d slots", f.head, len(f.ring), f.max)
+	}
+	live := 0
+	for slot := range f.ring {
+		r := &f.ring[slot]
+		if r.kind == rHole {
+			if *r != (retainedOrphan{}) {
+				return fmt.Errorf("invariant 7: hole %d is not zeroed: %+v", slot, *r)
+			}
+			continue
+		}
+		live++
+		uid := r.uidString()
+		var at uint32
+		var ok bool
+		switch r.kind {
+		case rCanon:
+			at, ok = f.byUID[r.uid]
+			if r.side != "" {
+				return fmt.Errorf("invariant 7: compact entry %s keeps a side UID", uid)
+			}
+		case rSide:
+			at, ok = f.bySide[r.side]
+			if _, canon := parseUID(uid); canon {
+				return fmt.Errorf("invariant 7: canonical UID %s kept as a side UID", uid)
+			}
+		default:
+			return fmt.Errorf("invariant 7: slot %d has kind %d", slot, r.kind)
+		}
+		if !ok || at != uint32(slot) {
+			return fmt.Errorf("invariant 7: retained %s in slot %d is indexed at %d (%v)", uid, slot, at, ok)
+		}
+		if _, ok := g.lookup(uid); ok {
+			return fmt.Errorf("invariant 7: retained %s is also a node", uid)
+		}
+		if int(r.gvk) >= len(g.in.gvks) || int(r.ns) >= len(g.in.nss) {
+			return fmt.Errorf("invariant 7: retained %s has unknown interned ids %d/%d", uid, r.gvk, r.ns)
+		}
+	}
+	if live != f.live || live != len(f.byUID)+len(f.bySide) {
+		return fmt.Errorf("invariant 7: %d retained entries, counter %d, index %d+%d", live, f.live, len(f.byUID), len(f.bySide))
+	}
+	return nil
+}
+
+// retainedRefs lists the slots of the FIFO of retained orphans, oldest
+// first, a hole as a Ref whose UID is holeUID.
+func retainedRefs(g *Graph) []Ref {
+	f := &g.retained
+	out := make([]Ref, 0, len(f.ring))
+	for i := range f.ring {
+		r := &f.ring[(f.head+i)%len(f.ring)]
+		if r.kind == rHole {
+			out = append(out, Ref{UID: holeUID})
+			continue
+		}
+		gv := &g.in.gvks[r.gvk]
+		out = append(out, Ref{APIVersion: gv.apiVersion, Kind: gv.kind, Namespace: g.in.nss[r.ns], Name: r.name, UID: r.uidString()})
+	}
+	return out
+}
+
+const holeUID types.UID = "<hole>"
+
+func (r *retainedOrphan) uidString() types.UID {
+	if r.kind == rSide {
+		return types.UID(r.side)
+	}
+	return r.uid.uid()
 }
 
 func containsID(ids []uint32, id uint32) bool {
@@ -182,7 +272,13 @@ func TestCheckInvariantsCatchesCorruption(t *testing.T) {
 			pid, _ := g.lookup(pod1.UID)
 			g.node(pid).flags |= fVirtual
 		},
-		"counter drift": func(g *Graph, _ uint32) { g.nVirtual++ },
+		"counter drift":           func(g *Graph, _ uint32) { g.nVirtual++ },
+		"virtual marked orphaned": func(g *Graph, rsID uint32) { g.node(rsID).flags |= fOrphaned },
+		"retained UID also a node": func(g *Graph, _ uint32) {
+			pid, _ := g.lookup(pod1.UID)
+			g.retained.push(g, pid, g.node(pid))
+		},
+		"retained counter drift": func(g *Graph, _ uint32) { g.retained.live++ },
 		"virtual without dependents": func(g *Graph, rsID uint32) {
 			pid, _ := g.lookup(pod1.UID)
 			g.setEdges(g.node(pid), nil)

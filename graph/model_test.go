@@ -45,13 +45,61 @@ type mNode struct {
 	owners     []mEdge
 	idVerify   int  // virtual: answer for its identity claim
 	idCluster  bool // that answer was cluster-wide
+	orphaned   bool // ever observed being deleted with the orphan finalizer
+}
+
+// mRetained is one slot of the FIFO of retained orphans: a released
+// orphaned node, or a hole where one was taken back.
+type mRetained struct {
+	ref  Ref
+	hole bool
 }
 
 type model struct {
 	nodes map[types.UID]*mNode
+	// fifo holds the last max releases of orphaned nodes, oldest first.
+	fifo []mRetained
+	max  int
+	// How often the interesting paths ran, for the coverage check.
+	recreated, evicted, tombstones int
 }
 
-func newModel() *model { return &model{nodes: make(map[types.UID]*mNode)} }
+func newModel(max int) *model { return &model{nodes: make(map[types.UID]*mNode), max: max} }
+
+// release drops node uid, remembering it if it is orphaned.
+func (m *model) release(uid types.UID) {
+	n := m.nodes[uid]
+	delete(m.nodes, uid)
+	if !n.orphaned {
+		return
+	}
+	m.fifo = append(m.fifo, mRetained{ref: n.ref})
+	if len(m.fifo) > m.max {
+		if !m.fifo[0].hole {
+			m.evicted++
+		}
+		m.fifo = m.fifo[1:]
+	}
+}
+
+// take removes uid from the FIFO, leaving a hole.
+func (m *model) take(uid types.UID) (Ref, bool) {
+	for i := range m.fifo {
+		if r := &m.fifo[i]; !r.hole && r.ref.UID == uid {
+			ref := r.ref
+			*r = mRetained{hole: true}
+			return ref, true
+		}
+	}
+	return Ref{}, false
+}
+
+// sweep releases uid if it is a virtual or absent node nobody references.
+func (m *model) sweep(uid types.UID) {
+	if n := m.nodes[uid]; n != nil && n.kind != mObserved && len(m.dependents(uid)) == 0 {
+		m.release(uid)
+	}
+}
 
 func sameCoords(av, kind, name string, r Ref) bool {
 	return av == r.APIVersion && kind == r.Kind && name == r.Name
@@ -99,6 +147,9 @@ func (m *model) state(d *mNode, e *mEdge) OwnerState {
 	}
 	switch o.kind {
 	case mAbsent:
+		if o.orphaned {
+			return OwnerOrphaned
+		}
 		return OwnerAbsent
 	case mObserved:
 		if sameCoords(e.APIVersion, e.Kind, e.Name, o.ref) {
@@ -168,6 +219,16 @@ func (m *model) apply(ev Event) Effects {
 		nb[uid] = b
 	}
 	var target types.UID
+	var oldOwners []types.UID // the target's owners before the event, in order
+	if ev.Type == EventObserved || ev.Type == EventDeleted {
+		if n := m.nodes[ev.Object.UID]; n != nil {
+			for _, e := range n.owners {
+				if !slices.Contains(oldOwners, e.UID) {
+					oldOwners = append(oldOwners, e.UID)
+				}
+			}
+		}
+	}
 	switch ev.Type {
 	case EventObserved:
 		target = ev.Object.UID
@@ -185,10 +246,24 @@ func (m *model) apply(ev Event) Effects {
 	default:
 		return Effects{}
 	}
-	for uid, n := range m.nodes {
-		if n.kind != mObserved && len(m.dependents(uid)) == 0 {
-			delete(m.nodes, uid)
+	// Release what nobody references any more, in the order the graph
+	// does (it matters to the FIFO): the owners the target dropped, in
+	// reference order, then the target; then anything else, by UID.
+	for _, uid := range oldOwners {
+		if uid != target {
+			m.sweep(uid)
 		}
+	}
+	if ev.Type != EventOwnerVerified {
+		m.sweep(target)
+	}
+	var rest []types.UID
+	for uid := range m.nodes {
+		rest = append(rest, uid)
+	}
+	slices.Sort(rest)
+	for _, uid := range rest {
+		m.sweep(uid)
 	}
 	after := m.edgeStates()
 
@@ -205,7 +280,7 @@ func (m *model) apply(ev Event) Effects {
 			continue
 		}
 		switch a.state {
-		case OwnerAbsent, OwnerInvalidNamespace, OwnerDeletingDependents:
+		case OwnerAbsent, OwnerInvalidNamespace, OwnerOrphaned, OwnerDeletingDependents:
 			del[k.dep] = true
 		}
 		inv := func(s OwnerState) bool { return s == OwnerInvalidNamespace || s == OwnerUnresolvable }
@@ -279,8 +354,12 @@ func (m *model) observe(o Object) {
 	n := m.nodes[uid]
 	if n == nil {
 		n = &mNode{}
+		if _, ok := m.take(uid); ok {
+			n.orphaned = true // a stale observation keeps the mark
+		}
 		m.nodes[uid] = n
 	}
+	orphaned := n.orphaned
 	fresh := map[types.UID]bool{}
 	identityChanged := n.kind != mObserved || n.ref.APIVersion != o.APIVersion || n.ref.Kind != o.Kind ||
 		n.ref.Namespace != o.Namespace || n.ref.Name != o.Name
@@ -289,6 +368,7 @@ func (m *model) observe(o Object) {
 		old = n.owners
 	}
 	*n = mNode{kind: mObserved, ref: o.Ref, rv: o.ResourceVersion, deleting: o.Deleting, finalizers: o.Finalizers & finalizerMask}
+	n.orphaned = orphaned || n.waitingOrphan()
 	used := make([]bool, len(old))
 	var owners []mEdge
 	for i, r := range o.Owners {
@@ -313,7 +393,13 @@ func (m *model) observe(o Object) {
 		}
 		on := m.nodes[r.UID]
 		if on == nil {
-			on = &mNode{kind: mVirtual, ref: Ref{APIVersion: r.APIVersion, Kind: r.Kind, Namespace: o.Namespace, Name: r.Name, UID: r.UID}}
+			if ref, ok := m.take(r.UID); ok {
+				// A retained orphan: its tombstone, as it was observed.
+				on = &mNode{kind: mAbsent, ref: ref, orphaned: true}
+				m.recreated++
+			} else {
+				on = &mNode{kind: mVirtual, ref: Ref{APIVersion: r.APIVersion, Kind: r.Kind, Namespace: o.Namespace, Name: r.Name, UID: r.UID}}
+			}
 			m.nodes[r.UID] = on
 			fresh[r.UID] = true
 		}
@@ -342,14 +428,14 @@ func (m *model) delete(r Ref) {
 		return
 	}
 	n.owners = nil
-	if len(m.dependents(uid)) == 0 {
-		delete(m.nodes, uid)
-		return
-	}
-	if n.kind == mVirtual {
+	if n.kind == mVirtual && len(m.dependents(uid)) > 0 {
 		n.ref = r
 	}
+	// With no dependents left, apply's sweep releases the tombstone.
 	n.kind, n.deleting, n.finalizers, n.idVerify, n.idCluster = mAbsent, false, 0, vNone, false
+	if n.orphaned && len(m.dependents(uid)) > 0 {
+		m.tombstones++
+	}
 }
 
 func (m *model) verify(c Ref, present bool) {
@@ -389,7 +475,8 @@ func (m *model) node(uid types.UID) (NodeView, bool) {
 		return NodeView{}, false
 	}
 	v := NodeView{Ref: n.ref, ResourceVersion: n.rv, Deleting: n.deleting, Finalizers: n.finalizers,
-		Virtual: n.kind == mVirtual, Absent: n.kind == mAbsent, Dependents: len(m.dependents(uid))}
+		Virtual: n.kind == mVirtual, Absent: n.kind == mAbsent, Orphaned: n.kind == mAbsent && n.orphaned,
+		Dependents: len(m.dependents(uid))}
 	for _, e := range n.owners {
 		v.Owners = append(v.Owners, e.OwnerRef)
 	}
@@ -446,7 +533,25 @@ func (m *model) stats() Stats {
 			s.WaitingForeground++
 		}
 	}
+	for _, r := range m.fifo {
+		if !r.hole {
+			s.RetainedOrphans++
+		}
+	}
 	return s
+}
+
+// retained lists the FIFO's slots oldest first, as retainedRefs does.
+func (m *model) retained() []Ref {
+	out := make([]Ref, 0, len(m.fifo))
+	for _, r := range m.fifo {
+		if r.hole {
+			out = append(out, Ref{UID: holeUID})
+		} else {
+			out = append(out, r.ref)
+		}
+	}
+	return out
 }
 
 func (m *model) deletingOwners() []types.UID {
@@ -563,6 +668,9 @@ func compare(g *Graph, m *model, ev Event, uids []types.UID) error {
 	}
 	if gs, ms := g.Stats(), m.stats(); !reflect.DeepEqual(gs, ms) {
 		return fmt.Errorf("Stats differ\n got: %+v\nwant: %+v", gs, ms)
+	}
+	if gr, mr := retainedRefs(g), m.retained(); !slices.Equal(gr, mr) {
+		return fmt.Errorf("retained orphans differ\n got: %+v\nwant: %+v", gr, mr)
 	}
 	gd := g.DeletingOwners()
 	slices.Sort(gd)
@@ -681,6 +789,11 @@ func (gen *generator) event() Event {
 		switch c.intn(6) {
 		case 0:
 			o.Deleting, o.Finalizers = true, Finalizers(1+c.intn(3))
+		case 3:
+			// The orphaner (or a client switching to another policy)
+			// removes the orphan finalizer; other finalizers may keep the
+			// object Terminating.
+			o.Finalizers &^= FinalizerOrphan
 		case 1:
 			if len(o.Owners) > 0 {
 				i := c.intn(len(o.Owners))
@@ -733,9 +846,11 @@ func (gen *generator) pick(ok func(*mNode) bool) (*mNode, types.UID) {
 }
 
 // runSequence drives n events (or until the chooser is exhausted) through
-// a Graph and the model, comparing after each.
-func runSequence(c chooser, n int, done func() bool) error {
-	g, m := New(), newModel()
+// a Graph and the model, comparing after each, with a FIFO of retain
+// retained orphans. It returns the model, whose counters tell which paths
+// ran.
+func runSequence(c chooser, n int, done func() bool, retain int) (*model, error) {
+	g, m := NewWithOptions(Options{RetainedOrphans: retain}), newModel(retain)
 	gen := &generator{c: c, m: m}
 	queried := append(slices.Clone(genUIDs), "not-there")
 	var trace []Event
@@ -747,10 +862,10 @@ func runSequence(c chooser, n int, done func() bool) error {
 			for j, ev := range trace {
 				fmt.Fprintf(&b, "  %d: %s\n", j, formatEvent(ev))
 			}
-			return fmt.Errorf("after event %d: %v\ntrace:\n%s", i, err, b.String())
+			return m, fmt.Errorf("after event %d: %v\ntrace:\n%s", i, err, b.String())
 		}
 	}
-	return nil
+	return m, nil
 }
 
 // TestGraphMatchesModel drives random event sequences through the Graph and
@@ -760,11 +875,22 @@ func TestGraphMatchesModel(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		seeds = 60
 	}
+	// Small FIFOs so that eviction happens, and the default.
+	retains := []int{1, 2, 3, DefaultRetainedOrphans}
+	var recreated, evicted, tombstones int
 	for seed := range seeds {
 		c := randChooser{rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))}
-		if err := runSequence(c, length, func() bool { return false }); err != nil {
+		m, err := runSequence(c, length, func() bool { return false }, retains[seed%len(retains)])
+		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
+		recreated += m.recreated
+		evicted += m.evicted
+		tombstones += m.tombstones
+	}
+	t.Logf("orphaned tombstones %d, recreated from the FIFO %d, evicted %d", tombstones, recreated, evicted)
+	if recreated == 0 || evicted == 0 || tombstones == 0 {
+		t.Errorf("the generator did not exercise orphan deletion: %d tombstones, %d recreated, %d evicted", tombstones, recreated, evicted)
 	}
 }
 
@@ -785,7 +911,7 @@ func FuzzGraph(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := &byteChooser{data: data}
 		// Long inputs add little: cap the sequence so every input runs fast.
-		if err := runSequence(c, 150, func() bool { return c.done }); err != nil {
+		if _, err := runSequence(c, 150, func() bool { return c.done }, 2); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -126,7 +126,10 @@ func (g *Graph) observe(o *Object) {
 	if n.name != o.Name {
 		n.name = strings.Clone(o.Name)
 	}
-	n.flags = n.flags&(fSideUID|fRVNum|fRVSide|fFresh) | newFlags
+	n.flags = n.flags&(fSideUID|fRVNum|fRVSide|fFresh|fOrphaned) | newFlags
+	if n.waitingOrphan() {
+		n.flags |= fOrphaned // sticky: see orphans.go
+	}
 	g.setRV(id, n, o.ResourceVersion)
 	g.account(n, 1)
 	from := g.buildEdges(n, o.Owners)
@@ -188,8 +191,9 @@ func (g *Graph) observe(o *Object) {
 // that matches an old one (same owner UID and coordinates) keeps its
 // verification; a new one starts unverified or inherits the answer already
 // known for its virtual owner's identity. Owners never seen before become
-// virtual nodes. from[i] is the index in g.ownOld that g.newE[i] continues,
-// or -1.
+// virtual nodes, except retained orphaned owners, whose absent tombstone is
+// recreated (orphans.go). from[i] is the index in g.ownOld that g.newE[i]
+// continues, or -1.
 func (g *Graph) buildEdges(n *node, refs []OwnerRef) []int32 {
 	g.newE = g.newE[:0]
 	from := g.newFrom[:0]
@@ -228,7 +232,7 @@ func (g *Graph) buildEdges(n *node, refs []OwnerRef) []int32 {
 			if known {
 				on = g.node(oid)
 			} else {
-				oid, on = g.newVirtual(r, gvk, n.ns)
+				oid, on = g.newOwner(r, gvk, n.ns)
 			}
 			name := on.name
 			if name != r.Name {
@@ -282,7 +286,9 @@ func firstSnapOwner(s []ownSnap, i int) bool {
 
 // remove folds in a deletion. An object that others still reference stays
 // as an absent tombstone: its absence is authoritative for all of them. A
-// virtual node deleted this way takes the coordinates the event reports.
+// virtual node deleted this way takes the coordinates the event reports. An
+// orphan-deleted object keeps fOrphaned as a tombstone, or is remembered in
+// the FIFO of retained orphans when released at once.
 func (g *Graph) remove(r *Ref) {
 	id, ok := g.lookup(r.UID)
 	if !ok {
@@ -328,7 +334,7 @@ func (g *Graph) remove(r *Ref) {
 			n.name = strings.Clone(r.Name)
 		}
 	}
-	n.flags = n.flags&(fSideUID|fRVNum|fRVSide|fFresh) | fAbsent
+	n.flags = n.flags&(fSideUID|fRVNum|fRVSide|fFresh|fOrphaned) | fAbsent
 	g.account(n, 1)
 	g.incomingTransitions()
 	clear(g.ownOld)

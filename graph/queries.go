@@ -20,6 +20,7 @@ func (g *Graph) Node(uid types.UID) (NodeView, bool) {
 		Finalizers:      n.finalizers(),
 		Virtual:         n.flags&fVirtual != 0,
 		Absent:          n.flags&fAbsent != 0,
+		Orphaned:        n.flags&(fAbsent|fOrphaned) == fAbsent|fOrphaned,
 		Dependents:      len(g.depIDs(n)),
 	}
 	if k := g.numEdges(n); k > 0 {
@@ -101,6 +102,7 @@ func (g *Graph) Stats() Stats {
 		PerResource:       make(map[string]int),
 		WaitingOrphan:     g.nOrphan,
 		WaitingForeground: g.nForeground,
+		RetainedOrphans:   g.retained.live,
 	}
 	for i := range g.in.gvks {
 		if gv := &g.in.gvks[i]; gv.observed > 0 {

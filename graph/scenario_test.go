@@ -67,8 +67,9 @@ func claimIn(r Ref, ns string) Ref {
 
 type nodeOpt func(*NodeView)
 
-func virtual(v *NodeView) { v.Virtual = true }
-func absent(v *NodeView)  { v.Absent = true }
+func virtual(v *NodeView)      { v.Virtual = true }
+func absent(v *NodeView)       { v.Absent = true }
+func orphanedNode(v *NodeView) { v.Absent, v.Orphaned = true, true }
 func withOwners(owners ...OwnerRef) nodeOpt {
 	return func(v *NodeView) { v.Owners = owners }
 }
@@ -152,6 +153,33 @@ func assertState(s state) step {
 	}}
 }
 
+// assertRetained checks the owners the FIFO of retained orphans remembers,
+// oldest first.
+func assertRetained(want ...Ref) step {
+	return step{"assert", func(t *testing.T, g *Graph, _ *Effects) {
+		var got []Ref
+		for _, r := range retainedRefs(g) {
+			if r.UID != holeUID {
+				got = append(got, r)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("retained orphans\n got: %v\nwant: %v", got, want)
+		}
+	}}
+}
+
+// orphanDelete is the life of an owner deleted with the orphan policy once
+// its known dependents are orphaned: the orphan finalizer is seen, then
+// removed (another finalizer may keep it Terminating), then it is deleted.
+func orphanDelete(r Ref) []step {
+	return []step{
+		processEvent(observed(withRV(deleting(obj(r), FinalizerOrphan), "2"))),
+		processEvent(observed(withRV(deleting(obj(r), 0), "3"))),
+		processEvent(deleted(r)),
+	}
+}
+
 func uids(us ...Ref) []types.UID {
 	var out []types.UID
 	for _, u := range us {
@@ -185,12 +213,15 @@ var (
 	badSecretReferenceWithDeploymentUID = makeRef("v1", "Secret", "ns1", "secretname", string(deployment1apps.UID))
 	badChildPod                         = makeRef("v1", "Pod", "ns1", "badpod", "badpoduid")
 	goodChildPod                        = makeRef("v1", "Pod", "ns1", "goodpod", "goodpoduid")
+
+	rs2 = makeRef("apps/v1", "ReplicaSet", "ns1", "rs2", "8d6ec1f4-6b2c-4f45-9a43-4e5c9d3e0005")
 )
 
 func TestScenarios(t *testing.T) {
 	scenarios := []struct {
-		name  string
-		steps []step
+		name   string
+		retain int // Options.RetainedOrphans; 0: the default
+		steps  []step
 	}{
 		{
 			name: "good child in ns1 -> cluster-scoped owner",
@@ -686,6 +717,205 @@ func TestScenarios(t *testing.T) {
 			},
 		},
 		{
+			name: "orphan: a dependent still in flight when the owner goes sees OwnerOrphaned",
+			steps: []step{
+				processEvent(observed(obj(rs1))),
+				processEvent(observed(obj(pod1, owner(rs1, controller, blocking)))),
+				processEvent(observed(obj(pod2, owner(rs1, controller, blocking)))),
+				processEvent(observed(withRV(deleting(obj(rs1), FinalizerOrphan), "2"))),
+				assertState(state{
+					nodes: []NodeView{
+						makeNode(rs1, deletingNode(FinalizerOrphan)),
+						makeNode(pod1, withOwners(owner(rs1, controller, blocking))),
+						makeNode(pod2, withOwners(owner(rs1, controller, blocking))),
+					},
+					effects: Effects{AttemptOrphan: uids(rs1)},
+					owners:  map[types.UID][]OwnerState{pod1.UID: {OwnerBeingDeleted}, pod2.UID: {OwnerBeingDeleted}},
+				}),
+				// the orphaner removes the reference of the dependent it knows of
+				processEvent(observed(withRV(obj(pod1), "3"))),
+				// the orphan finalizer goes; another finalizer keeps the owner
+				// Terminating: still solid, and still marked
+				processEvent(observed(withRV(deleting(obj(rs1), 0), "4"))),
+				assertState(state{
+					nodes: []NodeView{
+						makeNode(rs1, deletingNode(0)),
+						makeNode(pod1),
+						makeNode(pod2, withOwners(owner(rs1, controller, blocking))),
+					},
+					owners: map[types.UID][]OwnerState{pod2.UID: {OwnerBeingDeleted}},
+				}),
+				// the owner goes while pod2 still references it (its update
+				// was in flight): orphaned, not absent; pod2 is re-decided
+				// (the collector removes the reference)
+				processEvent(deleted(rs1)),
+				assertState(state{
+					nodes: []NodeView{
+						makeNode(rs1, orphanedNode),
+						makeNode(pod1),
+						makeNode(pod2, withOwners(owner(rs1, controller, blocking))),
+					},
+					effects: Effects{AttemptDelete: uids(pod2)},
+					owners:  map[types.UID][]OwnerState{pod2.UID: {OwnerOrphaned}},
+					stats: &Stats{Nodes: 3, Observed: 2, Absent: 1,
+						PerResource: map[string]int{"v1, Kind=Pod": 2}},
+				}),
+				// the reference is removed: the tombstone is released and retained
+				processEvent(observed(withRV(obj(pod2), "5"))),
+				assertState(state{
+					nodes: []NodeView{makeNode(pod1), makeNode(pod2)},
+					stats: &Stats{Nodes: 2, Observed: 2, RetainedOrphans: 1,
+						PerResource: map[string]int{"v1, Kind=Pod": 2}},
+				}),
+				assertRetained(rs1),
+			},
+		},
+		{
+			name: "orphan: a late dependent of a released orphaned owner gets its tombstone back",
+			steps: slices.Concat(orphanDelete(rs1), []step{
+				// no dependent left: released at once, remembered
+				assertState(state{stats: &Stats{RetainedOrphans: 1, PerResource: map[string]int{}}}),
+				assertRetained(rs1),
+				// a dependent created before the deletion arrives late: no
+				// virtual node, no live check
+				processEvent(observed(obj(pod1, owner(rs1, controller, blocking)))),
+				assertState(state{
+					nodes: []NodeView{
+						makeNode(rs1, orphanedNode),
+						makeNode(pod1, withOwners(owner(rs1, controller, blocking))),
+					},
+					effects: Effects{AttemptDelete: uids(pod1)},
+					owners:  map[types.UID][]OwnerState{pod1.UID: {OwnerOrphaned}},
+					stats: &Stats{Nodes: 2, Observed: 1, Absent: 1,
+						PerResource: map[string]int{"v1, Kind=Pod": 1}},
+				}),
+				assertRetained(),
+				processEvent(observed(obj(pod2, owner(rs1)))),
+				assertState(state{
+					nodes: []NodeView{
+						makeNode(rs1, orphanedNode),
+						makeNode(pod1, withOwners(owner(rs1, controller, blocking))),
+						makeNode(pod2, withOwners(owner(rs1))),
+					},
+					effects: Effects{AttemptDelete: uids(pod2)},
+					owners:  map[types.UID][]OwnerState{pod2.UID: {OwnerOrphaned}},
+				}),
+				// from another namespace the namespace rule still decides
+				processEvent(observed(obj(pod3, owner(rs1)))),
+				assertState(state{
+					nodes: []NodeView{
+						makeNode(rs1, orphanedNode),
+						makeNode(pod1, withOwners(owner(rs1, controller, blocking))),
+						makeNode(pod2, withOwners(owner(rs1))),
+						makeNode(pod3, withOwners(owner(rs1))),
+					},
+					effects: Effects{
+						AttemptDelete:    uids(pod3),
+						InvalidNamespace: []InvalidRef{{Dependent: pod3, Owner: owner(rs1)}},
+					},
+					owners: map[types.UID][]OwnerState{pod3.UID: {OwnerInvalidNamespace}},
+				}),
+				// a stale answer to a live check changes nothing
+				processEvent(verified(rs1, true)),
+				assertState(state{
+					nodes: []NodeView{
+						makeNode(rs1, orphanedNode),
+						makeNode(pod1, withOwners(owner(rs1, controller, blocking))),
+						makeNode(pod2, withOwners(owner(rs1))),
+						makeNode(pod3, withOwners(owner(rs1))),
+					},
+					owners: map[types.UID][]OwnerState{pod1.UID: {OwnerOrphaned}},
+				}),
+				processEvent(deleted(pod3)),
+				processEvent(observed(withRV(obj(pod1), "4"))),
+				processEvent(deleted(pod2)),
+				assertState(state{nodes: []NodeView{makeNode(pod1)}}),
+				assertRetained(rs1),
+			}),
+		},
+		{
+			name: "background: an owner deleted without the orphan finalizer is absent and forgotten",
+			steps: []step{
+				processEvent(observed(obj(rs1))),
+				processEvent(observed(obj(pod1, owner(rs1)))),
+				processEvent(observed(withRV(deleting(obj(rs1), 0), "2"))),
+				processEvent(deleted(rs1)),
+				assertState(state{
+					nodes:   []NodeView{makeNode(rs1, absent), makeNode(pod1, withOwners(owner(rs1)))},
+					effects: Effects{AttemptDelete: uids(pod1)},
+					owners:  map[types.UID][]OwnerState{pod1.UID: {OwnerAbsent}},
+				}),
+				processEvent(deleted(pod1)),
+				assertState(state{stats: &Stats{PerResource: map[string]int{}}}),
+				// a late dependent: a virtual owner and a live check, as before
+				processEvent(observed(obj(pod2, owner(rs1)))),
+				assertState(state{
+					nodes:   []NodeView{makeNode(rs1, virtual), makeNode(pod2, withOwners(owner(rs1)))},
+					effects: Effects{VerifyOwner: []Ref{rs1}},
+					owners:  map[types.UID][]OwnerState{pod2.UID: {OwnerUnknown}},
+				}),
+			},
+		},
+		{
+			name: "orphan: a cluster-scoped owner recreated from the FIFO serves every namespace",
+			steps: slices.Concat(orphanDelete(node1), []step{
+				assertRetained(node1),
+				processEvent(observed(obj(pod1, owner(node1)))),
+				assertState(state{
+					nodes:   []NodeView{makeNode(node1, orphanedNode), makeNode(pod1, withOwners(owner(node1)))},
+					effects: Effects{AttemptDelete: uids(pod1)},
+					owners:  map[types.UID][]OwnerState{pod1.UID: {OwnerOrphaned}},
+				}),
+				processEvent(observed(obj(pod3, owner(node1)))),
+				assertState(state{
+					nodes: []NodeView{
+						makeNode(node1, orphanedNode),
+						makeNode(pod1, withOwners(owner(node1))),
+						makeNode(pod3, withOwners(owner(node1))),
+					},
+					effects: Effects{AttemptDelete: uids(pod3)},
+					owners:  map[types.UID][]OwnerState{pod1.UID: {OwnerOrphaned}, pod3.UID: {OwnerOrphaned}},
+				}),
+			}),
+		},
+		{
+			name:   "orphan: the FIFO forgets the oldest beyond its bound",
+			retain: 2,
+			steps: slices.Concat(orphanDelete(rs1), orphanDelete(role1v1), orphanDelete(deployment1apps), []step{
+				assertRetained(role1v1, deployment1apps),
+				// rs1 is forgotten: a late dependent is judged as before
+				processEvent(observed(obj(pod1, owner(rs1)))),
+				assertState(state{
+					nodes:   []NodeView{makeNode(rs1, virtual), makeNode(pod1, withOwners(owner(rs1)))},
+					effects: Effects{VerifyOwner: []Ref{rs1}},
+					owners:  map[types.UID][]OwnerState{pod1.UID: {OwnerUnknown}},
+				}),
+				// role1 is remembered; recreating it takes it out of the FIFO...
+				processEvent(observed(obj(pod2ns1, owner(role1v1)))),
+				assertState(state{
+					nodes: []NodeView{
+						makeNode(rs1, virtual), makeNode(pod1, withOwners(owner(rs1))),
+						makeNode(role1v1, orphanedNode), makeNode(pod2ns1, withOwners(owner(role1v1))),
+					},
+					effects: Effects{AttemptDelete: uids(pod2ns1)},
+					owners:  map[types.UID][]OwnerState{pod2ns1.UID: {OwnerOrphaned}},
+				}),
+				assertRetained(deployment1apps),
+				// ...and releasing it again makes it the newest
+				processEvent(observed(withRV(obj(pod2ns1), "4"))),
+				assertRetained(deployment1apps, role1v1),
+				processEvent(deleted(pod1)),
+				assertRetained(deployment1apps, role1v1), // a virtual node is not retained
+			}, orphanDelete(rs2), []step{
+				assertRetained(role1v1, rs2),
+				assertState(state{
+					nodes: []NodeView{makeNode(pod2ns1)},
+					stats: &Stats{Nodes: 1, Observed: 1, RetainedOrphans: 2,
+						PerResource: map[string]int{"v1, Kind=Pod": 1}},
+				}),
+			}),
+		},
+		{
 			name: "stale answers and unknown events are ignored",
 			steps: []step{
 				processEvent(verified(rs1, false)),
@@ -697,7 +927,7 @@ func TestScenarios(t *testing.T) {
 	}
 	for _, s := range scenarios {
 		t.Run(s.name, func(t *testing.T) {
-			g := New()
+			g := NewWithOptions(Options{RetainedOrphans: s.retain})
 			var last Effects
 			for i, st := range s.steps {
 				if st.name != "assert" {
@@ -709,6 +939,34 @@ func TestScenarios(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestOwnerStatePredicates(t *testing.T) {
+	for s := OwnerUnknown; s <= OwnerOrphaned; s++ {
+		if strings.HasPrefix(s.String(), "OwnerState(") {
+			t.Errorf("%d has no name", s)
+		}
+		if s.Orphaned() != (s == OwnerOrphaned) {
+			t.Errorf("%s.Orphaned() = %v", s, s.Orphaned())
+		}
+	}
+	if s := OwnerOrphaned; s.Solid() || s.Dangling() || s.Waiting() || s.Undecided() {
+		t.Errorf("OwnerOrphaned is solid, dangling, waiting or undecided")
+	}
+	if OwnerMismatch != 8 || OwnerOrphaned != 9 {
+		t.Errorf("OwnerState values changed")
+	}
+}
+
+func TestRetainedOrphansDefault(t *testing.T) {
+	for _, n := range []int{0, -1} {
+		if g := NewWithOptions(Options{RetainedOrphans: n}); g.retained.max != DefaultRetainedOrphans {
+			t.Errorf("RetainedOrphans %d: bound %d", n, g.retained.max)
+		}
+	}
+	if g := New(); g.retained.max != DefaultRetainedOrphans {
+		t.Errorf("New: bound %d", g.retained.max)
 	}
 }
 

@@ -146,7 +146,8 @@ type InvalidRef struct {
 type Effects struct {
 	// AttemptDelete: dependents worth re-deciding, typically because one of
 	// their owners may be gone (observed deleted, verified absent, invalid
-	// namespace) or is waiting on its dependents (foreground).
+	// namespace), is waiting on its dependents (foreground), or was deleted
+	// with the orphan policy (OwnerOrphaned: remove that reference).
 	AttemptDelete []types.UID
 	// AttemptOrphan: owners being deleted with the orphan finalizer, when
 	// they enter that state, and again whenever a new dependent attaches to
@@ -213,6 +214,15 @@ const (
 	// and were not verified yet. A VerifyOwner effect was issued; nothing
 	// may be decided on this reference.
 	OwnerMismatch
+	// OwnerOrphaned: the owner was observed being deleted with the orphan
+	// finalizer, then observed deleted (authoritative, whatever the claim).
+	// Its dependents were to be orphaned: the collector removes this
+	// reference and never deletes the dependent because of it. The graph
+	// remembers such owners beyond their last dependent (a bounded FIFO, see
+	// Options.RetainedOrphans), so a dependent that reaches the graph late
+	// still sees this state. Neither solid nor dangling; the namespace rules
+	// take precedence (InvalidNamespace, Unresolvable) as for any owner.
+	OwnerOrphaned
 )
 
 var ownerStateNames = [...]string{
@@ -225,6 +235,7 @@ var ownerStateNames = [...]string{
 	OwnerInvalidNamespace:   "InvalidNamespace",
 	OwnerUnresolvable:       "Unresolvable",
 	OwnerMismatch:           "Mismatch",
+	OwnerOrphaned:           "Orphaned",
 }
 
 func (s OwnerState) String() string {
@@ -248,6 +259,10 @@ func (s OwnerState) Waiting() bool { return s == OwnerDeletingDependents }
 // Undecided reports whether a live check is pending for this reference.
 func (s OwnerState) Undecided() bool { return s == OwnerUnknown || s == OwnerMismatch }
 
+// Orphaned reports whether the owner was deleted with the orphan policy:
+// the reference is to be removed, the dependent kept.
+func (s OwnerState) Orphaned() bool { return s == OwnerOrphaned }
+
 // NodeView is a copy of what the graph holds for one UID.
 type NodeView struct {
 	Ref
@@ -261,8 +276,13 @@ type NodeView struct {
 	// first claimed identity (in the first dependent's namespace).
 	Virtual bool
 	// Absent: observed, then observed deleted; kept as a tombstone while
-	// dependents still reference it.
+	// dependents still reference it. A tombstone recreated for a late
+	// dependent of a retained orphaned owner has no ResourceVersion.
 	Absent bool
+	// Orphaned: an absent tombstone of an owner observed being deleted with
+	// the orphan finalizer (references to it are OwnerOrphaned). False for
+	// observed and virtual nodes.
+	Orphaned bool
 	// Dependents is the number of distinct objects that reference this UID.
 	Dependents int
 }
@@ -289,4 +309,7 @@ type Stats struct {
 	// WaitingForeground: observed nodes being deleted with the
 	// foregroundDeletion finalizer.
 	WaitingForeground int
+	// RetainedOrphans: orphan-deleted owners remembered after their node
+	// was released (at most Options.RetainedOrphans). They are not nodes.
+	RetainedOrphans int
 }

@@ -19,20 +19,27 @@ import "strings"
 //     check answers; every distinct claim is checked, not just the first;
 //   - owner observed deleted (absent tombstone): absent, whatever the claim
 //     (the namespace rules above still apply: the tombstone keeps the
-//     coordinates it was observed at).
+//     coordinates it was observed at); orphaned instead if it was observed
+//     being deleted with the orphan finalizer (orphans.go).
 //
 // A virtual node's identity is the first claim that created it, in that
 // dependent's namespace (as in-tree). It is verified once when the node is
 // created; dependents that later make the same claim in the same namespace
 // wait for that answer, and inherit it once it is in.
 
-// newVirtual creates the node for an owner that is referenced but has not
-// been observed.
-func (g *Graph) newVirtual(r *OwnerRef, gvk, ns uint32) (uint32, *node) {
+// newOwner creates the node for an owner UID that a reference names and
+// the graph does not hold: a virtual node at the claimed coordinates in the
+// dependent's namespace, or, for a retained orphaned owner, its absent
+// tombstone at the coordinates it was observed at (alloc restores them).
+func (g *Graph) newOwner(r *OwnerRef, gvk, ns uint32) (uint32, *node) {
 	id, n := g.alloc(r.UID)
-	n.flags |= fVirtual
-	n.gvk, n.ns = gvk, ns
-	n.name = strings.Clone(r.Name)
+	if n.flags&fOrphaned != 0 {
+		n.flags |= fAbsent
+	} else {
+		n.flags |= fVirtual
+		n.gvk, n.ns = gvk, ns
+		n.name = strings.Clone(r.Name)
+	}
 	g.account(n, 1)
 	return id, n
 }
@@ -93,6 +100,9 @@ func (g *Graph) edgeState(depNS uint32, e *edge) OwnerState {
 	}
 	switch o.flags & kindMask {
 	case fAbsent:
+		if o.flags&fOrphaned != 0 {
+			return OwnerOrphaned
+		}
 		return OwnerAbsent
 	case fObserved:
 		if e.gvk() == o.gvk && e.name == o.name {
@@ -130,8 +140,8 @@ func observedState(o *node) OwnerState {
 // transition records the effects of reference e of dependent dep going from
 // before to after (isNew: the reference did not exist before the event).
 //
-//   - entering Absent, InvalidNamespace or DeletingDependents: the
-//     dependent is worth re-deciding (AttemptDelete);
+//   - entering Absent, InvalidNamespace, Orphaned or DeletingDependents:
+//     the dependent is worth re-deciding (AttemptDelete);
 //   - entering InvalidNamespace or Unresolvable: report it;
 //   - entering an undecided state: check the claim (VerifyOwner), unless
 //     the same check is already pending.
@@ -140,7 +150,7 @@ func (g *Graph) transition(dep uint32, dn *node, e *edge, before, after OwnerSta
 		return
 	}
 	switch after {
-	case OwnerAbsent, OwnerInvalidNamespace, OwnerDeletingDependents:
+	case OwnerAbsent, OwnerInvalidNamespace, OwnerOrphaned, OwnerDeletingDependents:
 		g.fx.del = append(g.fx.del, dep)
 	}
 	if invalidNS(after) && (isNew || !invalidNS(before)) {
