@@ -1,0 +1,190 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Metrics is one scrape of a Prometheus text exposition, by metric family name.
+type Metrics map[string]*dto.MetricFamily
+
+// ParseMetrics parses the Prometheus text format.
+func ParseMetrics(text string) (Metrics, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		return nil, fmt.Errorf("parse metrics: %w", err)
+	}
+	return Metrics(fams), nil
+}
+
+// Sample is one sample of a counter, gauge or untyped family.
+type Sample struct {
+	Labels map[string]string
+	Value  float64
+}
+
+// Samples returns the samples of family name; none for a missing family, a histogram or a
+// summary.
+func (m Metrics) Samples(name string) []Sample {
+	mf := m[name]
+	if mf == nil {
+		return nil
+	}
+	var out []Sample
+	for _, metric := range mf.GetMetric() {
+		var v float64
+		switch mf.GetType() {
+		case dto.MetricType_COUNTER:
+			v = metric.GetCounter().GetValue()
+		case dto.MetricType_GAUGE:
+			v = metric.GetGauge().GetValue()
+		case dto.MetricType_UNTYPED:
+			v = metric.GetUntyped().GetValue()
+		default:
+			return nil
+		}
+		labels := make(map[string]string, len(metric.GetLabel()))
+		for _, lp := range metric.GetLabel() {
+			labels[lp.GetName()] = lp.GetValue()
+		}
+		out = append(out, Sample{Labels: labels, Value: v})
+	}
+	return out
+}
+
+// Value is the sum of the samples that sel selects, and whether there was any. sel is written
+// as a sample is exposed, without its value: a family name, or `name{label="value",...}`
+// naming some of its labels in any order (a label a sample lacks has the empty value), such as
+// `cascade_collected_total{action="delete"}`. A malformed sel panics: it is a test's constant.
+func (m Metrics) Value(sel string) (float64, bool) {
+	name, want := parseSelector(sel)
+	var sum float64
+	found := false
+samples:
+	for _, s := range m.Samples(name) {
+		for k, v := range want {
+			if s.Labels[k] != v {
+				continue samples
+			}
+		}
+		sum += s.Value
+		found = true
+	}
+	return sum, found
+}
+
+// parseSelector reads sel as the one sample of an exposition, so that it is quoted and escaped
+// exactly as /metrics is.
+func parseSelector(sel string) (string, map[string]string) {
+	m, err := ParseMetrics(sel + " 0\n")
+	if err != nil || len(m) != 1 {
+		panic(fmt.Sprintf("framework: metric selector %q is not name{label=\"value\",...}: %v", sel, err))
+	}
+	for name := range m {
+		return name, m.Samples(name)[0].Labels
+	}
+	panic("unreachable")
+}
+
+// Server is a process under test that serves /metrics: harness.Cascade and
+// harness.KubeControllerManager.
+type Server interface {
+	Metrics() (string, error)
+	// Tail is the end of the process's log, shown when a wait on its metrics fails.
+	Tail(n int) string
+}
+
+// ReadMetrics reads and parses s's /metrics.
+func ReadMetrics(s Server) (Metrics, error) {
+	text, err := s.Metrics()
+	if err != nil {
+		return nil, fmt.Errorf("scrape metrics: %w", err)
+	}
+	return ParseMetrics(text)
+}
+
+// Scrape is ReadMetrics failing the test on error.
+func Scrape(t testing.TB, s Server) Metrics {
+	t.Helper()
+	m, err := ReadMetrics(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// MetricValue is Scrape(t, s).Value(sel), a missing sample counting as 0.
+func MetricValue(t testing.TB, s Server, sel string) float64 {
+	t.Helper()
+	v, _ := Scrape(t, s).Value(sel)
+	return v
+}
+
+// WaitForMetric polls s's /metrics every 20 ms (fine enough to time a benchmark by) until sel
+// is at least want, and fails the test with the process's last log lines if timeout passes
+// first.
+func WaitForMetric(t testing.TB, s Server, sel string, want float64, timeout time.Duration) {
+	t.Helper()
+	var v float64
+	if err := Poll(timeout, 20*time.Millisecond, func() (bool, error) {
+		v = MetricValue(t, s, sel)
+		return v >= want, nil
+	}); err != nil {
+		t.Fatalf("timed out waiting for %s >= %g (at %g)\n%s", sel, want, v, s.Tail(20))
+	}
+}
+
+// RequestCounts maps "VERB resource" (or "VERB resource/subresource") to kube-apiserver's
+// apiserver_request_total summed over its other labels (codes, scopes, versions).
+type RequestCounts map[string]float64
+
+// APIServerRequests scrapes kube-apiserver's /metrics with cs's credentials.
+func APIServerRequests(t testing.TB, cs Clients) RequestCounts {
+	t.Helper()
+	raw, err := cs.Kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatalf("scrape kube-apiserver's metrics: %v", err)
+	}
+	m, err := ParseMetrics(string(raw))
+	if err != nil {
+		t.Fatalf("kube-apiserver's metrics: %v", err)
+	}
+	out := RequestCounts{}
+	for _, s := range m.Samples("apiserver_request_total") {
+		resource := s.Labels["resource"]
+		if sub := s.Labels["subresource"]; sub != "" {
+			resource += "/" + sub
+		}
+		out[s.Labels["verb"]+" "+resource] += s.Value
+	}
+	return out
+}
+
+// ObjectRequests returns the requests on resource between two scrapes that act on single
+// objects (every verb but LIST and WATCH, which informers spend once, not per object), and
+// their count by verb ("DELETE=10 GET=2").
+func ObjectRequests(before, after RequestCounts, resource string) (float64, string) {
+	var total float64
+	var parts []string
+	for key, v := range after {
+		verb, res, _ := strings.Cut(key, " ")
+		if res != resource || verb == "LIST" || verb == "WATCH" {
+			continue
+		}
+		if d := v - before[key]; d > 0 {
+			total += d
+			parts = append(parts, fmt.Sprintf("%s=%.0f", verb, d))
+		}
+	}
+	sort.Strings(parts)
+	return total, strings.Join(parts, " ")
+}

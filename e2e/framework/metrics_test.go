@@ -1,0 +1,86 @@
+package framework
+
+import (
+	"strings"
+	"testing"
+)
+
+const exposition = `# HELP cascade_collected_total Garbage collected.
+# TYPE cascade_collected_total counter
+cascade_collected_total{action="delete"} 12
+cascade_collected_total{action="remove_refs"} 3
+# HELP cascade_resource_watched 1 for every watched resource.
+# TYPE cascade_resource_watched gauge
+cascade_resource_watched{group="",resource="configmaps",version="v1"} 1
+cascade_resource_watched{group="apps",resource="deployments",version="v1"} 1
+# HELP go_goroutines Number of goroutines.
+# TYPE go_goroutines gauge
+go_goroutines 42
+# HELP apiserver_request_total Requests.
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="200",resource="configmaps",scope="resource",subresource="",verb="DELETE",version="v1"} 5
+apiserver_request_total{code="404",resource="configmaps",scope="resource",subresource="",verb="DELETE",version="v1"} 2
+apiserver_request_total{code="200",resource="configmaps",scope="namespace",subresource="",verb="LIST",version="v1"} 7
+apiserver_request_total{code="201",resource="pods",scope="resource",subresource="binding",verb="POST",version="v1"} 1
+# HELP weird_total Label values that need escaping.
+# TYPE weird_total counter
+weird_total{path="a,b=\"c\"\\d"} 4
+# TYPE latency_seconds histogram
+latency_seconds_bucket{le="1"} 1
+latency_seconds_bucket{le="+Inf"} 1
+latency_seconds_sum 0.5
+latency_seconds_count 1
+`
+
+func TestMetricsValue(t *testing.T) {
+	m, err := ParseMetrics(exposition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		sel   string
+		want  float64
+		found bool
+	}{
+		{`cascade_collected_total{action="delete"}`, 12, true},
+		{`cascade_collected_total`, 15, true}, // every sample of the family
+		{`cascade_collected_total{action="nothing"}`, 0, false},
+		{`cascade_resource_watched{version="v1",resource="configmaps",group=""}`, 1, true}, // any label order
+		{`cascade_resource_watched{group="",resource="deployments",version="v1"}`, 0, false},
+		{`go_goroutines`, 42, true},
+		{`apiserver_request_total{resource="configmaps",verb="DELETE"}`, 7, true},
+		{`weird_total{path="a,b=\"c\"\\d"}`, 4, true},
+		{`latency_seconds`, 0, false}, // histograms are not read
+		{`no_such_metric`, 0, false},
+	} {
+		got, found := m.Value(tc.sel)
+		if got != tc.want || found != tc.found {
+			t.Errorf("Value(%s) = %g, %t; want %g, %t", tc.sel, got, found, tc.want, tc.found)
+		}
+	}
+}
+
+func TestMetricsValuePanicsOnBadSelector(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(r.(string), "not name{") {
+			t.Errorf("recover() = %v, want a panic naming the selector", r)
+		}
+	}()
+	Metrics{}.Value(`cascade_collected_total{action=delete}`)
+}
+
+func TestParseMetricsRejectsGarbage(t *testing.T) {
+	if _, err := ParseMetrics("this is { not metrics\n"); err == nil {
+		t.Error("no error for text that is not an exposition")
+	}
+}
+
+func TestObjectRequests(t *testing.T) {
+	before := RequestCounts{"DELETE configmaps": 2, "GET configmaps": 1, "LIST configmaps": 5}
+	after := RequestCounts{"DELETE configmaps": 12, "GET configmaps": 1, "LIST configmaps": 9, "PATCH configmaps": 3,
+		"WATCH configmaps": 4, "DELETE pods": 100}
+	total, detail := ObjectRequests(before, after, "configmaps")
+	if total != 13 || detail != "DELETE=10 PATCH=3" {
+		t.Errorf("ObjectRequests = %g, %q; want 13, \"DELETE=10 PATCH=3\"", total, detail)
+	}
+}

@@ -1,0 +1,129 @@
+package framework
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cascade-gc/cascade/e2e/harness"
+)
+
+var keep = flag.Bool("keep", false, "keep the control plane's directory (logs, kubeconfig) after the run")
+
+// Suite is what a test package runs against, set up by Main: one control plane shared by all
+// its tests, and the cascade binary under test.
+type Suite struct {
+	CP         *harness.ControlPlane
+	CascadeBin string
+}
+
+// Main is a test package's TestMain body: it starts the control plane, finds the cascade binary
+// (harness.BuildCascade: $CASCADE_BINARY or a fresh build), fills s, runs the package's tests
+// and benchmarks, and stops the control plane however the run ends (normal exit, failure,
+// panic, Ctrl-C), printing the last lines of every log when it failed. It returns the exit
+// code:
+//
+//	var suite framework.Suite
+//
+//	func TestMain(m *testing.M) { os.Exit(framework.Main(m, &suite)) }
+func Main(m *testing.M, s *Suite) (code int) {
+	flag.Parse()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cp, err := harness.Start(ctx, harness.Options{KeepDir: *keep})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: start control plane: %v\n", err)
+		return 1
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		got := <-sig
+		fmt.Fprintf(os.Stderr, "e2e: %v: stopping the control plane\n", got)
+		_ = cp.Stop()
+		os.Exit(2)
+	}()
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(os.Stderr, "e2e: panic: %v\n%s", r, cp.LogTails(40))
+			code = 2
+		}
+		if code != 0 {
+			fmt.Fprintf(os.Stderr, "e2e: failed; last log lines:\n%s", cp.LogTails(40))
+		}
+		_ = cp.Stop()
+	}()
+	fmt.Printf("e2e: control plane at %s (dir %s)\n", cp.URL, cp.Dir)
+
+	binDir, err := os.MkdirTemp("", "cascade-e2e-bin-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
+	defer os.RemoveAll(binDir)
+	bin, err := harness.BuildCascade(binDir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
+	*s = Suite{CP: cp, CascadeBin: bin}
+	return m.Run()
+}
+
+// Clients are a test's own clients: the control plane's admin, unthrottled.
+type Clients struct {
+	Kube kubernetes.Interface
+	Dyn  dynamic.Interface
+}
+
+// Clients returns new admin clients of the suite's control plane.
+func (s *Suite) Clients(t testing.TB) Clients {
+	t.Helper()
+	cfg := s.CP.RestConfig()
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Clients{Kube: kube, Dyn: dyn}
+}
+
+// StartCascade runs cascade (with extra flags) for the test, waits until it is ready, and stops
+// it at cleanup, logging the end of its log when the test failed.
+func (s *Suite) StartCascade(t testing.TB, extra ...string) *harness.Cascade {
+	t.Helper()
+	name := "cascade-" + strings.NewReplacer("/", "-", " ", "_").Replace(t.Name())
+	c, err := s.CP.StartCascade(name, s.CascadeBin, nil, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	StopAtCleanup(t, c.Process)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// StopAtCleanup stops p when the test ends, and then logs the end of p's log if the test failed.
+func StopAtCleanup(t testing.TB, p *harness.Process) {
+	t.Cleanup(func() {
+		_ = p.Stop(10 * time.Second)
+		if t.Failed() {
+			t.Logf("last lines of %s:\n%s", p.LogPath, p.Tail(60))
+		}
+	})
+}
