@@ -60,7 +60,7 @@ test-unit: ## @HELP unit tests with the race detector (the fast loop)
 e2e: build tools ## @HELP the e2e suite against a real etcd + kube-apiserver
 	CASCADE_BINARY=$(BIN)/cascade $(GO) test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) ./e2e/
 
-# The comparison with the in-tree GC (BenchmarkCompareGC, e2e/compare_test.go) writes
+# The comparison with the in-tree GC (BenchmarkCompareGC, e2e/compare) writes
 # docs/benchmarks.json, then e2e/benchreport draws docs/benchmarks.md and the charts. Full size
 # takes hours (3 runs per figure at 40 QPS and unthrottled); QUICK=1 minutes. BENCH_RUNS,
 # BENCH_QPS ("40,0": 0 is unthrottled), BENCH_BURST, BENCH_SCENARIOS, BENCH_SEED narrow or vary it.
@@ -77,7 +77,7 @@ bench: build tools ## @HELP benchmarks (graph; collector; cascade vs the in-tree
 	CASCADE_BINARY=$(BIN)/cascade QUICK=$(QUICK) $(GO) test -tags e2e -run '^$$' -bench . -benchtime 1x -timeout 60m -v ./e2e/
 	CASCADE_BINARY=$(BIN)/cascade CASCADE_COMPARE=1 QUICK=$(QUICK) BENCH_RUNS=$(BENCH_RUNS) BENCH_QPS=$(BENCH_QPS) \
 	  BENCH_BURST=$(BENCH_BURST) BENCH_SCENARIOS=$(BENCH_SCENARIOS) BENCH_SEED=$(BENCH_SEED) \
-	  $(GO) test -tags e2e -run '^$$' -bench '^BenchmarkCompareGC$$' -benchtime 1x -timeout $(BENCH_TIMEOUT) -v ./e2e/
+	  $(GO) test -tags e2e -run '^$$' -bench '^BenchmarkCompareGC$$' -benchtime 1x -timeout $(BENCH_TIMEOUT) -v ./e2e/compare/
 	$(MAKE) bench-report
 
 .PHONY: bench-report

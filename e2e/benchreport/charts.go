@@ -13,9 +13,11 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/cascade-gc/cascade/e2e/compare/report"
 )
 
-// One colour per subject, in the order of subjects.
+// One colour per subject, in the order of report.Subjects.
 var subjectColors = []color.Color{
 	color.RGBA{R: 0x99, G: 0x99, B: 0x99, A: 0xff}, // in-tree
 	color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, // cascade
@@ -23,24 +25,26 @@ var subjectColors = []color.Color{
 }
 
 // drawThroughput draws objects/s per scenario, one panel per budget.
-func drawThroughput(rep report, path string) (bool, error) {
+func drawThroughput(rep report.Report, path string) (bool, error) {
 	return drawPanels(rep, path, "throughput", "objects/s (higher is better)",
-		func(r row) (string, bool) { return shortTitle(r), r.Metric == "throughput" })
+		func(r report.Row) (string, bool) { return shortTitle(r), r.Metric == report.MetricThroughput })
 }
 
 // drawLatency draws p50 and p99 of the small cascade, one panel per budget.
-func drawLatency(rep report, path string) (bool, error) {
+func drawLatency(rep report.Report, path string) (bool, error) {
 	return drawPanels(rep, path, "small-cascade latency", "ms, owner deleted → last dependent gone (lower is better)",
-		func(r row) (string, bool) { return r.Metric, r.Metric == "p50 latency" || r.Metric == "p99 latency" })
+		func(r report.Row) (string, bool) {
+			return r.Metric, r.Metric == report.MetricP50 || r.Metric == report.MetricP99
+		})
 }
 
 // drawPanels draws, for each budget, a bar chart of the rows that pick selects: one group of
 // bars per row (labelled by pick), one bar per subject, the median's value written above it and
 // the runs' range as an error bar when there was more than one run.
-func drawPanels(rep report, path, title, yLabel string, pick func(row) (string, bool)) (bool, error) {
+func drawPanels(rep report.Report, path, title, yLabel string, pick func(report.Row) (string, bool)) (bool, error) {
 	var plots []*plot.Plot
 	for _, bud := range rep.Config.Budgets {
-		var rows []row
+		var rows []report.Row
 		var names []string
 		for _, r := range rep.Rows {
 			if name, ok := pick(r); ok && r.Budget == bud.Name {
@@ -79,7 +83,7 @@ func drawPanels(rep report, path, title, yLabel string, pick func(row) (string, 
 	return true, f.Close()
 }
 
-func barPanel(title, yLabel string, rows []row, names []string) (*plot.Plot, error) {
+func barPanel(title, yLabel string, rows []report.Row, names []string) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = title
 	p.Title.TextStyle.Font.Size = font.Length(13)
@@ -92,12 +96,12 @@ func barPanel(title, yLabel string, rows []row, names []string) (*plot.Plot, err
 	p.Add(grid)
 	width := vg.Points(18)
 	var top float64
-	for si, s := range subjects {
+	for si, s := range report.Subjects {
 		vals := make(plotter.Values, len(rows))
 		var labels plotter.XYLabels
 		var errs errorBars
 		for i, r := range rows {
-			f := s.of(r)
+			f := r.Figure(s)
 			if f == nil {
 				continue
 			}
@@ -117,7 +121,7 @@ func barPanel(title, yLabel string, rows []row, names []string) (*plot.Plot, err
 		bars.LineStyle.Width = 0
 		bars.Offset = vg.Length(si-1) * width
 		p.Add(bars)
-		p.Legend.Add(s.name, bars)
+		p.Legend.Add(s, bars)
 		if len(errs) > 0 {
 			p.Add(rangeBars{bars: errs, offset: bars.Offset})
 		}
@@ -193,7 +197,7 @@ func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
 }
 
 // shortTitle is a scenario's title without its sizes, for the x axis.
-func shortTitle(r row) string {
+func shortTitle(r report.Row) string {
 	switch r.Scenario {
 	case "levels":
 		return "3 levels"

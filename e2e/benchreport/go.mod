@@ -2,7 +2,10 @@ module github.com/cascade-gc/cascade/e2e/benchreport
 
 go 1.26.0
 
-require gonum.org/v1/plot v0.17.0
+require (
+	github.com/cascade-gc/cascade v0.0.0
+	gonum.org/v1/plot v0.17.0
+)
 
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
@@ -12,5 +15,9 @@ require (
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	golang.org/x/image v0.30.0 // indirect
-	golang.org/x/text v0.28.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
 )
+
+// cascade is this working tree: the report schema (e2e/compare/report) is read from the same
+// source that writes it.
+replace github.com/cascade-gc/cascade => ../..

@@ -1,18 +1,21 @@
 // Command benchreport renders the GC comparison that `make bench` measured (BenchmarkCompareGC in
-// e2e/compare_test.go, written to docs/benchmarks.json) as docs/benchmarks.md and two charts,
+// e2e/compare, written to docs/benchmarks.json) as docs/benchmarks.md and two charts,
 // docs/throughput.png and docs/latency.png. It computes nothing new: every number it writes
-// comes from the JSON. It lives in its own module so that the plotting library never enters
-// cascade's.
+// comes from the JSON, read with the writer's own types (package
+// github.com/cascade-gc/cascade/e2e/compare/report). It lives in its own module so that the
+// plotting library never enters cascade's; that module requires cascade's through a replace
+// of the working tree.
 //
 // Usage: benchreport [-in docs/benchmarks.json] [-out docs]
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/cascade-gc/cascade/e2e/compare/report"
 )
 
 func main() {
@@ -26,13 +29,9 @@ func main() {
 }
 
 func run(in, out string) error {
-	data, err := os.ReadFile(in)
+	rep, err := report.Read(in)
 	if err != nil {
 		return err
-	}
-	var rep report
-	if err := json.Unmarshal(data, &rep); err != nil {
-		return fmt.Errorf("%s: %w", in, err)
 	}
 	if len(rep.Rows) == 0 {
 		return fmt.Errorf("%s holds no results", in)
@@ -42,7 +41,7 @@ func run(in, out string) error {
 	}
 	charts := []struct {
 		file string
-		draw func(report, string) (bool, error)
+		draw func(report.Report, string) (bool, error)
 	}{
 		{"throughput.png", drawThroughput},
 		{"latency.png", drawLatency},

@@ -6,11 +6,13 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/cascade-gc/cascade/e2e/compare/report"
 )
 
 // markdown writes docs/benchmarks.md: how the run was made, the results table, the charts and
 // the targets. The prose holds no figure: every number comes from the JSON.
-func markdown(rep report, charts []string) string {
+func markdown(rep report.Report, charts []string) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	cfg := rep.Config
@@ -77,7 +79,7 @@ func markdown(rep report, charts []string) string {
 	p("  meets an idle collector: this is latency; throughput is the rows above. Raw deletes the\n")
 	p("  owner, then its dependents concurrently.\n")
 	p("- **Warm-up**: %s ConfigMaps with %s bytes of data and 4 labels, %d%% of them owned by another\n",
-		thousands(cfg.WarmupObjects), thousands(cfg.WarmupDataBytes), cfg.WarmupOwnedPercent)
+		report.Thousands(cfg.WarmupObjects), report.Thousands(cfg.WarmupDataBytes), cfg.WarmupOwnedPercent)
 	p("  (seed %d); process start → graph synced. cascade: `/readyz` answers (every informer's initial\n", cfg.Seed)
 	p("  list is in the graph). in-tree: it logged that all resource monitors synced and its\n")
 	p("  graph-changes queue drained. Both polled every 50 ms. At the first budget only.\n")
@@ -134,7 +136,7 @@ func markdown(rep report, charts []string) string {
 		p("\n")
 	}
 	p("Re-run: `make bench` (full) or `make bench QUICK=1`; `BENCH_RUNS`, `BENCH_QPS`, `BENCH_BURST`,\n")
-	p("`BENCH_SCENARIOS` and `BENCH_SEED` narrow or vary it (see `e2e/compare_test.go`).\n")
+	p("`BENCH_SCENARIOS` and `BENCH_SEED` narrow or vary it (see `e2e/compare/compare_test.go`).\n")
 	return b.String()
 }
 
@@ -145,7 +147,7 @@ func plural(n int, word string) string {
 	return fmt.Sprintf("%d %ss", n, word)
 }
 
-func cell(f *figure, unit string) string {
+func cell(f *report.Figure, unit string) string {
 	if f == nil {
 		return "–"
 	}
@@ -175,14 +177,6 @@ func ratio(r *float64) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.2f", *r)
-}
-
-func thousands(n int) string {
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }
 
 func trim(v float64) string { return fmt.Sprintf("%g", v) }

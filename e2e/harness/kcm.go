@@ -128,6 +128,27 @@ func (k *KubeControllerManager) Metrics() (string, error) {
 	return string(b), nil
 }
 
+// WaitMonitorsSynced waits until the in-tree garbage collector logged that all its resource
+// monitors synced (their informers hold the initial lists; the graph may still be applying
+// them). It fails if the initial sync timed out ("proceeding anyways"), if the process exits,
+// or when ctx ends.
+func (k *KubeControllerManager) WaitMonitorsSynced(ctx context.Context) error {
+	for !containsLine(k.LogPath, KCMMonitorsSynced) {
+		if containsLine(k.LogPath, KCMMonitorsNotSynced) {
+			return fmt.Errorf("kube-controller-manager: %q\n%s", KCMMonitorsNotSynced, k.Tail(30))
+		}
+		if exited, err := k.Exited(); exited {
+			return fmt.Errorf("kube-controller-manager exited before its monitors synced: %v\n%s", err, k.Tail(30))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kube-controller-manager's monitors not synced: %w\n%s", ctx.Err(), k.Tail(30))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
 // WaitGraphSynced waits until the in-tree garbage collector's dependency graph reflects the
 // cluster: it logged that all resource monitors synced (their informers hold the initial
 // lists), and its graph-changes queue has received at least minEvents events and stayed empty

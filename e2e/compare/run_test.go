@@ -1,16 +1,14 @@
 //go:build e2e
 
-package e2e
+package compare
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,46 +16,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/cascade-gc/cascade/e2e/compare/report"
+	"github.com/cascade-gc/cascade/e2e/framework"
 )
 
-// The subjects of the comparison.
-const (
-	subjectInTree  = "in-tree"
-	subjectCascade = "cascade"
-	subjectRaw     = "raw"
-)
-
-// measurement is one figure-producing run of one subject in one scenario at one budget.
-type measurement struct {
-	Scenario string `json:"scenario"`
-	Budget   string `json:"budget"`
-	Subject  string `json:"subject"`
-	Run      int    `json:"run"`
-	// Objects is how many objects the subject had to process (collect, or orphan).
-	Objects           int     `json:"objects,omitempty"`
-	Seconds           float64 `json:"seconds,omitempty"`
-	ObjectsPerSecond  float64 `json:"objects_per_second,omitempty"`
-	Requests          float64 `json:"requests,omitempty"`
-	RequestsPerObject float64 `json:"requests_per_object,omitempty"`
-	RequestDetail     string  `json:"request_detail,omitempty"`
-	P50Ms             float64 `json:"p50_ms,omitempty"`
-	P99Ms             float64 `json:"p99_ms,omitempty"`
-	SyncSeconds       float64 `json:"sync_seconds,omitempty"`
-	RSSBytes          float64 `json:"rss_bytes,omitempty"`
-	HeapBytes         float64 `json:"heap_bytes,omitempty"`
-	Error             string  `json:"error,omitempty"`
-}
-
+// comparison is one run of BenchmarkCompareGC: its configuration and what it measured so far.
 type comparison struct {
-	b       *testing.B
-	cfg     compareConfig
-	cs      clients
-	started time.Time
-	results []measurement
+	b            *testing.B
+	cfg          report.Config
+	cs           framework.Clients
+	started      time.Time
+	measurements []report.Measurement
 }
 
-func newComparison(b *testing.B, cfg compareConfig) *comparison {
-	return &comparison{b: b, cfg: cfg, cs: newClients(b), started: time.Now()}
+func newComparison(b *testing.B, cfg report.Config) *comparison {
+	return &comparison{b: b, cfg: cfg, cs: suite.Clients(b), started: time.Now()}
 }
 
 // run measures every scenario: runs outermost, so that drift over hours spreads over all
@@ -67,25 +41,25 @@ func (r *comparison) run() {
 	fmt.Printf("compare: %d run(s) per figure, budgets %v, scenarios %v, quick=%v\n", r.cfg.Runs, r.cfg.Budgets, r.cfg.Scenarios, r.cfg.Quick)
 	for run := 1; run <= r.cfg.Runs; run++ {
 		for _, bud := range r.cfg.Budgets {
-			for _, sc := range r.cfg.treeScenarios() {
-				for _, subject := range []string{subjectInTree, subjectCascade, subjectRaw} {
+			for _, sc := range treeScenarios(r.cfg) {
+				for _, subject := range report.Subjects {
 					r.record(r.measureTree(sc, subject, bud, run))
 				}
 			}
-			if contains(r.cfg.Scenarios, "latency") {
-				for _, subject := range []string{subjectInTree, subjectCascade, subjectRaw} {
+			if slices.Contains(r.cfg.Scenarios, "latency") {
+				for _, subject := range report.Subjects {
 					r.record(r.measureLatency(subject, bud, run))
 				}
 			}
 		}
 	}
-	if contains(r.cfg.Scenarios, "warmup") {
+	if slices.Contains(r.cfg.Scenarios, "warmup") {
 		r.measureWarmup()
 	}
 }
 
-func (r *comparison) record(m measurement) {
-	r.results = append(r.results, m)
+func (r *comparison) record(m report.Measurement) {
+	r.measurements = append(r.measurements, m)
 	var parts []string
 	if m.ObjectsPerSecond > 0 {
 		parts = append(parts, fmt.Sprintf("%d objects in %.2fs = %.1f objects/s, %.3f requests/object (%s)", m.Objects, m.Seconds, m.ObjectsPerSecond, m.RequestsPerObject, m.RequestDetail))
@@ -106,8 +80,8 @@ func (r *comparison) record(m measurement) {
 }
 
 // nsName names a measurement's namespace: every measurement gets its own.
-func nsName(scenario, subject string, bud budget, run int) string {
-	return fmt.Sprintf("cmp-%s-%s-%s-r%d", scenario, bud.key(), strings.ReplaceAll(subject, "-", ""), run)
+func nsName(scenario, subject string, bud report.Budget, run int) string {
+	return fmt.Sprintf("cmp-%s-%s-%s-r%d", scenario, budgetKey(bud), strings.ReplaceAll(subject, "-", ""), run)
 }
 
 // measureTree creates the scenario's tree in a fresh namespace, starts the subject's GC (none
@@ -116,12 +90,12 @@ func nsName(scenario, subject string, bud budget, run int) string {
 // dependent is gone (orphan: has no owner reference left and the root is gone; foreground:
 // the roots are gone too). Requests are kube-apiserver's per-object ConfigMap requests in that
 // window, less the benchmark's own root deletions.
-func (r *comparison) measureTree(sc treeScenario, subject string, bud budget, run int) (m measurement) {
-	m = measurement{Scenario: sc.key, Budget: bud.Name, Subject: subject, Run: run}
+func (r *comparison) measureTree(sc treeScenario, subject string, bud report.Budget, run int) (m report.Measurement) {
+	m = report.Measurement{Scenario: sc.key, Budget: bud.Name, Subject: subject, Run: run}
 	ns := nsName(sc.key, subject, bud, run)
-	createNamespace(r.b, r.cs, ns)
+	r.cs.CreateNamespace(r.b, ns)
 	defer cleanupNamespace(r.b, r.cs, ns)
-	levels := createTree(r.b, r.cs.kube, ns, sc.shape, sc.block)
+	levels := createTree(r.b, r.cs, ns, sc.shape, sc.block)
 	roots := levels[0]
 	var deps []string
 	for _, l := range levels[1:] {
@@ -130,24 +104,18 @@ func (r *comparison) measureTree(sc treeScenario, subject string, bud budget, ru
 	total := len(roots) + len(deps)
 	m.Objects = len(deps)
 
-	tr := trackNamespace(r.b, r.cs, ns)
-	defer tr.close()
-	var gc *gcRun
-	if subject != subjectRaw {
-		var err error
-		gc, err = r.startGC(subject, bud, ns, total)
-		if err != nil {
-			m.Error = err.Error()
-			return m
-		}
-		defer gc.stop()
+	obs, err := r.observe(subject, bud, ns, total)
+	if err != nil {
+		m.Error = err.Error()
+		return m
 	}
-	waitAPIQuiet(r.b)
+	defer obs.stop()
+	tr := obs.tr
 
 	timeout := time.Minute + time.Duration(total)*250*time.Millisecond // at least 4 objects/s
-	before := apiserverRequests(r.b)
+	before := framework.APIServerRequests(r.b, r.cs)
 	start := time.Now()
-	if subject == subjectRaw {
+	if subject == report.Raw {
 		raw := rawClient(r.b, bud)
 		switch sc.policy {
 		case metav1.DeletePropagationOrphan:
@@ -162,11 +130,10 @@ func (r *comparison) measureTree(sc treeScenario, subject string, bud budget, ru
 		}
 	} else {
 		for _, name := range roots {
-			deleteCM(r.b, r.cs, ns, name, sc.policy)
+			r.cs.DeleteCM(r.b, ns, name, sc.policy)
 		}
 	}
 	var end time.Time
-	var err error
 	switch sc.policy {
 	case metav1.DeletePropagationOrphan:
 		end, err = tr.waitFor(timeout, func() (bool, time.Time) {
@@ -189,16 +156,13 @@ func (r *comparison) measureTree(sc treeScenario, subject string, bud budget, ru
 		end, err = tr.waitFor(timeout, func() (bool, time.Time) { return tr.allGone(deps) })
 	}
 	if err != nil {
-		m.Error = err.Error()
-		if gc != nil {
-			m.Error += "\n" + gc.tail(20)
-		}
+		m.Error = obs.failure(err)
 		return m
 	}
 	// Requests still in flight when the last event arrived are the subject's too.
 	time.Sleep(2 * time.Second)
-	after := apiserverRequests(r.b)
-	reqs, detail := objectRequests(before, after, "configmaps")
+	after := framework.APIServerRequests(r.b, r.cs)
+	reqs, detail := framework.ObjectRequests(before, after, "configmaps")
 	reqs -= float64(len(roots)) // the root deletions stand for the user's
 	m.Seconds = end.Sub(start).Seconds()
 	m.ObjectsPerSecond = float64(m.Objects) / m.Seconds
@@ -213,30 +177,24 @@ func (r *comparison) measureTree(sc treeScenario, subject string, bud budget, ru
 // token bucket is full again, so that each small cascade meets an idle collector with its whole
 // burst: this is latency, throughput is measured elsewhere. Raw: the client deletes the owner
 // and then its dependents concurrently itself.
-func (r *comparison) measureLatency(subject string, bud budget, run int) (m measurement) {
-	m = measurement{Scenario: "latency", Budget: bud.Name, Subject: subject, Run: run}
+func (r *comparison) measureLatency(subject string, bud report.Budget, run int) (m report.Measurement) {
+	m = report.Measurement{Scenario: "latency", Budget: bud.Name, Subject: subject, Run: run}
 	ns := nsName("latency", subject, bud, run)
-	createNamespace(r.b, r.cs, ns)
+	r.cs.CreateNamespace(r.b, ns)
 	defer cleanupNamespace(r.b, r.cs, ns)
-	levels := createTree(r.b, r.cs.kube, ns, []int{r.cfg.LatencyReps, r.cfg.LatencyDeps}, false)
+	levels := createTree(r.b, r.cs, ns, []int{r.cfg.LatencyReps, r.cfg.LatencyDeps}, false)
 	owners, deps := levels[0], levels[1]
 	m.Objects = len(deps)
 
-	tr := trackNamespace(r.b, r.cs, ns)
-	defer tr.close()
-	var gc *gcRun
-	if subject != subjectRaw {
-		var err error
-		gc, err = r.startGC(subject, bud, ns, len(owners)+len(deps))
-		if err != nil {
-			m.Error = err.Error()
-			return m
-		}
-		defer gc.stop()
+	obs, err := r.observe(subject, bud, ns, len(owners)+len(deps))
+	if err != nil {
+		m.Error = err.Error()
+		return m
 	}
-	waitAPIQuiet(r.b)
+	defer obs.stop()
+	tr := obs.tr
 	var raw kubernetes.Interface
-	if subject == subjectRaw {
+	if subject == report.Raw {
 		raw = rawClient(r.b, bud)
 	}
 	lat := make([]float64, 0, len(owners))
@@ -247,18 +205,15 @@ func (r *comparison) measureLatency(subject string, bud budget, run int) (m meas
 			rawDeleteNames(r.b, raw, ns, []string{owner}, 1)
 			rawDeleteNames(r.b, raw, ns, mine, min(r.cfg.Workers, len(mine)))
 		} else {
-			deleteCM(r.b, r.cs, ns, owner, metav1.DeletePropagationBackground)
+			r.cs.DeleteCM(r.b, ns, owner, metav1.DeletePropagationBackground)
 		}
 		end, err := tr.waitForEvery(time.Minute, time.Millisecond, func() (bool, time.Time) { return tr.allGone(mine) })
 		if err != nil {
-			m.Error = fmt.Sprintf("repetition %d: %v", i, err)
-			if gc != nil {
-				m.Error += "\n" + gc.tail(20)
-			}
+			m.Error = obs.failure(fmt.Errorf("repetition %d: %w", i, err))
 			return m
 		}
 		lat = append(lat, float64(end.Sub(start).Microseconds())/1000)
-		time.Sleep(r.cfg.latencyPause(bud))
+		time.Sleep(latencyPause(r.cfg, bud))
 	}
 	m.P50Ms, m.P99Ms = percentile(lat, 0.50), percentile(lat, 0.99)
 	return m
@@ -269,22 +224,22 @@ func (r *comparison) measureLatency(subject string, bud budget, run int) (m meas
 // samples its resident set and Go heap while it holds those objects.
 func (r *comparison) measureWarmup() {
 	ns := "cmp-warmup"
-	createNamespace(r.b, r.cs, ns)
+	r.cs.CreateNamespace(r.b, ns)
 	defer cleanupNamespace(r.b, r.cs, ns)
 	start := time.Now()
-	createWarmupObjects(r.b, r.cs.kube, ns, r.cfg)
+	createWarmupObjects(r.b, r.cs, ns, r.cfg)
 	fmt.Printf("compare: created %d warm-up objects in %s\n", r.cfg.WarmupObjects, time.Since(start).Round(time.Second))
 	bud := r.cfg.Budgets[0]
 	for run := 1; run <= r.cfg.Runs; run++ {
-		for _, subject := range []string{subjectInTree, subjectCascade} {
+		for _, subject := range []string{report.InTree, report.Cascade} {
 			r.record(r.measureMemory(subject, bud, run, ns))
 		}
 	}
 }
 
-func (r *comparison) measureMemory(subject string, bud budget, run int, ns string) (m measurement) {
-	m = measurement{Scenario: "warmup", Budget: bud.Name, Subject: subject, Run: run, Objects: r.cfg.WarmupObjects}
-	waitAPIQuiet(r.b)
+func (r *comparison) measureMemory(subject string, bud report.Budget, run int, ns string) (m report.Measurement) {
+	m = report.Measurement{Scenario: "warmup", Budget: bud.Name, Subject: subject, Run: run, Objects: r.cfg.WarmupObjects}
+	waitAPIQuiet(r.b, r.cs)
 	gc, err := r.startGC(subject, bud, ns, r.cfg.WarmupObjects)
 	if err != nil {
 		m.Error = err.Error()
@@ -317,7 +272,7 @@ func (r *comparison) measureMemory(subject string, bud budget, run int, ns strin
 
 // createTree creates shape[0] roots and, level by level, shape[i] children of every object of
 // the level above, named l<level>-<index>. It returns the names by level.
-func createTree(b testing.TB, kube kubernetes.Interface, ns string, shape []int, block bool) [][]string {
+func createTree(b testing.TB, cs framework.Clients, ns string, shape []int, block bool) [][]string {
 	b.Helper()
 	var levels [][]string
 	var parentNames []string
@@ -332,11 +287,11 @@ func createTree(b testing.TB, kube kubernetes.Interface, ns string, shape []int,
 			names[i] = fmt.Sprintf("l%d-%d", lvl, i)
 		}
 		pn, pu := parentNames, parentUIDs
-		uids := createConfigMaps(b, kube, ns, count, func(i int) *corev1.ConfigMap {
+		uids := cs.CreateConfigMaps(b, ns, count, createWorkers, func(i int) *corev1.ConfigMap {
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: names[i]}}
 			if lvl > 0 {
 				p := i / width
-				cm.OwnerReferences = []metav1.OwnerReference{refTo("v1", "ConfigMap", pn[p], pu[p], block)}
+				cm.OwnerReferences = []metav1.OwnerReference{framework.RefTo("v1", "ConfigMap", pn[p], pu[p], block)}
 			}
 			return cm
 		})
@@ -349,7 +304,7 @@ func createTree(b testing.TB, kube kubernetes.Interface, ns string, shape []int,
 // createWarmupObjects creates the warm-up set: WarmupObjects ConfigMaps with WarmupDataBytes of
 // seeded random data and 4 labels; WarmupOwnedPercent of them (chosen by the seed) are owned by
 // one of the others, which exist, so none of them is garbage.
-func createWarmupObjects(b testing.TB, kube kubernetes.Interface, ns string, cfg compareConfig) {
+func createWarmupObjects(b testing.TB, cs framework.Clients, ns string, cfg report.Config) {
 	b.Helper()
 	n := cfg.WarmupObjects
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))
@@ -393,12 +348,12 @@ func createWarmupObjects(b testing.TB, kube kubernetes.Interface, ns string, cfg
 			}
 			if owned[i] {
 				o := ownerOf[i]
-				cm.OwnerReferences = []metav1.OwnerReference{refTo("v1", "ConfigMap", fmt.Sprintf("w-%d", o), uids[o], false)}
+				cm.OwnerReferences = []metav1.OwnerReference{framework.RefTo("v1", "ConfigMap", fmt.Sprintf("w-%d", o), uids[o], false)}
 			}
 			return cm
 		}
 	}
-	got := createConfigMaps(b, kube, ns, len(unowned), build(unowned, nil))
+	got := cs.CreateConfigMaps(b, ns, len(unowned), createWorkers, build(unowned, nil))
 	uids := make(map[int]types.UID, len(unowned))
 	for k, i := range unowned {
 		uids[i] = got[k]
@@ -409,40 +364,11 @@ func createWarmupObjects(b testing.TB, kube kubernetes.Interface, ns string, cfg
 			ownedIdx = append(ownedIdx, i)
 		}
 	}
-	createConfigMaps(b, kube, ns, len(ownedIdx), build(ownedIdx, uids))
+	cs.CreateConfigMaps(b, ns, len(ownedIdx), createWorkers, build(ownedIdx, uids))
 }
 
-// createConfigMaps creates build(0..n-1) in ns with 32 concurrent requests and returns their UIDs.
-func createConfigMaps(b testing.TB, kube kubernetes.Interface, ns string, n int, build func(int) *corev1.ConfigMap) []types.UID {
-	b.Helper()
-	uids := make([]types.UID, n)
-	next := make(chan int, n)
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	var wg sync.WaitGroup
-	var once sync.Once
-	var firstErr error
-	for range 32 {
-		wg.Go(func() {
-			for i := range next {
-				cm := build(i)
-				got, err := kube.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{})
-				if err != nil {
-					once.Do(func() { firstErr = fmt.Errorf("create configmap %s/%s: %w", ns, cm.Name, err) })
-					continue
-				}
-				uids[i] = got.UID
-			}
-		})
-	}
-	wg.Wait()
-	if firstErr != nil {
-		b.Fatal(firstErr)
-	}
-	return uids
-}
+// createWorkers is how many ConfigMaps the benchmark creates at once.
+const createWorkers = 32
 
 func reversed(s []string) []string {
 	out := slices.Clone(s)

@@ -1,11 +1,12 @@
 //go:build e2e
 
-package e2e
+package compare
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cascade-gc/cascade/e2e/compare/report"
 	"github.com/cascade-gc/cascade/e2e/harness"
 )
 
@@ -53,62 +55,26 @@ func BenchmarkCompareGC(b *testing.B) {
 	}
 	r := newComparison(b, cfg)
 	r.run()
-	rep := r.report(root)
-	if err := writeReport(out, rep); err != nil {
+	rep := r.results(root)
+	if err := report.Write(out, rep); err != nil {
 		b.Fatal(err)
 	}
 	printReport(rep)
 	fmt.Printf("compare: wrote %s (%s)\n", out, time.Duration(rep.DurationSeconds*float64(time.Second)).Round(time.Second))
 }
 
-// compareConfig is the shape of one comparison run; it is recorded in the JSON.
-type compareConfig struct {
-	Quick   bool     `json:"quick"`
-	Runs    int      `json:"runs"`
-	Workers int      `json:"workers"`
-	Seed    uint64   `json:"seed"`
-	Budgets []budget `json:"budgets"`
-	// Trees: Shape[0] roots; every object of level i owns Shape[i+1] objects of level i+1.
-	Background []int `json:"background"`
-	Foreground []int `json:"foreground"`
-	Orphan     []int `json:"orphan"`
-	Levels     []int `json:"levels"`
-	// Small-cascade latency: LatencyReps owners with LatencyDeps dependents each, deleted one
-	// after the other.
-	LatencyReps int `json:"latency_repetitions"`
-	LatencyDeps int `json:"latency_dependents"`
-	// LatencyMinPauseMs is the least pause between repetitions (see latencyPause).
-	LatencyMinPauseMs int `json:"latency_min_pause_ms"`
-	// Warm-up and memory: WarmupObjects ConfigMaps with WarmupDataBytes of data and 4 labels,
-	// WarmupOwnedPercent of them owned by another of them.
-	WarmupObjects      int `json:"warmup_objects"`
-	WarmupDataBytes    int `json:"warmup_data_bytes"`
-	WarmupOwnedPercent int `json:"warmup_owned_percent"`
-	// MemorySettle is how long after the graph synced memory is first sampled; MemorySamples
-	// samples 1 s apart follow, and their median is the figure.
-	MemorySettleSeconds int      `json:"memory_settle_seconds"`
-	MemorySamples       int      `json:"memory_samples"`
-	Scenarios           []string `json:"scenarios"`
-}
-
-// budget is a client-side request budget given to each GC and to the raw client.
-type budget struct {
-	Name  string  `json:"name"`
-	QPS   float32 `json:"qps"` // 0: unthrottled
-	Burst int     `json:"burst"`
-}
-
 // latencyPause is the pause after each small-cascade repetition: the time the budget's token
 // bucket takes to refill its burst, and at least LatencyMinPauseMs.
-func (c compareConfig) latencyPause(b budget) time.Duration {
-	pause := time.Duration(c.LatencyMinPauseMs) * time.Millisecond
+func latencyPause(cfg report.Config, b report.Budget) time.Duration {
+	pause := time.Duration(cfg.LatencyMinPauseMs) * time.Millisecond
 	if b.QPS > 0 {
 		pause = max(pause, time.Duration(float64(b.Burst)/float64(b.QPS)*float64(time.Second)))
 	}
 	return pause
 }
 
-func (b budget) key() string {
+// budgetKey names a budget in namespace names.
+func budgetKey(b report.Budget) string {
 	if b.QPS == 0 {
 		return "unthrottled"
 	}
@@ -117,10 +83,14 @@ func (b budget) key() string {
 
 var allScenarios = []string{"background", "foreground", "orphan", "levels", "latency", "warmup"}
 
-func compareConfigFromEnv() (compareConfig, error) {
+// workers is the concurrency of each GC (cascade's --workers, kube-controller-manager's
+// --concurrent-gc-syncs: 20 is both defaults) and of the raw client.
+const workers = 20
+
+func compareConfigFromEnv() (report.Config, error) {
 	quick := os.Getenv("QUICK") != "" && os.Getenv("QUICK") != "0"
-	cfg := compareConfig{
-		Quick: quick, Runs: 3, Workers: benchWorkers, Seed: 1,
+	cfg := report.Config{
+		Quick: quick, Runs: 3, Workers: workers, Seed: 1,
 		Background: []int{10, 1000}, Foreground: []int{10, 1000}, Orphan: []int{1, 5000}, Levels: []int{10, 10, 100},
 		LatencyReps: 200, LatencyDeps: 10, LatencyMinPauseMs: 100,
 		WarmupObjects: 100000, WarmupDataBytes: 1024, WarmupOwnedPercent: 10,
@@ -160,7 +130,7 @@ func compareConfigFromEnv() (compareConfig, error) {
 		if err != nil || q < 0 || (q > 0 && q < 2) {
 			return cfg, fmt.Errorf("BENCH_QPS: %q is not a QPS budget (0 = unthrottled, else >= 2)", s)
 		}
-		bud := budget{Name: "unthrottled", QPS: float32(q), Burst: burst}
+		bud := report.Budget{Name: "unthrottled", QPS: float32(q), Burst: burst}
 		if q > 0 {
 			bud.Name = strconv.FormatFloat(q, 'f', -1, 32) + " QPS"
 		}
@@ -170,22 +140,13 @@ func compareConfigFromEnv() (compareConfig, error) {
 		cfg.Scenarios = nil
 		for _, s := range strings.Split(v, ",") {
 			s = strings.TrimSpace(s)
-			if !contains(allScenarios, s) {
+			if !slices.Contains(allScenarios, s) {
 				return cfg, fmt.Errorf("BENCH_SCENARIOS: unknown scenario %q (known: %s)", s, strings.Join(allScenarios, ","))
 			}
 			cfg.Scenarios = append(cfg.Scenarios, s)
 		}
 	}
 	return cfg, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // treeScenario deletes the roots of a tree of ConfigMaps with a propagation policy.
@@ -199,7 +160,7 @@ type treeScenario struct {
 	block bool
 }
 
-func (c compareConfig) treeScenarios() []treeScenario {
+func treeScenarios(c report.Config) []treeScenario {
 	all := []treeScenario{
 		{key: "background", title: "background " + shapeTitle(c.Background), shape: c.Background, policy: metav1.DeletePropagationBackground},
 		{key: "foreground", title: "foreground " + shapeTitle(c.Foreground), shape: c.Foreground, policy: metav1.DeletePropagationForeground, block: true},
@@ -208,7 +169,7 @@ func (c compareConfig) treeScenarios() []treeScenario {
 	}
 	var out []treeScenario
 	for _, s := range all {
-		if contains(c.Scenarios, s.key) {
+		if slices.Contains(c.Scenarios, s.key) {
 			out = append(out, s)
 		}
 	}
@@ -219,15 +180,7 @@ func (c compareConfig) treeScenarios() []treeScenario {
 func shapeTitle(shape []int) string {
 	parts := make([]string, len(shape))
 	for i, n := range shape {
-		parts[i] = thousands(n)
+		parts[i] = report.Thousands(n)
 	}
 	return strings.Join(parts, " × ")
-}
-
-func thousands(n int) string {
-	s := strconv.Itoa(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package e2e
+package compare
 
 import (
 	"context"
@@ -18,13 +18,15 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/cascade-gc/cascade/e2e/compare/report"
+	"github.com/cascade-gc/cascade/e2e/framework"
 	"github.com/cascade-gc/cascade/e2e/harness"
 )
 
 // gcRun is a running garbage collector under comparison: kube-controller-manager or cascade.
 type gcRun struct {
-	proc    *harness.Process
-	metrics func() (string, error)
+	proc *harness.Process
+	srv  framework.Server
 	// synced is process start → graph synced, as detected by polling every 50 ms.
 	synced time.Duration
 }
@@ -33,39 +35,39 @@ type gcRun struct {
 // the cluster (at least minObjects objects). Both are detected by polling every 50 ms: cascade's
 // /readyz (ready = every informer's initial list is in the graph); kube-controller-manager's
 // log line that all monitors synced followed by its graph-changes queue drained.
-func (r *comparison) startGC(subject string, bud budget, ns string, minObjects int) (*gcRun, error) {
+func (r *comparison) startGC(subject string, bud report.Budget, ns string, minObjects int) (*gcRun, error) {
 	name := ns + "-" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
 	switch subject {
-	case subjectInTree:
+	case report.InTree:
 		opts := harness.KCMOptions{Burst: bud.Burst, ConcurrentGCSyncs: r.cfg.Workers}
 		if bud.QPS == 0 {
 			opts.QPS = -1 // negative: client-go builds no rate limiter (the GC's client gets -2)
 		} else {
 			opts.QPS = bud.QPS / 2 // kube-controller-manager doubles it for the GC's client
 		}
-		k, err := cp.StartKubeControllerManager("kcm-"+name, opts)
+		k, err := suite.CP.StartKubeControllerManager("kcm-"+name, opts)
 		if err != nil {
 			return nil, err
 		}
-		g := &gcRun{proc: k.Process, metrics: k.Metrics}
-		if err := k.WaitGraphSynced(ctx, float64(minObjects)); err != nil {
+		g := &gcRun{proc: k.Process, srv: k}
+		if err := framework.WaitInTreeGCSynced(ctx, k, float64(minObjects)); err != nil {
 			g.stop()
 			return nil, err
 		}
 		g.synced = time.Since(start)
 		return g, nil
-	case subjectCascade:
-		c, err := cp.StartCascade("cascade-"+name, cascadeBin, nil,
+	case report.Cascade:
+		c, err := suite.CP.StartCascade("cascade-"+name, suite.CascadeBin, nil,
 			"--workers="+strconv.Itoa(r.cfg.Workers),
 			"--kube-api-qps="+strconv.FormatFloat(float64(bud.QPS), 'f', -1, 32),
 			"--kube-api-burst="+strconv.Itoa(bud.Burst))
 		if err != nil {
 			return nil, err
 		}
-		g := &gcRun{proc: c.Process, metrics: c.Metrics}
+		g := &gcRun{proc: c.Process, srv: c}
 		if err := c.WaitReady(ctx); err != nil {
 			g.stop()
 			return nil, err
@@ -74,6 +76,45 @@ func (r *comparison) startGC(subject string, bud budget, ns string, minObjects i
 		return g, nil
 	}
 	return nil, fmt.Errorf("unknown subject %q", subject)
+}
+
+// observed is what a measurement watches: the namespace, through a tracker, and the subject's
+// GC (none for raw).
+type observed struct {
+	tr *tracker
+	gc *gcRun // nil for raw
+}
+
+// observe starts tracking ns, starts subject's GC (none for raw) and waits until its graph holds
+// at least objects objects, then until the API server is quiet: the measured window can open.
+func (r *comparison) observe(subject string, bud report.Budget, ns string, objects int) (*observed, error) {
+	obs := &observed{tr: trackNamespace(r.b, r.cs, ns)}
+	if subject != report.Raw {
+		gc, err := r.startGC(subject, bud, ns, objects)
+		if err != nil {
+			obs.tr.close()
+			return nil, err
+		}
+		obs.gc = gc
+	}
+	waitAPIQuiet(r.b, r.cs)
+	return obs, nil
+}
+
+// stop stops the GC, then the tracker.
+func (o *observed) stop() {
+	if o.gc != nil {
+		o.gc.stop()
+	}
+	o.tr.close()
+}
+
+// failure is err with the end of the GC's log.
+func (o *observed) failure(err error) string {
+	if o.gc == nil {
+		return err.Error()
+	}
+	return err.Error() + "\n" + o.gc.tail(20)
 }
 
 func (g *gcRun) stop() { _ = g.proc.Stop(15 * time.Second) }
@@ -85,11 +126,15 @@ func (g *gcRun) residentBytes() (int64, error) { return harness.ResidentBytes(g.
 // heapBytes is go_memstats_heap_alloc_bytes: bytes of allocated heap objects, reachable or not
 // yet swept, the figure both processes export.
 func (g *gcRun) heapBytes() (float64, error) {
-	m, err := g.metrics()
+	text, err := g.srv.Metrics()
 	if err != nil {
 		return 0, err
 	}
-	v, ok := harness.SampleValue(m, "go_memstats_heap_alloc_bytes")
+	m, err := framework.ParseMetrics(text)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := m.Value("go_memstats_heap_alloc_bytes")
 	if !ok {
 		return 0, errors.New("no go_memstats_heap_alloc_bytes in /metrics")
 	}
@@ -97,9 +142,9 @@ func (g *gcRun) heapBytes() (float64, error) {
 }
 
 // rawClient is the benchmark's stand-in for a perfect GC: a client with the same budget.
-func rawClient(b testing.TB, bud budget) kubernetes.Interface {
+func rawClient(b testing.TB, bud report.Budget) kubernetes.Interface {
 	b.Helper()
-	cfg := cp.RestConfig()
+	cfg := suite.CP.RestConfig()
 	if bud.QPS > 0 {
 		cfg.QPS, cfg.Burst = bud.QPS, bud.Burst
 	}
@@ -129,67 +174,48 @@ func rawRemoveOwners(b testing.TB, kube kubernetes.Interface, ns string, names [
 	})
 }
 
+// rawEach sends do(name) for every name with workers concurrent requests and fails the
+// benchmark if any failed.
 func rawEach(b testing.TB, names []string, workers int, do func(string) error) {
 	b.Helper()
-	next := make(chan string, len(names))
-	for _, n := range names {
-		next <- n
-	}
-	close(next)
-	var wg sync.WaitGroup
-	var once sync.Once
-	var firstErr error
-	for range max(1, workers) {
-		wg.Go(func() {
-			for name := range next {
-				if err := do(name); err != nil {
-					once.Do(func() { firstErr = fmt.Errorf("raw request on %s: %w", name, err) })
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if firstErr != nil {
-		b.Fatal(firstErr)
+	if err := framework.Parallel(len(names), workers, func(i int) error {
+		if err := do(names[i]); err != nil {
+			return fmt.Errorf("raw request on %s: %w", names[i], err)
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
 	}
 }
 
 // waitAPIQuiet waits until kube-apiserver has served no per-object ConfigMap request for a
 // second (at most 60 s), so that a GC's start-up work (verifying owners it saw before their
 // dependents) stays out of the measured window.
-func waitAPIQuiet(b testing.TB) {
+func waitAPIQuiet(b testing.TB, cs framework.Clients) {
 	b.Helper()
-	deadline := time.Now().Add(time.Minute)
-	prev, _ := objectRequests(requestCounts{}, apiserverRequests(b), "configmaps")
-	for time.Now().Before(deadline) {
-		time.Sleep(time.Second)
-		cur, _ := objectRequests(requestCounts{}, apiserverRequests(b), "configmaps")
-		if cur == prev {
-			return
-		}
+	configMapRequests := func() float64 {
+		n, _ := framework.ObjectRequests(framework.RequestCounts{}, framework.APIServerRequests(b, cs), "configmaps")
+		return n
+	}
+	prev := -1.0
+	// Not quiet within the minute: measure anyway; the request count shows it.
+	_ = framework.Poll(time.Minute, time.Second, func() (bool, error) {
+		cur := configMapRequests()
+		quiet := cur == prev
 		prev = cur
-	}
-}
-
-// createNamespace creates ns (cleanupNamespace empties it afterwards).
-func createNamespace(b testing.TB, cs clients, ns string) {
-	b.Helper()
-	_, err := cs.kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	if err != nil {
-		b.Fatalf("create namespace %s: %v", ns, err)
-	}
+		return quiet, nil
+	})
 }
 
 // cleanupNamespace deletes every ConfigMap in ns, clearing finalizers left by an unfinished
 // foreground or orphan deletion, waits until none is left, then deletes ns. (No namespace
 // controller runs here, so an empty namespace stays Terminating; it holds nothing.)
-func cleanupNamespace(b testing.TB, cs clients, ns string) {
+func cleanupNamespace(b testing.TB, cs framework.Clients, ns string) {
 	b.Helper()
 	ctx := context.Background()
-	cms := cs.kube.CoreV1().ConfigMaps(ns)
-	deadline := time.Now().Add(15 * time.Minute)
+	cms := cs.Kube.CoreV1().ConfigMaps(ns)
 	var lastErr error
-	for {
+	err := framework.Poll(15*time.Minute, 200*time.Millisecond, func() (bool, error) {
 		// Deleting 100,000 objects outlasts the request timeout (the answer is a timeout or a
 		// reset stream); each round deletes more, so errors count only at the deadline.
 		if err := cms.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
@@ -197,25 +223,22 @@ func cleanupNamespace(b testing.TB, cs clients, ns string) {
 		}
 		list, err := cms.List(ctx, metav1.ListOptions{Limit: 1000})
 		if err != nil {
-			b.Fatalf("list configmaps in %s: %v", ns, err)
-		}
-		if len(list.Items) == 0 {
-			break
+			return false, fmt.Errorf("list configmaps in %s: %w", ns, err)
 		}
 		for _, cm := range list.Items {
 			if len(cm.Finalizers) > 0 {
 				_, err := cms.Patch(ctx, cm.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 				if err != nil && !apierrors.IsNotFound(err) {
-					b.Fatalf("clear finalizers of %s/%s: %v", ns, cm.Name, err)
+					return false, fmt.Errorf("clear finalizers of %s/%s: %w", ns, cm.Name, err)
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("configmaps left in %s after 15 minutes (last error: %v)", ns, lastErr)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return len(list.Items) == 0, nil
+	})
+	if err != nil {
+		b.Fatalf("emptying namespace %s: %v (last error of DeleteCollection: %v)", ns, err, lastErr)
 	}
-	if err := cs.kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if err := cs.Kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		b.Fatalf("delete namespace %s: %v", ns, err)
 	}
 }
@@ -232,10 +255,10 @@ type tracker struct {
 	done   chan struct{}
 }
 
-func trackNamespace(b testing.TB, cs clients, ns string) *tracker {
+func trackNamespace(b testing.TB, cs framework.Clients, ns string) *tracker {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	list, err := cs.kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	list, err := cs.Kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		cancel()
 		b.Fatalf("list configmaps in %s: %v", ns, err)
@@ -246,7 +269,7 @@ func trackNamespace(b testing.TB, cs clients, ns string) *tracker {
 			tr.freed[cm.Name] = time.Time{}
 		}
 	}
-	go tr.follow(ctx, cs.kube, ns, list.ResourceVersion)
+	go tr.follow(ctx, cs.Kube, ns, list.ResourceVersion)
 	return tr
 }
 
@@ -342,21 +365,16 @@ func (tr *tracker) waitFor(timeout time.Duration, cond func() (bool, time.Time))
 }
 
 func (tr *tracker) waitForEvery(timeout, period time.Duration, cond func() (bool, time.Time)) (time.Time, error) {
-	deadline := time.Now().Add(timeout)
-	for {
+	var at time.Time
+	err := framework.Poll(timeout, period, func() (bool, error) {
 		tr.mu.Lock()
-		ok, at := cond()
-		err := tr.err
-		tr.mu.Unlock()
+		defer tr.mu.Unlock()
+		ok, t := cond()
+		at = t
 		if ok {
-			return at, nil
+			return true, nil
 		}
-		if err != nil {
-			return time.Time{}, err
-		}
-		if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("not done after %s", timeout)
-		}
-		time.Sleep(period)
-	}
+		return false, tr.err
+	})
+	return at, err
 }

@@ -1,101 +1,43 @@
 //go:build e2e
 
-package e2e
+package compare
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cascade-gc/cascade/e2e/compare/report"
 )
-
-// The JSON written to docs/benchmarks.json. e2e/benchreport (its own module) reads the same
-// shape to write docs/benchmarks.md and the charts: keep the two in step.
-type compareReport struct {
-	Date            string            `json:"date"`
-	Command         string            `json:"command"`
-	Quick           bool              `json:"quick"`
-	DurationSeconds float64           `json:"duration_seconds"`
-	Machine         machineInfo       `json:"machine"`
-	Versions        map[string]string `json:"versions"`
-	Config          compareConfig     `json:"config"`
-	Rows            []resultRow       `json:"rows"`
-	Targets         []targetResult    `json:"targets"`
-	Measurements    []measurement     `json:"measurements"`
-}
-
-type machineInfo struct {
-	OS          string `json:"os"`
-	Arch        string `json:"arch"`
-	Kernel      string `json:"kernel"`
-	CPUModel    string `json:"cpu_model"`
-	CPUs        int    `json:"cpus"`
-	MemoryBytes int64  `json:"memory_bytes"`
-}
-
-// figure is one metric of one subject summarised over the runs.
-type figure struct {
-	Median float64 `json:"median"`
-	Min    float64 `json:"min"`
-	Max    float64 `json:"max"`
-	Runs   int     `json:"runs"`
-}
-
-// resultRow is one line of the results table: one metric of one scenario at one budget.
-type resultRow struct {
-	Scenario string `json:"scenario"`
-	Title    string `json:"title"`
-	Budget   string `json:"budget"`
-	Metric   string `json:"metric"`
-	Unit     string `json:"unit"`
-	// Better is "higher" or "lower".
-	Better  string  `json:"better"`
-	InTree  *figure `json:"in_tree,omitempty"`
-	Cascade *figure `json:"cascade,omitempty"`
-	Raw     *figure `json:"raw,omitempty"`
-	// Ratios of the medians.
-	CascadeToInTree *float64 `json:"cascade_to_in_tree,omitempty"`
-	CascadeToRaw    *float64 `json:"cascade_to_raw,omitempty"`
-	// Failures lists the measurements of this scenario that did not finish.
-	Failures []string `json:"failures,omitempty"`
-}
-
-type targetResult struct {
-	Target string  `json:"target"`
-	Where  string  `json:"where"`
-	Value  float64 `json:"value"`
-	// Op is ">=" or "<=": met when Value Op Threshold.
-	Op        string  `json:"op"`
-	Threshold float64 `json:"threshold"`
-	Met       bool    `json:"met"`
-	// Missing is set when a figure the target needs was not measured (the target is not met).
-	Missing string `json:"missing,omitempty"`
-}
 
 // metricDef says how one metric is read from a measurement.
 type metricDef struct {
 	name, unit, better string
-	value              func(measurement) float64
+	value              func(report.Measurement) float64
 }
 
 var (
-	metricThroughput = metricDef{"throughput", "objects/s", "higher", func(m measurement) float64 { return m.ObjectsPerSecond }}
-	metricRequests   = metricDef{"API requests per object", "requests", "lower", func(m measurement) float64 { return m.RequestsPerObject }}
-	metricP50        = metricDef{"p50 latency", "ms", "lower", func(m measurement) float64 { return m.P50Ms }}
-	metricP99        = metricDef{"p99 latency", "ms", "lower", func(m measurement) float64 { return m.P99Ms }}
-	metricSync       = metricDef{"sync time", "s", "lower", func(m measurement) float64 { return m.SyncSeconds }}
-	metricRSS        = metricDef{"RSS", "MiB", "lower", func(m measurement) float64 { return m.RSSBytes / (1 << 20) }}
-	metricHeap       = metricDef{"Go heap", "MiB", "lower", func(m measurement) float64 { return m.HeapBytes / (1 << 20) }}
+	metricThroughput = metricDef{report.MetricThroughput, "objects/s", "higher", func(m report.Measurement) float64 { return m.ObjectsPerSecond }}
+	metricRequests   = metricDef{report.MetricRequests, "requests", "lower", func(m report.Measurement) float64 { return m.RequestsPerObject }}
+	metricP50        = metricDef{report.MetricP50, "ms", "lower", func(m report.Measurement) float64 { return m.P50Ms }}
+	metricP99        = metricDef{report.MetricP99, "ms", "lower", func(m report.Measurement) float64 { return m.P99Ms }}
+	metricSync       = metricDef{report.MetricSync, "s", "lower", func(m report.Measurement) float64 { return m.SyncSeconds }}
+	metricRSS        = metricDef{report.MetricRSS, "MiB", "lower", func(m report.Measurement) float64 { return m.RSSBytes / (1 << 20) }}
+	metricHeap       = metricDef{report.MetricHeap, "MiB", "lower", func(m report.Measurement) float64 { return m.HeapBytes / (1 << 20) }}
 )
 
-func (r *comparison) report(root string) compareReport {
-	rep := compareReport{
+// results turns the comparison's measurements into the report: one row per scenario, budget
+// and metric with each subject's median and spread, the issue's targets, the machine and the
+// versions.
+func (r *comparison) results(root string) report.Report {
+	rep := report.Report{
 		Date:            time.Now().UTC().Format(time.RFC3339),
 		Command:         "make bench",
 		Quick:           r.cfg.Quick,
@@ -103,42 +45,42 @@ func (r *comparison) report(root string) compareReport {
 		Machine:         readMachine(),
 		Versions:        versions(root),
 		Config:          r.cfg,
-		Measurements:    r.results,
+		Measurements:    r.measurements,
 	}
 	if r.cfg.Quick {
 		rep.Command = "make bench QUICK=1"
 	}
 	for _, bud := range r.cfg.Budgets {
-		for _, sc := range r.cfg.treeScenarios() {
+		for _, sc := range treeScenarios(r.cfg) {
 			for _, md := range []metricDef{metricThroughput, metricRequests} {
 				rep.Rows = append(rep.Rows, r.row(sc.key, sc.title, bud.Name, md))
 			}
 		}
-		if contains(r.cfg.Scenarios, "latency") {
+		if slices.Contains(r.cfg.Scenarios, "latency") {
 			title := fmt.Sprintf("small cascade 1 × %d, %d repetitions", r.cfg.LatencyDeps, r.cfg.LatencyReps)
 			for _, md := range []metricDef{metricP50, metricP99} {
 				rep.Rows = append(rep.Rows, r.row("latency", title, bud.Name, md))
 			}
 		}
 	}
-	if contains(r.cfg.Scenarios, "warmup") {
+	if slices.Contains(r.cfg.Scenarios, "warmup") {
 		bud := r.cfg.Budgets[0].Name
-		n := thousands(r.cfg.WarmupObjects)
+		n := report.Thousands(r.cfg.WarmupObjects)
 		rep.Rows = append(rep.Rows,
 			r.row("warmup", "warm-up "+n+" objects", bud, metricSync),
 			r.row("warmup", "memory holding "+n+" objects", bud, metricRSS),
 			r.row("warmup", "memory holding "+n+" objects", bud, metricHeap))
 	}
-	rep.Targets = targets(rep.Rows, r.cfg)
+	rep.Targets = targets(rep.Rows)
 	return rep
 }
 
 // row summarises one metric of one scenario at one budget over the runs of every subject.
-func (r *comparison) row(scenario, title, bud string, md metricDef) resultRow {
-	row := resultRow{Scenario: scenario, Title: title, Budget: bud, Metric: md.name, Unit: md.unit, Better: md.better}
-	for _, subject := range []string{subjectInTree, subjectCascade, subjectRaw} {
+func (r *comparison) row(scenario, title, bud string, md metricDef) report.Row {
+	row := report.Row{Scenario: scenario, Title: title, Budget: bud, Metric: md.name, Unit: md.unit, Better: md.better}
+	for _, subject := range report.Subjects {
 		var vals []float64
-		for _, m := range r.results {
+		for _, m := range r.measurements {
 			if m.Scenario != scenario || m.Budget != bud || m.Subject != subject {
 				continue
 			}
@@ -153,18 +95,11 @@ func (r *comparison) row(scenario, title, bud string, md metricDef) resultRow {
 		if len(vals) == 0 {
 			continue
 		}
-		f := &figure{Median: median(vals), Min: vals[0], Max: vals[0], Runs: len(vals)}
+		f := &report.Figure{Median: median(vals), Min: vals[0], Max: vals[0], Runs: len(vals)}
 		for _, v := range vals {
 			f.Min, f.Max = min(f.Min, v), max(f.Max, v)
 		}
-		switch subject {
-		case subjectInTree:
-			row.InTree = f
-		case subjectCascade:
-			row.Cascade = f
-		case subjectRaw:
-			row.Raw = f
-		}
+		row.SetFigure(subject, f)
 	}
 	if row.Cascade != nil && row.InTree != nil {
 		v := row.Cascade.Median / row.InTree.Median
@@ -187,10 +122,10 @@ func firstLine(s string) string {
 //   - requests per processed object <= 1.05 (every throughput scenario);
 //   - p99 small-cascade latency <= 0.5 × in-tree (every budget);
 //   - RSS holding the warm-up objects <= 0.25 × in-tree; warm-up time <= in-tree.
-func targets(rows []resultRow, cfg compareConfig) []targetResult {
-	var out []targetResult
+func targets(rows []report.Row) []report.Target {
+	var out []report.Target
 	ratio := func(name, where string, r *float64, op string, threshold float64, missing string) {
-		t := targetResult{Target: name, Where: where, Op: op, Threshold: threshold}
+		t := report.Target{Target: name, Where: where, Op: op, Threshold: threshold}
 		if r == nil {
 			t.Missing = missing
 		} else {
@@ -222,7 +157,7 @@ func targets(rows []resultRow, cfg compareConfig) []targetResult {
 	return out
 }
 
-func missingOf(row resultRow, inTree, raw bool) string {
+func missingOf(row report.Row, inTree, raw bool) string {
 	var miss []string
 	if row.Cascade == nil {
 		miss = append(miss, "cascade")
@@ -239,21 +174,10 @@ func missingOf(row resultRow, inTree, raw bool) string {
 	return "no " + strings.Join(miss, ", ") + " figure"
 }
 
-func writeReport(path string, rep compareReport) error {
-	data, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(data, '\n'), 0o644)
-}
-
 // printReport prints the table and every target with whether it is met.
-func printReport(rep compareReport) {
+func printReport(rep report.Report) {
 	fmt.Printf("\ncompare: results (median of %d run(s); min-max)\n", rep.Config.Runs)
-	f := func(x *figure) string {
+	f := func(x *report.Figure) string {
 		if x == nil {
 			return "-"
 		}
@@ -289,8 +213,8 @@ func printReport(rep compareReport) {
 	}
 }
 
-func readMachine() machineInfo {
-	m := machineInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}
+func readMachine() report.Machine {
+	m := report.Machine{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(b))
 	}
