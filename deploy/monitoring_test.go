@@ -10,9 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cascade-gc/cascade/finalizers"
 	"github.com/cascade-gc/cascade/gc"
-	"github.com/cascade-gc/cascade/work"
 )
 
 // describing records the name of every metric a collector describes, whether or not it has
@@ -48,9 +46,7 @@ func registeredNames() map[string]bool {
 		"cascade_api_requests_total": true, // registered in cmd/cascade
 	}}
 	gc.New(gc.Deps{Metrics: gc.NewMetrics(d)}) // with the scrape-time graph collector
-	work.NewQueueMetrics(d)
-	work.NewMetrics(d)
-	finalizers.NewMetrics(d)
+	gc.NewQueueMetrics(d)
 	return d.names
 }
 

@@ -8,12 +8,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cascade-gc/cascade/e2e/framework"
 )
 
 // BenchmarkOrphan: one owner with 5,000 dependent ConfigMaps deleted with the orphan policy;
@@ -28,31 +29,31 @@ func BenchmarkOrphan(b *testing.B) {
 	if os.Getenv("QUICK") != "" {
 		total = 1000
 	}
-	cs := newClients(b)
+	cs := suite.Clients(b)
 	for range b.N {
-		ns := newNamespace(b, cs)
-		c := startCascade(b, "--kube-api-qps=0", "--workers="+strconv.Itoa(benchWorkers), "--enable-profiling")
-		base := metricValue(b, c, cmObjectsSample)
-		owner := createCM(b, cs, ns, "owner")
-		createCMs(b, cs, ns, "dep", total, cmRef(owner))
-		waitForMetric(b, c, cmObjectsSample, base+float64(total+1), time.Minute)
+		ns := cs.NewNamespace(b)
+		c := suite.StartCascade(b, "--kube-api-qps=0", "--workers="+strconv.Itoa(benchWorkers), "--enable-profiling")
+		base := framework.MetricValue(b, c, cmObjectsSample)
+		owner := cs.CreateCM(b, ns, "owner")
+		cs.CreateCMs(b, ns, "dep", total, framework.CMRef(owner))
+		framework.WaitForMetric(b, c, cmObjectsSample, base+float64(total+1), time.Minute)
 
-		removed := metricValue(b, c, orphanRemovedSample)
-		before := apiserverRequests(b)
+		removed := framework.MetricValue(b, c, orphanRemovedSample)
+		before := framework.APIServerRequests(b, cs)
 		stopProfile := profileCascade(b, c, "orphan")
-		cpu := startCPU(c.Pid(), cp.APIServer.Pid())
+		cpu := startCPU(c.Pid(), suite.CP.APIServer.Pid())
 		start := time.Now()
-		deleteCM(b, cs, ns, "owner", metav1.DeletePropagationOrphan)
-		waitForMetric(b, c, orphanRemovedSample, removed+1, 10*time.Minute)
+		cs.DeleteCM(b, ns, "owner", metav1.DeletePropagationOrphan)
+		framework.WaitForMetric(b, c, orphanRemovedSample, removed+1, 10*time.Minute)
 		elapsed := time.Since(start)
 		used := cpu()
 		stopProfile()
-		after := apiserverRequests(b)
-		reqs, detail := objectRequests(before, after, "configmaps")
+		after := framework.APIServerRequests(b, cs)
+		reqs, detail := framework.ObjectRequests(before, after, "configmaps")
 		reqs-- // the benchmark's DELETE of the owner
 		_ = c.Stop(10 * time.Second)
 
-		list, err := cs.kube.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+		list, err := cs.Kube.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -76,17 +77,17 @@ func BenchmarkOrphan(b *testing.B) {
 		// Raw: the same patch on as many objects, by the benchmark's client. cascade is stopped,
 		// so nothing else touches them.
 		const fakeOwner = types.UID("00000000-0000-0000-0000-00000000bee5")
-		createCMs(b, cs, ns, "raw", total, refTo("v1", "ConfigMap", "raw-owner", fakeOwner, false))
-		rawCPU := startCPU(cp.APIServer.Pid())
+		cs.CreateCMs(b, ns, "raw", total, framework.RefTo("v1", "ConfigMap", "raw-owner", fakeOwner, false))
+		rawCPU := startCPU(suite.CP.APIServer.Pid())
 		rawElapsed := rawParallel(b, total, func(i int) error {
 			name := fmt.Sprintf("raw-%d", i)
 			patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"$patch":"delete","uid":%q}]}}`, fakeOwner)
-			_, err := cs.kube.CoreV1().ConfigMaps(ns).Patch(context.Background(), name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+			_, err := cs.Kube.CoreV1().ConfigMaps(ns).Patch(context.Background(), name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
 			return err
 		})
 		rawUsed := rawCPU()
 		rawRate := float64(total) / rawElapsed.Seconds()
-		if err := cs.kube.CoreV1().ConfigMaps(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		if err := cs.Kube.CoreV1().ConfigMaps(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 			b.Logf("cleanup: %v", err)
 		}
 
@@ -106,42 +107,42 @@ func BenchmarkForeground(b *testing.B) {
 		perOwner = 100
 	}
 	total := owners * perOwner
-	cs := newClients(b)
+	cs := suite.Clients(b)
 	for range b.N {
-		ns := newNamespace(b, cs)
-		c := startCascade(b, "--kube-api-qps=0", "--workers="+strconv.Itoa(benchWorkers), "--enable-profiling")
-		base := metricValue(b, c, cmObjectsSample)
+		ns := cs.NewNamespace(b)
+		c := suite.StartCascade(b, "--kube-api-qps=0", "--workers="+strconv.Itoa(benchWorkers), "--enable-profiling")
+		base := framework.MetricValue(b, c, cmObjectsSample)
 		names := make([]string, owners)
 		for i := range owners {
-			o := createCM(b, cs, ns, fmt.Sprintf("owner-%d", i))
+			o := cs.CreateCM(b, ns, fmt.Sprintf("owner-%d", i))
 			names[i] = o.Name
-			createCMs(b, cs, ns, fmt.Sprintf("dep-%d", i), perOwner, refTo("v1", "ConfigMap", o.Name, o.UID, true))
+			cs.CreateCMs(b, ns, fmt.Sprintf("dep-%d", i), perOwner, framework.RefTo("v1", "ConfigMap", o.Name, o.UID, true))
 		}
-		waitForMetric(b, c, cmObjectsSample, base+float64(total+owners), time.Minute)
+		framework.WaitForMetric(b, c, cmObjectsSample, base+float64(total+owners), time.Minute)
 
-		removed := metricValue(b, c, foregroundRemovedSample)
-		before := apiserverRequests(b)
+		removed := framework.MetricValue(b, c, foregroundRemovedSample)
+		before := framework.APIServerRequests(b, cs)
 		stopProfile := profileCascade(b, c, "foreground")
-		cpu := startCPU(c.Pid(), cp.APIServer.Pid())
+		cpu := startCPU(c.Pid(), suite.CP.APIServer.Pid())
 		start := time.Now()
 		for _, name := range names {
-			deleteCM(b, cs, ns, name, metav1.DeletePropagationForeground)
+			cs.DeleteCM(b, ns, name, metav1.DeletePropagationForeground)
 		}
-		waitForMetric(b, c, foregroundRemovedSample, removed+float64(owners), 10*time.Minute)
+		framework.WaitForMetric(b, c, foregroundRemovedSample, removed+float64(owners), 10*time.Minute)
 		elapsed := time.Since(start)
 		used := cpu()
 		stopProfile()
-		after := apiserverRequests(b)
-		reqs, detail := objectRequests(before, after, "configmaps")
+		after := framework.APIServerRequests(b, cs)
+		reqs, detail := framework.ObjectRequests(before, after, "configmaps")
 		reqs -= float64(owners) // the benchmark's owner DELETEs
 		_ = c.Stop(10 * time.Second)
-		if n, err := countCMs(b, cs, ns, ""); err != nil || n != 0 {
+		if n, err := cs.CountCMs(ns, ""); err != nil || n != 0 {
 			b.Fatalf("%d objects left after every owner's foregroundDeletion was removed (%v)", n, err)
 		}
 		rate := float64(total) / elapsed.Seconds()
 
-		createCMs(b, cs, ns, "raw", total)
-		rawCPU := startCPU(cp.APIServer.Pid())
+		cs.CreateCMs(b, ns, "raw", total)
+		rawCPU := startCPU(suite.CP.APIServer.Pid())
 		rawElapsed := rawDelete(b, cs, ns, "raw", total)
 		rawUsed := rawCPU()
 		rawRate := float64(total) / rawElapsed.Seconds()
@@ -210,29 +211,4 @@ func reportCPU(b *testing.B, total int, used, rawUsed []time.Duration) {
 	b.ReportMetric(float64(used[0].Microseconds())/float64(total), "cascade-cpu-us/object")
 	b.Logf("CPU: cascade %s, kube-apiserver %s with cascade; kube-apiserver %s for the raw client",
 		used[0].Round(10*time.Millisecond), used[1].Round(10*time.Millisecond), rawUsed[0].Round(10*time.Millisecond))
-}
-
-// rawParallel runs f(0..n-1) on benchWorkers goroutines, as a client with cascade's
-// concurrency would, and returns the time it took.
-func rawParallel(b testing.TB, n int, f func(i int) error) time.Duration {
-	b.Helper()
-	next := make(chan int, n)
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	var wg sync.WaitGroup
-	var failed sync.Once
-	start := time.Now()
-	for range benchWorkers {
-		wg.Go(func() {
-			for i := range next {
-				if err := f(i); err != nil {
-					failed.Do(func() { b.Errorf("raw request %d: %v", i, err) })
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return time.Since(start)
 }

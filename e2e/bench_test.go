@@ -16,6 +16,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cascade-gc/cascade/e2e/framework"
 	"github.com/cascade-gc/cascade/e2e/harness"
 )
 
@@ -33,37 +34,37 @@ func BenchmarkBackgroundCascade(b *testing.B) {
 		owners, perOwner = 10, 200
 	}
 	total := owners * perOwner
-	cs := newClients(b)
+	cs := suite.Clients(b)
 	for range b.N {
-		ns := newNamespace(b, cs)
-		c := startCascade(b, "--kube-api-qps=0", "--workers="+strconv.Itoa(benchWorkers), "--enable-profiling")
+		ns := cs.NewNamespace(b)
+		c := suite.StartCascade(b, "--kube-api-qps=0", "--workers="+strconv.Itoa(benchWorkers), "--enable-profiling")
 		ownerNames := make([]string, owners)
 		for i := range owners {
-			o := createCM(b, cs, ns, fmt.Sprintf("owner-%d", i))
+			o := cs.CreateCM(b, ns, fmt.Sprintf("owner-%d", i))
 			ownerNames[i] = o.Name
-			createCMs(b, cs, ns, fmt.Sprintf("dep-%d", i), perOwner, cmRef(o))
+			cs.CreateCMs(b, ns, fmt.Sprintf("dep-%d", i), perOwner, framework.CMRef(o))
 		}
 		// Wait until cascade's graph holds every dependent, so the measurement is collection only.
-		waitForMetric(b, c, `cascade_graph_objects{api_version="v1",kind="ConfigMap"}`, float64(total+owners), time.Minute)
-		before := apiserverRequests(b)
-		collectedBefore := metricValue(b, c, `cascade_collected_total{action="delete"}`)
+		framework.WaitForMetric(b, c, `cascade_graph_objects{api_version="v1",kind="ConfigMap"}`, float64(total+owners), time.Minute)
+		before := framework.APIServerRequests(b, cs)
+		collectedBefore := framework.MetricValue(b, c, `cascade_collected_total{action="delete"}`)
 		stopProfile := profileCascade(b, c, "background")
 		start := time.Now()
 		for _, name := range ownerNames {
-			deleteCM(b, cs, ns, name, metav1.DeletePropagationBackground)
+			cs.DeleteCM(b, ns, name, metav1.DeletePropagationBackground)
 		}
-		waitForMetric(b, c, `cascade_collected_total{action="delete"}`, collectedBefore+float64(total), 10*time.Minute)
+		framework.WaitForMetric(b, c, `cascade_collected_total{action="delete"}`, collectedBefore+float64(total), 10*time.Minute)
 		elapsed := time.Since(start)
 		stopProfile()
-		after := apiserverRequests(b)
-		if n, err := countCMs(b, cs, ns, "dep-"); err != nil || n != 0 {
+		after := framework.APIServerRequests(b, cs)
+		if n, err := cs.CountCMs(ns, "dep-"); err != nil || n != 0 {
 			b.Fatalf("%d dependents left after cascade reported completion (%v)", n, err)
 		}
-		reqs, detail := objectRequests(before, after, "configmaps")
+		reqs, detail := framework.ObjectRequests(before, after, "configmaps")
 		reqs -= float64(owners) // the benchmark's own owner DELETEs
 		rate := float64(total) / elapsed.Seconds()
 
-		createCMs(b, cs, ns, "raw", total)
+		cs.CreateCMs(b, ns, "raw", total)
 		rawElapsed := rawDelete(b, cs, ns, "raw", total)
 		rawRate := float64(total) / rawElapsed.Seconds()
 
@@ -85,53 +86,31 @@ func met(ok bool) string {
 	return "NOT met"
 }
 
-// rawDelete deletes prefix-0..n-1 with benchWorkers concurrent clients (unthrottled), the way a
-// client with cascade's concurrency would, and returns the time it took.
-func rawDelete(b testing.TB, cs clients, ns, prefix string, n int) time.Duration {
+// rawDelete deletes prefix-0..n-1 with benchWorkers concurrent requests (unthrottled), the way
+// a client with cascade's concurrency would, and returns the time it took.
+func rawDelete(b testing.TB, cs framework.Clients, ns, prefix string, n int) time.Duration {
 	b.Helper()
 	return rawParallel(b, n, func(i int) error {
-		return cs.kube.CoreV1().ConfigMaps(ns).Delete(context.Background(), fmt.Sprintf("%s-%d", prefix, i), metav1.DeleteOptions{})
+		return cs.Kube.CoreV1().ConfigMaps(ns).Delete(context.Background(), fmt.Sprintf("%s-%d", prefix, i), metav1.DeleteOptions{})
 	})
 }
 
-// metricValue reads one sample (the whole "name{labels}" string) from cascade's /metrics; a
-// missing sample is 0.
-func metricValue(b testing.TB, c *harness.Cascade, sample string) float64 {
+// rawParallel runs f(0..n-1) with benchWorkers concurrent requests and returns the time it
+// took. A failed request fails the benchmark once the others are done.
+func rawParallel(b testing.TB, n int, f func(i int) error) time.Duration {
 	b.Helper()
-	m, err := c.Metrics()
+	start := time.Now()
+	err := framework.Parallel(n, benchWorkers, f)
+	elapsed := time.Since(start)
 	if err != nil {
-		b.Fatal(err)
+		b.Errorf("raw requests: %v", err)
 	}
-	for _, line := range strings.Split(m, "\n") {
-		if v, ok := strings.CutPrefix(line, sample+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				b.Fatalf("metric %s: %v", sample, err)
-			}
-			return f
-		}
-	}
-	return 0
+	return elapsed
 }
 
-// waitForMetric polls cascade's /metrics every 20 ms until sample >= want.
-func waitForMetric(b testing.TB, c *harness.Cascade, sample string, want float64, timeout time.Duration) {
-	b.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		v := metricValue(b, c, sample)
-		if v >= want {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("timed out waiting for %s >= %.0f (at %.0f)\n%s", sample, want, v, c.Tail(20))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// profileCascade, when CASCADE_PROFILE_DIR is set, records a CPU profile of cascade from now
-// until the returned function is called, into that directory.
+// profileCascade, when CASCADE_PROFILE_DIR is set, records a 15-second CPU profile of cascade
+// from now into that directory, <name>.pprof. The returned function marks the end of the
+// measured window; the profile goes on in the background for its 15 seconds.
 func profileCascade(b testing.TB, c *harness.Cascade, name string) func() {
 	dir := os.Getenv("CASCADE_PROFILE_DIR")
 	if dir == "" {

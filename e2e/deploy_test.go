@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/cascade-gc/cascade/e2e/framework"
 	"github.com/cascade-gc/cascade/e2e/harness"
 )
 
@@ -23,27 +24,27 @@ import (
 // then runs cascade as the cascade ServiceAccount with exactly that RBAC and leader election:
 // it takes the Lease, collects garbage, and emits events; the RBAC lets it do nothing else.
 func TestDeployManifests(t *testing.T) {
-	cs := newClients(t)
+	cs := suite.Clients(t)
 	root, err := harness.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubectl := filepath.Join(cp.BinDir, "kubectl")
-	out, err := exec.Command(kubectl, "--kubeconfig", cp.KubeconfigPath, "apply", "--server-side", "-k", filepath.Join(root, "deploy", "base")).CombinedOutput()
+	kubectl := filepath.Join(suite.CP.BinDir, "kubectl")
+	out, err := exec.Command(kubectl, "--kubeconfig", suite.CP.KubeconfigPath, "apply", "--server-side", "-k", filepath.Join(root, "deploy", "base")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl apply -k deploy/base: %v\n%s", err, out)
 	}
 	t.Cleanup(func() {
-		_ = exec.Command(kubectl, "--kubeconfig", cp.KubeconfigPath, "delete", "--wait=false", "-k", filepath.Join(root, "deploy", "base")).Run()
+		_ = exec.Command(kubectl, "--kubeconfig", suite.CP.KubeconfigPath, "delete", "--wait=false", "-k", filepath.Join(root, "deploy", "base")).Run()
 	})
 	ctx := context.Background()
-	tok, err := cs.kube.CoreV1().ServiceAccounts("cascade-system").CreateToken(ctx, "cascade",
+	tok, err := cs.Kube.CoreV1().ServiceAccounts("cascade-system").CreateToken(ctx, "cascade",
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := cp.WriteKubeconfig(kc, "system:serviceaccount:cascade-system:cascade", tok.Status.Token); err != nil {
+	if err := suite.CP.WriteKubeconfig(kc, "system:serviceaccount:cascade-system:cascade", tok.Status.Token); err != nil {
 		t.Fatal(err)
 	}
 
@@ -80,21 +81,21 @@ func TestDeployManifests(t *testing.T) {
 		}
 	}
 
-	ns := newNamespace(t, cs)
-	startCascade(t, "--kubeconfig="+kc, "--leader-elect=true", "--leader-elect-resource-namespace=cascade-system")
-	eventually(t, 30*time.Second, "lease held", func() (bool, error) {
-		l, err := cs.kube.CoordinationV1().Leases("cascade-system").Get(ctx, "cascade", metav1.GetOptions{})
+	ns := cs.NewNamespace(t)
+	suite.StartCascade(t, "--kubeconfig="+kc, "--leader-elect=true", "--leader-elect-resource-namespace=cascade-system")
+	framework.Eventually(t, 30*time.Second, "lease held", func() (bool, error) {
+		l, err := cs.Kube.CoordinationV1().Leases("cascade-system").Get(ctx, "cascade", metav1.GetOptions{})
 		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", nil
 	})
-	owner := createCM(t, cs, ns, "owner")
-	createCMs(t, cs, ns, "dep", 10, cmRef(owner))
-	other := createCM(t, cs, newNamespace(t, cs), "elsewhere")
-	bad := createCM(t, cs, ns, "bad", cmRef(other)) // cross-namespace: needs events create
-	deleteCM(t, cs, ns, "owner", metav1.DeletePropagationBackground)
-	waitCMCount(t, cs, ns, "dep-", 0, collectTimeout)
-	waitCMGone(t, cs, ns, "bad", collectTimeout)
-	eventually(t, 30*time.Second, "event written by the service account", func() (bool, error) {
-		evs, err := cs.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=OwnerRefInvalidNamespace"})
+	owner := cs.CreateCM(t, ns, "owner")
+	cs.CreateCMs(t, ns, "dep", 10, framework.CMRef(owner))
+	other := cs.CreateCM(t, cs.NewNamespace(t), "elsewhere")
+	bad := cs.CreateCM(t, ns, "bad", framework.CMRef(other)) // cross-namespace: needs events create
+	cs.DeleteCM(t, ns, "owner", metav1.DeletePropagationBackground)
+	cs.WaitCMCount(t, ns, "dep-", 0, collectTimeout)
+	cs.WaitCMGone(t, ns, "bad", collectTimeout)
+	framework.Eventually(t, 30*time.Second, "event written by the service account", func() (bool, error) {
+		evs, err := cs.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=OwnerRefInvalidNamespace"})
 		if err != nil {
 			return false, err
 		}

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cascade-gc/cascade/e2e/framework"
 )
 
 // TestCRDChurnLeavesNothingBehind: 20 CRDs created and deleted; cascade watches each while it
@@ -20,10 +22,10 @@ import (
 // leaks an event handler and its goroutines per removed resource: kubernetes#114066).
 func TestCRDChurnLeavesNothingBehind(t *testing.T) {
 	const period = 2 * time.Second
-	cs := newClients(t)
-	c := startCascade(t, "--discovery-period="+period.String())
-	monitorsRunning := func() float64 { return metricValue(t, c, `cascade_monitors{state="running"}`) }
-	goroutines := func() float64 { return metricValue(t, c, "go_goroutines") }
+	cs := suite.Clients(t)
+	c := suite.StartCascade(t, "--discovery-period="+period.String())
+	monitorsRunning := func() float64 { return framework.MetricValue(t, c, `cascade_monitors{state="running"}`) }
+	goroutines := func() float64 { return framework.MetricValue(t, c, "go_goroutines") }
 	time.Sleep(2 * period) // let start-up settle
 	baseMonitors, baseGoroutines := monitorsRunning(), goroutines()
 
@@ -34,24 +36,24 @@ func TestCRDChurnLeavesNothingBehind(t *testing.T) {
 		gvrs = append(gvrs, gvr)
 		names = append(names, gvr.Resource+"."+gvr.Group)
 	}
-	eventually(t, 3*period+10*time.Second, "all 20 CRDs watched", func() (bool, error) {
+	framework.Eventually(t, 3*period+10*time.Second, "all 20 CRDs watched", func() (bool, error) {
 		return monitorsRunning() == baseMonitors+20, nil
 	})
 	peak := goroutines()
 	for _, n := range names {
 		deleteCRD(t, cs, n)
 	}
-	eventually(t, 3*period+20*time.Second, "monitors back to baseline", func() (bool, error) {
+	framework.Eventually(t, 3*period+20*time.Second, "monitors back to baseline", func() (bool, error) {
 		return monitorsRunning() == baseMonitors, nil
 	})
-	m, _ := c.Metrics()
+	m := framework.Scrape(t, c)
 	for _, gvr := range gvrs {
-		if strings.Contains(m, metricLine(gvr)) {
+		if watched(m, gvr) {
 			t.Errorf("deleted CRD still watched: %v", gvr)
 		}
 	}
 	// Goroutines: allow a small margin for HTTP connections that come and go.
-	eventually(t, 30*time.Second, "goroutines back to baseline", func() (bool, error) {
+	framework.Eventually(t, 30*time.Second, "goroutines back to baseline", func() (bool, error) {
 		return goroutines() <= baseGoroutines+5, nil
 	})
 	t.Logf("goroutines: baseline %.0f, with 20 CRDs %.0f, after deleting them %.0f; monitors %.0f → %.0f → %.0f",
@@ -62,8 +64,8 @@ func TestCRDChurnLeavesNothingBehind(t *testing.T) {
 // group fail discovery. cascade reports it (log and metric) and keeps collecting everything
 // else.
 func TestBrokenAPIGroup(t *testing.T) {
-	cs := newClients(t)
-	ns := newNamespace(t, cs)
+	cs := suite.Clients(t)
+	ns := cs.NewNamespace(t)
 	apiSvcGVR := schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
 	port := int64(443)
 	svc := &unstructured.Unstructured{Object: map[string]any{
@@ -77,21 +79,21 @@ func TestBrokenAPIGroup(t *testing.T) {
 			"service":               map[string]any{"namespace": "no-such-namespace", "name": "no-such-service", "port": port},
 		},
 	}}
-	if _, err := cs.dyn.Resource(apiSvcGVR).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+	if _, err := cs.Dyn.Resource(apiSvcGVR).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cs.dyn.Resource(apiSvcGVR).Delete(context.Background(), svc.GetName(), metav1.DeleteOptions{})
+		_ = cs.Dyn.Resource(apiSvcGVR).Delete(context.Background(), svc.GetName(), metav1.DeleteOptions{})
 	})
-	c := startCascade(t, "--discovery-period=2s")
+	c := suite.StartCascade(t, "--discovery-period=2s")
 	sample := fmt.Sprintf(`cascade_discovery_errors_total{group_version=%s}`, strconv.Quote("broken.e2e.cascade.dev/v1"))
-	eventually(t, 30*time.Second, "the broken group reported in metrics", func() (bool, error) {
-		return metricValue(t, c, sample) > 0, nil
+	framework.Eventually(t, 30*time.Second, "the broken group reported in metrics", func() (bool, error) {
+		return framework.MetricValue(t, c, sample) > 0, nil
 	})
-	owner := createCM(t, cs, ns, "owner")
-	createCMs(t, cs, ns, "dep", 20, cmRef(owner))
-	deleteCM(t, cs, ns, "owner", metav1.DeletePropagationBackground)
-	waitCMCount(t, cs, ns, "dep-", 0, collectTimeout)
+	owner := cs.CreateCM(t, ns, "owner")
+	cs.CreateCMs(t, ns, "dep", 20, framework.CMRef(owner))
+	cs.DeleteCM(t, ns, "owner", metav1.DeletePropagationBackground)
+	cs.WaitCMCount(t, ns, "dep-", 0, collectTimeout)
 	if !strings.Contains(c.Tail(400), "broken.e2e.cascade.dev/v1") {
 		t.Errorf("the broken group is not named in cascade's log")
 	}

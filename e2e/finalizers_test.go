@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/cascade-gc/cascade/e2e/framework"
 )
 
 const (
@@ -41,11 +42,11 @@ const (
 
 // finNamespace is newNamespace plus the "default" ServiceAccount pods need (no controller
 // creates it here).
-func finNamespace(t *testing.T, cs clients) string {
+func finNamespace(t *testing.T, cs framework.Clients) string {
 	t.Helper()
-	ns := newNamespace(t, cs)
+	ns := cs.NewNamespace(t)
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
-	if _, err := cs.kube.CoreV1().ServiceAccounts(ns).Create(context.Background(), sa, metav1.CreateOptions{}); err != nil {
+	if _, err := cs.Kube.CoreV1().ServiceAccounts(ns).Create(context.Background(), sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return ns
@@ -61,13 +62,13 @@ func finPodSpec() corev1.PodSpec {
 	return corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}
 }
 
-func finPod(t *testing.T, cs clients, ns, name string, finalizers []string, owners ...metav1.OwnerReference) *corev1.Pod {
+func finPod(t *testing.T, cs framework.Clients, ns, name string, finalizers []string, owners ...metav1.OwnerReference) *corev1.Pod {
 	t.Helper()
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "fin"}, Finalizers: finalizers, OwnerReferences: owners},
 		Spec:       finPodSpec(),
 	}
-	got, err := cs.kube.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{})
+	got, err := cs.Kube.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create pod %s/%s: %v", ns, name, err)
 	}
@@ -75,45 +76,21 @@ func finPod(t *testing.T, cs clients, ns, name string, finalizers []string, owne
 }
 
 // finPods creates prefix-0..n-1 with the given owners, 8 at a time.
-func finPods(t *testing.T, cs clients, ns, prefix string, n int, owners ...metav1.OwnerReference) {
+func finPods(t *testing.T, cs framework.Clients, ns, prefix string, n int, owners ...metav1.OwnerReference) {
 	t.Helper()
-	parallel(t, n, func(i int) error {
+	if err := framework.Parallel(n, 8, func(i int) error {
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i), Labels: map[string]string{"app": "fin"}, OwnerReferences: owners},
 			Spec:       finPodSpec(),
 		}
-		_, err := cs.kube.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{})
+		_, err := cs.Kube.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{})
 		return err
-	})
-}
-
-// parallel runs f(0..n-1), 8 at a time, and fails the test on the first error.
-func parallel(t *testing.T, n int, f func(i int) error) {
-	t.Helper()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
-	sem := make(chan struct{}, 8)
-	for i := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if err := f(i); err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if first != nil {
-		t.Fatal(first)
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
 
-func finRC(t *testing.T, cs clients, ns, name string) *corev1.ReplicationController {
+func finRC(t *testing.T, cs framework.Clients, ns, name string) *corev1.ReplicationController {
 	t.Helper()
 	rc := &corev1.ReplicationController{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -123,7 +100,7 @@ func finRC(t *testing.T, cs clients, ns, name string) *corev1.ReplicationControl
 			Template: &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"rc": name}}, Spec: finPodSpec()},
 		},
 	}
-	got, err := cs.kube.CoreV1().ReplicationControllers(ns).Create(context.Background(), rc, metav1.CreateOptions{})
+	got, err := cs.Kube.CoreV1().ReplicationControllers(ns).Create(context.Background(), rc, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create rc %s/%s: %v", ns, name, err)
 	}
@@ -134,9 +111,24 @@ func rcRef(rc *corev1.ReplicationController) metav1.OwnerReference {
 	return ctrlRef("v1", "ReplicationController", rc.Name, rc.UID)
 }
 
+func deleteRC(t *testing.T, cs framework.Clients, ns, name string, opts metav1.DeleteOptions) {
+	t.Helper()
+	if err := cs.Kube.CoreV1().ReplicationControllers(ns).Delete(context.Background(), name, opts); err != nil {
+		t.Fatalf("delete rc %s/%s: %v", ns, name, err)
+	}
+}
+
+func waitRCGone(t *testing.T, cs framework.Clients, ns, name string) {
+	t.Helper()
+	framework.WaitGone(t, "rc "+ns+"/"+name, collectTimeout, func() error {
+		_, err := cs.Kube.CoreV1().ReplicationControllers(ns).Get(context.Background(), name, metav1.GetOptions{})
+		return err
+	})
+}
+
 // listPods returns the pods in ns whose name starts with prefix.
-func listPods(t *testing.T, cs clients, ns, prefix string) ([]corev1.Pod, error) {
-	list, err := cs.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+func listPods(cs framework.Clients, ns, prefix string) ([]corev1.Pod, error) {
+	list, err := cs.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -149,50 +141,22 @@ func listPods(t *testing.T, cs clients, ns, prefix string) ([]corev1.Pod, error)
 	return out, nil
 }
 
-func waitPodCount(t *testing.T, cs clients, ns, prefix string, want int, timeout time.Duration) {
+func waitPodCount(t *testing.T, cs framework.Clients, ns, prefix string, want int, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, fmt.Sprintf("%d pods %s/%s*", want, ns, prefix), func() (bool, error) {
-		pods, err := listPods(t, cs, ns, prefix)
+	framework.Eventually(t, timeout, fmt.Sprintf("%d pods %s/%s*", want, ns, prefix), func() (bool, error) {
+		pods, err := listPods(cs, ns, prefix)
 		return len(pods) == want, err
 	})
 }
 
-// waitGone polls get until it answers NotFound.
-func waitGone(t *testing.T, what string, timeout time.Duration, get func() error) {
-	t.Helper()
-	eventually(t, timeout, what+" gone", func() (bool, error) {
-		err := get()
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		return false, err
-	})
-}
-
-// consistently checks cond every 200 ms for d and fails the test the first time it is false:
-// for things that must never happen.
-func consistently(t *testing.T, d time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		if err := cond(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if time.Now().After(deadline) {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 // canary deletes a fresh owner in the background and waits for its dependent to be collected:
 // proof that cascade's collector is working at this point of the test.
-func canary(t *testing.T, cs clients, ns string) {
+func canary(t *testing.T, cs framework.Clients, ns string) {
 	t.Helper()
-	owner := createCM(t, cs, ns, fmt.Sprintf("canary-owner-%d", time.Now().UnixNano()))
-	dep := createCM(t, cs, ns, owner.Name+"-dep", cmRef(owner))
-	deleteCM(t, cs, ns, owner.Name, metav1.DeletePropagationBackground)
-	waitCMGone(t, cs, ns, dep.Name, collectTimeout)
+	owner := cs.CreateCM(t, ns, fmt.Sprintf("canary-owner-%d", time.Now().UnixNano()))
+	dep := cs.CreateCM(t, ns, owner.Name+"-dep", framework.CMRef(owner))
+	cs.DeleteCM(t, ns, owner.Name, metav1.DeletePropagationBackground)
+	cs.WaitCMGone(t, ns, dep.Name, collectTimeout)
 }
 
 // referencesUID reports whether refs names uid.
@@ -205,13 +169,14 @@ func referencesUID(refs []metav1.OwnerReference, uid types.UID) bool {
 	return false
 }
 
-// podsOrphaned is a condition: true once every pod named prefix* has lost its reference to
-// owner. It fails the test if any of the want pods is gone or being deleted.
-func podsOrphaned(t *testing.T, cs clients, ns, prefix string, want int, owner types.UID) func() (bool, error) {
-	return func() (bool, error) {
-		pods, err := listPods(t, cs, ns, prefix)
+// podsReleased checks orphaned pods: it fails the test if any of the want pods named prefix*
+// is gone or being deleted, and returns an error while one still references owner (with owner
+// "", it only checks that they stay).
+func podsReleased(t *testing.T, cs framework.Clients, ns, prefix string, want int, owner types.UID) func() error {
+	return func() error {
+		pods, err := listPods(cs, ns, prefix)
 		if err != nil {
-			return false, err
+			return err
 		}
 		if len(pods) != want {
 			t.Fatalf("orphaned pods must never be deleted: %d of %d %s* left", len(pods), want, prefix)
@@ -220,25 +185,26 @@ func podsOrphaned(t *testing.T, cs clients, ns, prefix string, want int, owner t
 			if p.DeletionTimestamp != nil {
 				t.Fatalf("orphaned pod %s is being deleted", p.Name)
 			}
-			if referencesUID(p.OwnerReferences, owner) {
-				return false, nil
+			if owner != "" && referencesUID(p.OwnerReferences, owner) {
+				return fmt.Errorf("pod %s still references %s", p.Name, owner)
 			}
-		}
-		return true, nil
-	}
-}
-
-func podsStay(t *testing.T, cs clients, ns, prefix string, want int) func() error {
-	return func() error {
-		pods, err := listPods(t, cs, ns, prefix)
-		if err != nil {
-			return err
-		}
-		if len(pods) != want {
-			return fmt.Errorf("orphaned pods must never be deleted: %d of %d %s* left", len(pods), want, prefix)
 		}
 		return nil
 	}
+}
+
+// staysReleased is the negative check of every orphan test: it waits until released returns
+// nil (every orphaned dependent has lost its reference; released fails the test itself when
+// one is deleted), then for a canary, so that cascade has processed everything before, then
+// checks released for quiet more.
+func staysReleased(t *testing.T, cs framework.Clients, ns string, quiet time.Duration, what string, released func() error) {
+	t.Helper()
+	framework.Eventually(t, collectTimeout, what, func() (bool, error) {
+		err := released()
+		return err == nil, err
+	})
+	canary(t, cs, ns)
+	framework.Consistently(t, quiet, what+", and staying so", released)
 }
 
 // --- background ---
@@ -246,19 +212,17 @@ func podsStay(t *testing.T, cs clients, ns, prefix string, want int) func() erro
 // TestFinalizersBackgroundRC (conformance "delete pods created by rc when not orphaning"): an
 // RC deleted with propagationPolicy Background takes its pods with it.
 func TestFinalizersBackgroundRC(t *testing.T) {
-	cs := newClients(t)
+	cs := suite.Clients(t)
 	ns := finNamespace(t, cs)
-	startCascade(t)
+	suite.StartCascade(t)
 	rc := finRC(t, cs, ns, "rc")
 	finPods(t, cs, ns, "pod", 5, rcRef(rc))
 	bystander := finPod(t, cs, ns, "bystander", nil)
-	if err := cs.kube.CoreV1().ReplicationControllers(ns).Delete(context.Background(), "rc", metav1.DeleteOptions{
+	deleteRC(t, cs, ns, "rc", metav1.DeleteOptions{
 		Preconditions: metav1.NewUIDPreconditions(string(rc.UID)), PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	waitPodCount(t, cs, ns, "pod-", 0, collectTimeout)
-	if _, err := cs.kube.CoreV1().Pods(ns).Get(context.Background(), bystander.Name, metav1.GetOptions{}); err != nil {
+	if _, err := cs.Kube.CoreV1().Pods(ns).Get(context.Background(), bystander.Name, metav1.GetOptions{}); err != nil {
 		t.Fatalf("a pod without owner must never be collected: %v", err)
 	}
 }
@@ -269,25 +233,17 @@ func TestFinalizersBackgroundRC(t *testing.T) {
 // the RC goes, its 10 pods stay, each without the reference to the RC. Pods must never be
 // deleted.
 func TestFinalizersOrphanRC(t *testing.T) {
-	cs := newClients(t)
+	cs := suite.Clients(t)
 	ns := finNamespace(t, cs)
-	c := startCascade(t)
+	c := suite.StartCascade(t)
 	rc := finRC(t, cs, ns, "rc")
 	other := finRC(t, cs, ns, "other")
 	finPods(t, cs, ns, "pod", 10, rcRef(rc))
-	finPods(t, cs, ns, "shared", 3, rcRef(rc), refTo("v1", "ReplicationController", other.Name, other.UID, false))
-	if err := cs.kube.CoreV1().ReplicationControllers(ns).Delete(context.Background(), "rc", metav1.DeleteOptions{
-		PropagationPolicy: ptr.To(metav1.DeletePropagationOrphan),
-	}); err != nil {
-		t.Fatal(err)
-	}
-	waitGone(t, "rc", collectTimeout, func() error {
-		_, err := cs.kube.CoreV1().ReplicationControllers(ns).Get(context.Background(), "rc", metav1.GetOptions{})
-		return err
-	})
-	eventually(t, collectTimeout, "pods released by the RC", podsOrphaned(t, cs, ns, "pod-", 10, rc.UID))
-	eventually(t, collectTimeout, "shared pods keep only the other RC", func() (bool, error) {
-		pods, err := listPods(t, cs, ns, "shared-")
+	finPods(t, cs, ns, "shared", 3, rcRef(rc), framework.RefTo("v1", "ReplicationController", other.Name, other.UID, false))
+	deleteRC(t, cs, ns, "rc", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationOrphan)})
+	waitRCGone(t, cs, ns, "rc")
+	framework.Eventually(t, collectTimeout, "shared pods keep only the other RC", func() (bool, error) {
+		pods, err := listPods(cs, ns, "shared-")
 		if err != nil || len(pods) != 3 {
 			return false, err
 		}
@@ -298,10 +254,9 @@ func TestFinalizersOrphanRC(t *testing.T) {
 		}
 		return true, nil
 	})
-	canary(t, cs, ns)
-	consistently(t, orphanQuietPeriod, "after an orphan delete", podsStay(t, cs, ns, "pod-", 10))
-	if m, err := c.Metrics(); err != nil || !strings.Contains(m, `cascade_finalizers_removed_total{finalizer="orphan"} 1`) {
-		t.Errorf("cascade_finalizers_removed_total{finalizer=\"orphan\"} is not 1 (%v)", err)
+	staysReleased(t, cs, ns, orphanQuietPeriod, "pods released by the RC", podsReleased(t, cs, ns, "pod-", 10, rc.UID))
+	if v := framework.MetricValue(t, c, `cascade_finalizers_removed_total{finalizer="orphan"}`); v != 1 {
+		t.Errorf("cascade_finalizers_removed_total{finalizer=\"orphan\"} is %g, want 1", v)
 	}
 }
 
@@ -310,12 +265,12 @@ func TestFinalizersOrphanRC(t *testing.T) {
 // options (its type default for v1 is orphan; upstream "should orphan pods created by rc if
 // deleteOptions.OrphanDependents is nil"). No ReplicaSet and no pod may ever be deleted.
 func TestFinalizersOrphanDeprecatedAndDefault(t *testing.T) {
-	cs := newClients(t)
+	cs := suite.Clients(t)
 	ns := finNamespace(t, cs)
-	startCascade(t)
+	suite.StartCascade(t)
 	ctx := context.Background()
 	labels := map[string]string{"app": "web"}
-	dep, err := cs.kube.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+	dep, err := cs.Kube.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -325,7 +280,7 @@ func TestFinalizersOrphanDeprecatedAndDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := cs.kube.AppsV1().ReplicaSets(ns).Create(ctx, &appsv1.ReplicaSet{
+	rs, err := cs.Kube.AppsV1().ReplicaSets(ns).Create(ctx, &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-1", OwnerReferences: []metav1.OwnerReference{ctrlRef("apps/v1", "Deployment", dep.Name, dep.UID)}},
 		Spec: appsv1.ReplicaSetSpec{
 			Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -339,44 +294,34 @@ func TestFinalizersOrphanDeprecatedAndDefault(t *testing.T) {
 	rc := finRC(t, cs, ns, "rc")
 	finPods(t, cs, ns, "rc-pod", 5, rcRef(rc))
 
-	if err := cs.kube.AppsV1().Deployments(ns).Delete(ctx, "web", metav1.DeleteOptions{OrphanDependents: ptr.To(true)}); err != nil {
+	if err := cs.Kube.AppsV1().Deployments(ns).Delete(ctx, "web", metav1.DeleteOptions{OrphanDependents: ptr.To(true)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := cs.kube.CoreV1().ReplicationControllers(ns).Delete(ctx, "rc", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitGone(t, "deployment", collectTimeout, func() error {
-		_, err := cs.kube.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+	deleteRC(t, cs, ns, "rc", metav1.DeleteOptions{})
+	framework.WaitGone(t, "deployment", collectTimeout, func() error {
+		_, err := cs.Kube.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
 		return err
 	})
-	waitGone(t, "rc", collectTimeout, func() error {
-		_, err := cs.kube.CoreV1().ReplicationControllers(ns).Get(ctx, "rc", metav1.GetOptions{})
-		return err
-	})
-	eventually(t, collectTimeout, "the ReplicaSet released by the Deployment", func() (bool, error) {
-		got, err := cs.kube.AppsV1().ReplicaSets(ns).Get(ctx, rs.Name, metav1.GetOptions{})
+	waitRCGone(t, cs, ns, "rc")
+	released := func() error {
+		got, err := cs.Kube.AppsV1().ReplicaSets(ns).Get(ctx, rs.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("the orphaned ReplicaSet must never be deleted: %v", err)
 		}
-		return len(got.OwnerReferences) == 0, nil
-	})
-	eventually(t, collectTimeout, "pods released by the RC", podsOrphaned(t, cs, ns, "rc-pod-", 5, rc.UID))
-	canary(t, cs, ns)
-	consistently(t, orphanQuietPeriod, "after orphan deletes", func() error {
-		got, err := cs.kube.AppsV1().ReplicaSets(ns).Get(ctx, rs.Name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("the orphaned ReplicaSet must never be deleted: %v", err)
-		}
 		if got.DeletionTimestamp != nil {
-			return fmt.Errorf("the orphaned ReplicaSet is being deleted")
+			t.Fatal("the orphaned ReplicaSet is being deleted")
 		}
-		if err := podsStay(t, cs, ns, "web-pod-", 2)(); err != nil {
+		if len(got.OwnerReferences) != 0 {
+			return fmt.Errorf("the ReplicaSet still references the Deployment")
+		}
+		if err := podsReleased(t, cs, ns, "web-pod-", 2, "")(); err != nil {
 			return err
 		}
-		return podsStay(t, cs, ns, "rc-pod-", 5)()
-	})
+		return podsReleased(t, cs, ns, "rc-pod-", 5, rc.UID)()
+	}
+	staysReleased(t, cs, ns, orphanQuietPeriod, "the ReplicaSet and the RC's pods released", released)
 	// The grandchildren keep their reference to the ReplicaSet: orphaning is one level.
-	pods, err := listPods(t, cs, ns, "web-pod-")
+	pods, err := listPods(cs, ns, "web-pod-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,45 +337,47 @@ func TestFinalizersOrphanDeprecatedAndDefault(t *testing.T) {
 // tests must wait for the graph; the in-tree collector deletes what it learns of late). None
 // may ever be deleted, and all lose their reference to the owner.
 func TestFinalizersOrphanDependentsCreatedJustBefore(t *testing.T) {
-	cs := newClients(t)
+	cs := suite.Clients(t)
 	ns := finNamespace(t, cs)
-	c := startCascade(t)
+	c := suite.StartCascade(t)
 	ctx := context.Background()
 	for round := range 3 {
-		owner := createCM(t, cs, ns, fmt.Sprintf("owner-%d", round))
-		ref := cmRef(owner)
+		owner := cs.CreateCM(t, ns, fmt.Sprintf("owner-%d", round))
+		ref := framework.CMRef(owner)
 		prefix := fmt.Sprintf("r%d-", round)
 		// Pods, ConfigMaps and Secrets come through three watches, in no particular order.
-		parallel(t, 60, func(i int) error {
+		if err := framework.Parallel(60, 8, func(i int) error {
 			meta := metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{ref}}
 			var err error
 			switch i % 3 {
 			case 0:
 				meta.Name = fmt.Sprintf("%spod-%d", prefix, i)
-				_, err = cs.kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: meta, Spec: finPodSpec()}, metav1.CreateOptions{})
+				_, err = cs.Kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: meta, Spec: finPodSpec()}, metav1.CreateOptions{})
 			case 1:
 				meta.Name = fmt.Sprintf("%scm-%d", prefix, i)
-				_, err = cs.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: meta}, metav1.CreateOptions{})
+				_, err = cs.Kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: meta}, metav1.CreateOptions{})
 			default:
 				meta.Name = fmt.Sprintf("%ssecret-%d", prefix, i)
-				_, err = cs.kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: meta}, metav1.CreateOptions{})
+				_, err = cs.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: meta}, metav1.CreateOptions{})
 			}
 			return err
-		})
-		deleteCM(t, cs, ns, owner.Name, metav1.DeletePropagationOrphan)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		cs.DeleteCM(t, ns, owner.Name, metav1.DeletePropagationOrphan)
 	}
-	check := func(released bool) error {
+	released := func() error {
 		for round := range 3 {
 			prefix := fmt.Sprintf("r%d-", round)
-			pods, err := listPods(t, cs, ns, prefix+"pod-")
+			pods, err := listPods(cs, ns, prefix+"pod-")
 			if err != nil {
 				return err
 			}
-			cms, err := cs.kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+			cms, err := cs.Kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return err
 			}
-			secrets, err := cs.kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+			secrets, err := cs.Kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return err
 			}
@@ -455,7 +402,7 @@ func TestFinalizersOrphanDependentsCreatedJustBefore(t *testing.T) {
 				if m.DeletionTimestamp != nil {
 					t.Fatalf("%s is being deleted", m.Name)
 				}
-				if released && len(m.OwnerReferences) != 0 {
+				if len(m.OwnerReferences) != 0 {
 					return fmt.Errorf("%s still references %s", m.Name, m.OwnerReferences[0].Name)
 				}
 			}
@@ -463,22 +410,15 @@ func TestFinalizersOrphanDependentsCreatedJustBefore(t *testing.T) {
 		return nil
 	}
 	for round := range 3 {
-		waitCMGone(t, cs, ns, fmt.Sprintf("owner-%d", round), collectTimeout)
+		cs.WaitCMGone(t, ns, fmt.Sprintf("owner-%d", round), collectTimeout)
 	}
-	eventually(t, collectTimeout, "every dependent released", func() (bool, error) {
-		return check(true) == nil, nil
-	})
-	canary(t, cs, ns)
-	consistently(t, orphanQuietPeriod, "after orphan deletes", func() error { return check(true) })
+	staysReleased(t, cs, ns, orphanQuietPeriod, "every dependent released", released)
 	// How many late references the collector removed instead of deleting (nothing else here
 	// has stale references); it varies from run to run.
-	if m, err := c.Metrics(); err == nil {
-		for _, line := range strings.Split(m, "\n") {
-			if strings.HasPrefix(line, `cascade_collected_total{action="remove_refs"}`) || strings.HasPrefix(line, "cascade_orphaned_dependents_total") {
-				t.Log(line)
-			}
-		}
-	}
+	m := framework.Scrape(t, c)
+	removed, _ := m.Value(`cascade_collected_total{action="remove_refs"}`)
+	orphaned, _ := m.Value("cascade_orphaned_dependents_total")
+	t.Logf("references removed by the collector: %g; dependents orphaned by the finalizer processor: %g", removed, orphaned)
 }
 
 // TestFinalizersOrphanDependentOfNewResource: a custom resource of a CRD created after cascade
@@ -487,27 +427,23 @@ func TestFinalizersOrphanDependentsCreatedJustBefore(t *testing.T) {
 // starts watching the resource it finds a reference to a gone owner that it orphaned, and
 // removes the reference instead of deleting the dependent (the in-tree collector deletes it).
 func TestFinalizersOrphanDependentOfNewResource(t *testing.T) {
-	cs := newClients(t)
+	cs := suite.Clients(t)
 	ns := finNamespace(t, cs)
-	c := startCascade(t, "--discovery-period=10s")
+	c := suite.StartCascade(t, "--discovery-period=10s")
 	ctx := context.Background()
-	owner := createCM(t, cs, ns, "owner")
+	owner := cs.CreateCM(t, ns, "owner")
 	const group = "late.e2e.cascade.dev"
 	gvr := createCRD(t, cs, group, "Late", "Namespaced")
-	late := cs.dyn.Resource(gvr).Namespace(ns)
+	late := cs.Dyn.Resource(gvr).Namespace(ns)
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": group + "/v1", "kind": "Late"}}
 	u.SetName("late-dep")
-	u.SetOwnerReferences([]metav1.OwnerReference{cmRef(owner)})
+	u.SetOwnerReferences([]metav1.OwnerReference{framework.CMRef(owner)})
 	if _, err := late.Create(ctx, u, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deleteCM(t, cs, ns, "owner", metav1.DeletePropagationOrphan)
-	waitCMGone(t, cs, ns, "owner", collectTimeout)
-	m, err := c.Metrics()
-	if err != nil {
-		t.Fatal(err)
-	}
-	unseen := !strings.Contains(m, metricLine(gvr))
+	cs.DeleteCM(t, ns, "owner", metav1.DeletePropagationOrphan)
+	cs.WaitCMGone(t, ns, "owner", collectTimeout)
+	unseen := !watched(framework.Scrape(t, c), gvr)
 	t.Logf("the new resource was watched before the owner was finished: %t", !unseen)
 
 	released := func() error {
@@ -523,10 +459,13 @@ func TestFinalizersOrphanDependentOfNewResource(t *testing.T) {
 		}
 		return nil
 	}
-	eventually(t, 2*collectTimeout, "late-dep released", func() (bool, error) { return released() == nil, nil })
-	canary(t, cs, ns)
-	consistently(t, 3*time.Second, "after the orphan delete", released)
-	if unseen && metricValue(t, c, `cascade_collected_total{action="remove_refs"}`) < 1 {
+	// Released once cascade watches the new resource: within a discovery period.
+	framework.Eventually(t, 2*collectTimeout, "late-dep released", func() (bool, error) {
+		err := released()
+		return err == nil, err
+	})
+	staysReleased(t, cs, ns, 3*time.Second, "late-dep released", released)
+	if unseen && framework.MetricValue(t, c, `cascade_collected_total{action="remove_refs"}`) < 1 {
 		t.Error("the late reference was not removed by the collector's orphan rule")
 	}
 }
@@ -537,23 +476,21 @@ func TestFinalizersOrphanDependentOfNewResource(t *testing.T) {
 // the RC stays while a blocking pod remains (one held by a finalizer), and when it finally
 // disappears no pod remains.
 func TestFinalizersForeground(t *testing.T) {
-	cs := newClients(t)
+	cs := suite.Clients(t)
 	ns := finNamespace(t, cs)
-	startCascade(t)
+	suite.StartCascade(t)
 	ctx := context.Background()
 	rc := finRC(t, cs, ns, "rc")
 	finPods(t, cs, ns, "pod", 20, rcRef(rc))
 	finPod(t, cs, ns, "pod-held", []string{holdFinalizer}, rcRef(rc))
-	if err := cs.kube.CoreV1().ReplicationControllers(ns).Delete(ctx, "rc", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
-		t.Fatal(err)
-	}
+	deleteRC(t, cs, ns, "rc", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
 	// Every pod is deleted; the held one stays Terminating.
-	eventually(t, collectTimeout, "all pods deleted but the held one", func() (bool, error) {
-		pods, err := listPods(t, cs, ns, "pod-")
+	framework.Eventually(t, collectTimeout, "all pods deleted but the held one", func() (bool, error) {
+		pods, err := listPods(cs, ns, "pod-")
 		return err == nil && len(pods) == 1 && pods[0].DeletionTimestamp != nil, err
 	})
-	consistently(t, 3*time.Second, "the RC waits for its blocking pod", func() error {
-		got, err := cs.kube.CoreV1().ReplicationControllers(ns).Get(ctx, "rc", metav1.GetOptions{})
+	framework.Consistently(t, 3*time.Second, "the RC waits for its blocking pod", func() error {
+		got, err := cs.Kube.CoreV1().ReplicationControllers(ns).Get(ctx, "rc", metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("the RC went while a blocking pod remained: %v", err)
 		}
@@ -562,24 +499,18 @@ func TestFinalizersForeground(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := cs.kube.CoreV1().Pods(ns).Patch(ctx, "pod-held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+	if _, err := cs.Kube.CoreV1().Pods(ns).Patch(ctx, "pod-held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(collectTimeout)
-	for {
-		_, err := cs.kube.CoreV1().ReplicationControllers(ns).Get(ctx, "rc", metav1.GetOptions{})
+	// Polled every 10 ms, so that an RC that went before its last pod is seen with that pod.
+	framework.EventuallyEvery(t, 10*time.Millisecond, collectTimeout, "the RC gone after its last pod went", func() (bool, error) {
+		_, err := cs.Kube.CoreV1().ReplicationControllers(ns).Get(ctx, "rc", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			break
+			return true, nil
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the RC is still there after its last pod went")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	pods, err := listPods(t, cs, ns, "pod")
+		return false, err
+	})
+	pods, err := listPods(cs, ns, "pod")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -591,47 +522,47 @@ func TestFinalizersForeground(t *testing.T) {
 // TestFinalizersForegroundNonBlocking (in-tree TestNonBlockingOwnerRefDoesNotBlock): a
 // dependent without blockOwnerDeletion is deleted but not waited for.
 func TestFinalizersForegroundNonBlocking(t *testing.T) {
-	cs := newClients(t)
+	cs := suite.Clients(t)
 	ns := finNamespace(t, cs)
-	startCascade(t)
+	suite.StartCascade(t)
 	ctx := context.Background()
-	owner := createCM(t, cs, ns, "owner")
-	held := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held", Finalizers: []string{holdFinalizer}, OwnerReferences: []metav1.OwnerReference{cmRef(owner)}}}
-	if _, err := cs.kube.CoreV1().ConfigMaps(ns).Create(ctx, held, metav1.CreateOptions{}); err != nil {
+	owner := cs.CreateCM(t, ns, "owner")
+	held := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held", Finalizers: []string{holdFinalizer}, OwnerReferences: []metav1.OwnerReference{framework.CMRef(owner)}}}
+	if _, err := cs.Kube.CoreV1().ConfigMaps(ns).Create(ctx, held, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deleteCM(t, cs, ns, "owner", metav1.DeletePropagationForeground)
-	waitCMGone(t, cs, ns, "owner", collectTimeout)
-	got := mustExist(t, cs, ns, "held")
+	cs.DeleteCM(t, ns, "owner", metav1.DeletePropagationForeground)
+	cs.WaitCMGone(t, ns, "owner", collectTimeout)
+	got := cs.MustExistCM(t, ns, "held")
 	if got.DeletionTimestamp == nil {
 		t.Errorf("the non-blocking dependent was not deleted")
 	}
-	if _, err := cs.kube.CoreV1().ConfigMaps(ns).Patch(ctx, "held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+	if _, err := cs.Kube.CoreV1().ConfigMaps(ns).Patch(ctx, "held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitCMGone(t, cs, ns, "held", collectTimeout)
+	cs.WaitCMGone(t, ns, "held", collectTimeout)
 }
 
 // TestFinalizersForegroundMultipleOwners (conformance "multiple owners"): half of RC1's pods
 // also belong to RC2; deleting RC1 in the foreground deletes the others, and the shared ones
 // survive, not Terminating, with only the reference to RC2. They must never be deleted.
 func TestFinalizersForegroundMultipleOwners(t *testing.T) {
-	cs := newClients(t)
+	cs := suite.Clients(t)
 	ns := finNamespace(t, cs)
-	startCascade(t)
+	suite.StartCascade(t)
 	ctx := context.Background()
 	rc1, rc2 := finRC(t, cs, ns, "rc1"), finRC(t, cs, ns, "rc2")
 	finPods(t, cs, ns, "only", 5, rcRef(rc1))
-	finPods(t, cs, ns, "shared", 5, rcRef(rc1), refTo("v1", "ReplicationController", rc2.Name, rc2.UID, false))
-	if err := cs.kube.CoreV1().ReplicationControllers(ns).Delete(ctx, "rc1", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+	finPods(t, cs, ns, "shared", 5, rcRef(rc1), framework.RefTo("v1", "ReplicationController", rc2.Name, rc2.UID, false))
+	if err := cs.Kube.CoreV1().ReplicationControllers(ns).Delete(ctx, "rc1", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, "rc1", collectTimeout, func() error {
-		_, err := cs.kube.CoreV1().ReplicationControllers(ns).Get(ctx, "rc1", metav1.GetOptions{})
+	framework.WaitGone(t, "rc1", collectTimeout, func() error {
+		_, err := cs.Kube.CoreV1().ReplicationControllers(ns).Get(ctx, "rc1", metav1.GetOptions{})
 		return err
 	})
 	waitPodCount(t, cs, ns, "only-", 0, collectTimeout)
-	pods, err := listPods(t, cs, ns, "shared-")
+	pods, err := listPods(cs, ns, "shared-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -646,7 +577,7 @@ func TestFinalizersForegroundMultipleOwners(t *testing.T) {
 			t.Errorf("%s owners = %+v, want only rc2", p.Name, p.OwnerReferences)
 		}
 	}
-	if _, err := cs.kube.CoreV1().ReplicationControllers(ns).Get(ctx, "rc2", metav1.GetOptions{}); err != nil {
+	if _, err := cs.Kube.CoreV1().ReplicationControllers(ns).Get(ctx, "rc2", metav1.GetOptions{}); err != nil {
 		t.Errorf("rc2 must stay: %v", err)
 	}
 }
@@ -655,23 +586,23 @@ func TestFinalizersForegroundMultipleOwners(t *testing.T) {
 // every reference controller and blockOwnerDeletion; deleting pod1 in the foreground removes
 // all three.
 func TestFinalizersForegroundCycle(t *testing.T) {
-	cs := newClients(t)
+	cs := suite.Clients(t)
 	ns := finNamespace(t, cs)
-	startCascade(t)
+	suite.StartCascade(t)
 	ctx := context.Background()
 	p1 := finPod(t, cs, ns, "pod1", nil)
 	p2 := finPod(t, cs, ns, "pod2", nil)
 	p3 := finPod(t, cs, ns, "pod3", nil)
 	setOwner := func(p, owner *corev1.Pod) {
 		patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}]}}`, owner.Name, owner.UID)
-		if _, err := cs.kube.CoreV1().Pods(ns).Patch(ctx, p.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		if _, err := cs.Kube.CoreV1().Pods(ns).Patch(ctx, p.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	setOwner(p1, p3)
 	setOwner(p2, p1)
 	setOwner(p3, p2)
-	if err := cs.kube.CoreV1().Pods(ns).Delete(ctx, "pod1", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+	if err := cs.Kube.CoreV1().Pods(ns).Delete(ctx, "pod1", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 		t.Fatal(err)
 	}
 	waitPodCount(t, cs, ns, "pod", 0, collectTimeout)
@@ -681,18 +612,18 @@ func TestFinalizersForegroundCycle(t *testing.T) {
 // cascade removes only foregroundDeletion; example.com/keep stays, also after a second
 // foreground delete, until the test removes it.
 func TestFinalizersForegroundKeepsOtherFinalizers(t *testing.T) {
-	cs := newClients(t)
+	cs := suite.Clients(t)
 	ns := finNamespace(t, cs)
-	startCascade(t)
+	suite.StartCascade(t)
 	ctx := context.Background()
 	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner", Finalizers: []string{keepFinalizer}}}
-	created, err := cs.kube.CoreV1().ConfigMaps(ns).Create(ctx, owner, metav1.CreateOptions{})
+	created, err := cs.Kube.CoreV1().ConfigMaps(ns).Create(ctx, owner, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	createCMs(t, cs, ns, "dep", 5, refTo("v1", "ConfigMap", "owner", created.UID, true))
+	cs.CreateCMs(t, ns, "dep", 5, framework.RefTo("v1", "ConfigMap", "owner", created.UID, true))
 	onlyKeep := func() (bool, error) {
-		got := mustExist(t, cs, ns, "owner")
+		got := cs.MustExistCM(t, ns, "owner")
 		if got.DeletionTimestamp == nil {
 			t.Fatal("the owner is not being deleted")
 		}
@@ -706,24 +637,24 @@ func TestFinalizersForegroundKeepsOtherFinalizers(t *testing.T) {
 		}
 		return len(got.Finalizers) == 1, nil
 	}
-	deleteCM(t, cs, ns, "owner", metav1.DeletePropagationForeground)
-	waitCMCount(t, cs, ns, "dep-", 0, collectTimeout)
-	eventually(t, collectTimeout, "only example.com/keep left on the owner", onlyKeep)
+	cs.DeleteCM(t, ns, "owner", metav1.DeletePropagationForeground)
+	cs.WaitCMCount(t, ns, "dep-", 0, collectTimeout)
+	framework.Eventually(t, collectTimeout, "only example.com/keep left on the owner", onlyKeep)
 
 	// Deleting again in the foreground puts foregroundDeletion back (upstream #77081).
-	deleteCM(t, cs, ns, "owner", metav1.DeletePropagationForeground)
-	if got := mustExist(t, cs, ns, "owner"); len(got.Finalizers) > 1 {
+	cs.DeleteCM(t, ns, "owner", metav1.DeletePropagationForeground)
+	if got := cs.MustExistCM(t, ns, "owner"); len(got.Finalizers) > 1 {
 		t.Logf("second delete re-added foregroundDeletion: %q", got.Finalizers)
 	}
-	eventually(t, collectTimeout, "only example.com/keep left after the second delete", onlyKeep)
-	consistently(t, 2*time.Second, "the owner stays while example.com/keep is on it", func() error {
-		_, err := cs.kube.CoreV1().ConfigMaps(ns).Get(ctx, "owner", metav1.GetOptions{})
+	framework.Eventually(t, collectTimeout, "only example.com/keep left after the second delete", onlyKeep)
+	framework.Consistently(t, 2*time.Second, "the owner stays while example.com/keep is on it", func() error {
+		_, err := cs.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "owner", metav1.GetOptions{})
 		return err
 	})
-	if _, err := cs.kube.CoreV1().ConfigMaps(ns).Patch(ctx, "owner", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+	if _, err := cs.Kube.CoreV1().ConfigMaps(ns).Patch(ctx, "owner", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitCMGone(t, cs, ns, "owner", collectTimeout)
+	cs.WaitCMGone(t, ns, "owner", collectTimeout)
 }
 
 // --- custom resources ---
@@ -732,13 +663,13 @@ func TestFinalizersForegroundKeepsOtherFinalizers(t *testing.T) {
 // dependents are custom resources (no strategic merge patch: JSON merge patch fallback) and
 // ConfigMaps. The orphaned dependents must never be deleted.
 func TestFinalizersCustomResources(t *testing.T) {
-	cs := newClients(t)
+	cs := suite.Clients(t)
 	ns := finNamespace(t, cs)
 	const group = "fin.e2e.cascade.dev"
 	gvr := createCRD(t, cs, group, "Thing", "Namespaced")
-	startCascade(t, "--discovery-period=2s")
+	suite.StartCascade(t, "--discovery-period=2s")
 	ctx := context.Background()
-	things := cs.dyn.Resource(gvr).Namespace(ns)
+	things := cs.Dyn.Resource(gvr).Namespace(ns)
 	create := func(name string, owners ...metav1.OwnerReference) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": group + "/v1", "kind": "Thing"}}
 		u.SetName(name)
@@ -750,7 +681,7 @@ func TestFinalizersCustomResources(t *testing.T) {
 		return got
 	}
 	ref := func(u *unstructured.Unstructured, block bool) metav1.OwnerReference {
-		return refTo(group+"/v1", "Thing", u.GetName(), u.GetUID(), block)
+		return framework.RefTo(group+"/v1", "Thing", u.GetName(), u.GetUID(), block)
 	}
 	getThing := func(name string) func() error {
 		return func() error { _, err := things.Get(ctx, name, metav1.GetOptions{}); return err }
@@ -762,11 +693,11 @@ func TestFinalizersCustomResources(t *testing.T) {
 	if _, err := things.Patch(ctx, "fg-held", types.MergePatchType, []byte(`{"metadata":{"finalizers":["`+holdFinalizer+`"]}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	createCM(t, cs, ns, "fg-cm", ref(fg, true))
+	cs.CreateCM(t, ns, "fg-cm", ref(fg, true))
 	orph := create("orph")
-	keeper := createCM(t, cs, ns, "keeper")
-	create("orph-child", ref(orph, false), cmRef(keeper))
-	createCM(t, cs, ns, "orph-cm", ref(orph, true))
+	keeper := cs.CreateCM(t, ns, "keeper")
+	create("orph-child", ref(orph, false), framework.CMRef(keeper))
+	cs.CreateCM(t, ns, "orph-cm", ref(orph, true))
 
 	if err := things.Delete(ctx, "fg", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 		t.Fatal(err)
@@ -775,22 +706,22 @@ func TestFinalizersCustomResources(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Foreground: the dependents go, the held one blocks the owner.
-	waitGone(t, "fg-child", collectTimeout, getThing("fg-child"))
-	waitCMGone(t, cs, ns, "fg-cm", collectTimeout)
-	consistently(t, 2*time.Second, "the foreground owner waits for its held dependent", getThing("fg"))
+	framework.WaitGone(t, "fg-child", collectTimeout, getThing("fg-child"))
+	cs.WaitCMGone(t, ns, "fg-cm", collectTimeout)
+	framework.Consistently(t, 2*time.Second, "the foreground owner waits for its held dependent", getThing("fg"))
 	if _, err := things.Patch(ctx, "fg-held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, "fg", collectTimeout, getThing("fg"))
+	framework.WaitGone(t, "fg", collectTimeout, getThing("fg"))
 
 	// Orphan: the owner goes, the dependents stay without the reference.
-	waitGone(t, "orph", collectTimeout, getThing("orph"))
+	framework.WaitGone(t, "orph", collectTimeout, getThing("orph"))
 	released := func() error {
 		child, err := things.Get(ctx, "orph-child", metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("the orphaned custom resource must never be deleted: %v", err)
 		}
-		cm := mustExist(t, cs, ns, "orph-cm")
+		cm := cs.MustExistCM(t, ns, "orph-cm")
 		if child.GetDeletionTimestamp() != nil || cm.DeletionTimestamp != nil {
 			t.Fatal("an orphaned dependent is being deleted")
 		}
@@ -802,9 +733,7 @@ func TestFinalizersCustomResources(t *testing.T) {
 		}
 		return nil
 	}
-	eventually(t, collectTimeout, "orphaned dependents released", func() (bool, error) { return released() == nil, nil })
-	canary(t, cs, ns)
-	consistently(t, orphanQuietPeriod, "after an orphan delete of a custom resource", released)
+	staysReleased(t, cs, ns, orphanQuietPeriod, "orphaned custom resource's dependents released", released)
 }
 
 // --- level-driven ---
@@ -812,35 +741,35 @@ func TestFinalizersCustomResources(t *testing.T) {
 // TestFinalizersLevelDriven: owners deleted with foreground and orphan while cascade is not
 // running are finished when it starts (nothing relies on having seen the transition).
 func TestFinalizersLevelDriven(t *testing.T) {
-	cs := newClients(t)
+	cs := suite.Clients(t)
 	ns := finNamespace(t, cs)
 	ctx := context.Background()
-	first := startCascade(t)
-	fg := createCM(t, cs, ns, "fg")
-	createCMs(t, cs, ns, "fg-dep", 5, refTo("v1", "ConfigMap", "fg", fg.UID, true))
-	orph := createCM(t, cs, ns, "orph")
-	createCMs(t, cs, ns, "orph-dep", 5, cmRef(orph))
+	first := suite.StartCascade(t)
+	fg := cs.CreateCM(t, ns, "fg")
+	cs.CreateCMs(t, ns, "fg-dep", 5, framework.RefTo("v1", "ConfigMap", "fg", fg.UID, true))
+	orph := cs.CreateCM(t, ns, "orph")
+	cs.CreateCMs(t, ns, "orph-dep", 5, framework.CMRef(orph))
 	if err := first.Stop(10 * time.Second); err != nil {
 		t.Logf("stopping cascade: %v", err)
 	}
 
-	deleteCM(t, cs, ns, "fg", metav1.DeletePropagationForeground)
-	deleteCM(t, cs, ns, "orph", metav1.DeletePropagationOrphan)
+	cs.DeleteCM(t, ns, "fg", metav1.DeletePropagationForeground)
+	cs.DeleteCM(t, ns, "orph", metav1.DeletePropagationOrphan)
 	time.Sleep(time.Second)
 	for _, name := range []string{"fg", "orph"} {
-		if got := mustExist(t, cs, ns, name); got.DeletionTimestamp == nil || len(got.Finalizers) == 0 {
+		if got := cs.MustExistCM(t, ns, name); got.DeletionTimestamp == nil || len(got.Finalizers) == 0 {
 			t.Fatalf("%s should wait for a collector: %v %q", name, got.DeletionTimestamp, got.Finalizers)
 		}
 	}
 
-	startCascade(t)
-	waitCMGone(t, cs, ns, "fg", collectTimeout)
-	if n, err := countCMs(t, cs, ns, "fg-dep-"); err != nil || n != 0 {
+	suite.StartCascade(t)
+	cs.WaitCMGone(t, ns, "fg", collectTimeout)
+	if n, err := cs.CountCMs(ns, "fg-dep-"); err != nil || n != 0 {
 		t.Fatalf("the foreground owner went with %d dependents left (%v)", n, err)
 	}
-	waitCMGone(t, cs, ns, "orph", collectTimeout)
+	cs.WaitCMGone(t, ns, "orph", collectTimeout)
 	released := func() error {
-		list, err := cs.kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+		list, err := cs.Kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
@@ -859,7 +788,5 @@ func TestFinalizersLevelDriven(t *testing.T) {
 		}
 		return nil
 	}
-	eventually(t, collectTimeout, "orphaned dependents released", func() (bool, error) { return released() == nil, nil })
-	canary(t, cs, ns)
-	consistently(t, 3*time.Second, "after the orphan delete", released)
+	staysReleased(t, cs, ns, 3*time.Second, "orphaned dependents released", released)
 }

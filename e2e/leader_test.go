@@ -10,41 +10,43 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cascade-gc/cascade/e2e/framework"
 )
 
 // TestLeaderFailover: two replicas share a Lease. Only the leader acts (the standby sends no
 // DELETE while the leader lives, though its graph is synced); after the leader is killed, the
 // standby takes over and collects.
 func TestLeaderFailover(t *testing.T) {
-	cs := newClients(t)
-	ns := newNamespace(t, cs)
+	cs := suite.Clients(t)
+	ns := cs.NewNamespace(t)
 	lease := "cascade-failover-" + ns
 	le := []string{"--leader-elect=true", "--leader-elect-resource-namespace=" + ns, "--leader-elect-resource-name=" + lease,
 		"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms"}
-	first := startCascade(t, le...)
+	first := suite.StartCascade(t, le...)
 	var holder string
-	eventually(t, 30*time.Second, "first replica leads", func() (bool, error) {
-		l, err := cs.kube.CoordinationV1().Leases(ns).Get(context.Background(), lease, metav1.GetOptions{})
+	framework.Eventually(t, 30*time.Second, "first replica leads", func() (bool, error) {
+		l, err := cs.Kube.CoordinationV1().Leases(ns).Get(context.Background(), lease, metav1.GetOptions{})
 		if err != nil || l.Spec.HolderIdentity == nil {
 			return false, nil
 		}
 		holder = *l.Spec.HolderIdentity
 		return true, nil
 	})
-	second := startCascade(t, le...) // ready means its graph synced: a warm standby
-	eventually(t, 10*time.Second, "second replica standing by", func() (bool, error) {
+	second := suite.StartCascade(t, le...) // ready means its graph synced: a warm standby
+	framework.Eventually(t, 10*time.Second, "second replica standing by", func() (bool, error) {
 		return strings.Contains(second.Tail(200), "Standing by"), nil
 	})
 
-	owner := createCM(t, cs, ns, "owner-1")
-	createCMs(t, cs, ns, "dep-1", 20, cmRef(owner))
-	deleteCM(t, cs, ns, "owner-1", metav1.DeletePropagationBackground)
-	waitCMCount(t, cs, ns, "dep-1-", 0, collectTimeout)
+	owner := cs.CreateCM(t, ns, "owner-1")
+	cs.CreateCMs(t, ns, "dep-1", 20, framework.CMRef(owner))
+	cs.DeleteCM(t, ns, "owner-1", metav1.DeletePropagationBackground)
+	cs.WaitCMCount(t, ns, "dep-1-", 0, collectTimeout)
 	const deletes = `cascade_api_requests_total{code="200",verb="DELETE"}`
-	if d := metricValue(t, first, deletes); d < 20 {
+	if d := framework.MetricValue(t, first, deletes); d < 20 {
 		t.Fatalf("the leader reports %.0f DELETEs for 20 collected objects", d)
 	}
-	if d := metricValue(t, second, deletes); d != 0 {
+	if d := framework.MetricValue(t, second, deletes); d != 0 {
 		t.Fatalf("the standby sent %.0f DELETEs while the leader was alive", d)
 	}
 
@@ -52,12 +54,12 @@ func TestLeaderFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-first.Done()
-	owner = createCM(t, cs, ns, "owner-2")
-	createCMs(t, cs, ns, "dep-2", 20, cmRef(owner))
-	deleteCM(t, cs, ns, "owner-2", metav1.DeletePropagationBackground)
+	owner = cs.CreateCM(t, ns, "owner-2")
+	cs.CreateCMs(t, ns, "dep-2", 20, framework.CMRef(owner))
+	cs.DeleteCM(t, ns, "owner-2", metav1.DeletePropagationBackground)
 	start := time.Now()
-	waitCMCount(t, cs, ns, "dep-2-", 0, collectTimeout)
-	l, err := cs.kube.CoordinationV1().Leases(ns).Get(context.Background(), lease, metav1.GetOptions{})
+	cs.WaitCMCount(t, ns, "dep-2-", 0, collectTimeout)
+	l, err := cs.Kube.CoordinationV1().Leases(ns).Get(context.Background(), lease, metav1.GetOptions{})
 	if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == holder {
 		t.Fatalf("lease not taken over by the standby: %v %v", l.Spec.HolderIdentity, err)
 	}

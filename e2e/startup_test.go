@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cascade-gc/cascade/e2e/framework"
 )
 
 // TestStartsAndWatchesNewCRD: cascade becomes ready against the control plane, watches built-in
@@ -19,19 +21,16 @@ import (
 // among the watched resources within one discovery period.
 func TestStartsAndWatchesNewCRD(t *testing.T) {
 	const period = 2 * time.Second
-	c := startCascade(t, "--discovery-period="+period.String())
-	cs := newClients(t)
+	c := suite.StartCascade(t, "--discovery-period="+period.String())
+	cs := suite.Clients(t)
 
-	m, err := c.Metrics()
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := framework.Scrape(t, c)
 	for _, gvr := range []schema.GroupVersionResource{
 		{Version: "v1", Resource: "configmaps"},
 		{Group: "apps", Version: "v1", Resource: "deployments"},
 		{Version: "v1", Resource: "namespaces"},
 	} {
-		if !strings.Contains(m, metricLine(gvr)) {
+		if !watched(m, gvr) {
 			t.Errorf("not watched at start: %v", gvr)
 		}
 	}
@@ -39,11 +38,13 @@ func TestStartsAndWatchesNewCRD(t *testing.T) {
 		{Version: "v1", Resource: "events"},
 		{Group: "events.k8s.io", Version: "v1", Resource: "events"},
 	} {
-		if strings.Contains(m, metricLine(gvr)) {
+		if watched(m, gvr) {
 			t.Errorf("ignored resource is watched: %v", gvr)
 		}
 	}
-	if !strings.Contains(m, "go_goroutines") || !strings.Contains(m, "process_resident_memory_bytes") {
+	_, goroutines := m.Value("go_goroutines")
+	_, rss := m.Value("process_resident_memory_bytes")
+	if !goroutines || !rss {
 		t.Errorf("/metrics lacks the Go or process collectors")
 	}
 
@@ -51,16 +52,16 @@ func TestStartsAndWatchesNewCRD(t *testing.T) {
 	created := time.Now()
 	// One discovery period, plus the time the apiserver takes to publish the new group in
 	// discovery (its discovery cache refreshes asynchronously) and a scrape.
-	eventually(t, 2*period+5*time.Second, "new CRD watched", func() (bool, error) {
-		m, err := c.Metrics()
-		return strings.Contains(m, metricLine(gvr)), err
+	framework.Eventually(t, 2*period+5*time.Second, "new CRD watched", func() (bool, error) {
+		m, err := framework.ReadMetrics(c)
+		return err == nil && watched(m, gvr), err
 	})
 	t.Logf("CRD watched %s after creation (discovery period %s)", time.Since(created).Round(10*time.Millisecond), period)
 
 	deleteCRD(t, cs, gvr.Resource+"."+gvr.Group)
-	eventually(t, 2*period+10*time.Second, "deleted CRD no longer watched", func() (bool, error) {
-		m, err := c.Metrics()
-		return !strings.Contains(m, metricLine(gvr)), err
+	framework.Eventually(t, 2*period+10*time.Second, "deleted CRD no longer watched", func() (bool, error) {
+		m, err := framework.ReadMetrics(c)
+		return err == nil && !watched(m, gvr), err
 	})
 }
 
@@ -91,17 +92,17 @@ current-context: c
 		{"kubeconfig missing", []string{"--kubeconfig=" + filepath.Join(dir, "nope")}, []string{"invalid --kubeconfig=", "no such file"}},
 		{"kubeconfig garbage", []string{"--kubeconfig=" + garbage}, []string{"cannot load --kubeconfig=" + garbage}},
 		{"no kubeconfig outside a cluster", nil, []string{"no --kubeconfig given", "pass --kubeconfig=PATH"}},
-		{"workers", []string{"--kubeconfig=" + cp.KubeconfigPath, "--workers=0"}, []string{"invalid --workers=0: must be between 1 and 1000"}},
-		{"qps", []string{"--kubeconfig=" + cp.KubeconfigPath, "--kube-api-qps=-1"}, []string{"invalid --kube-api-qps=-1"}},
-		{"metrics address", []string{"--kubeconfig=" + cp.KubeconfigPath, "--metrics-bind-address=nonsense"}, []string{"invalid --metrics-bind-address=nonsense", "host:port"}},
-		{"discovery period", []string{"--kubeconfig=" + cp.KubeconfigPath, "--discovery-period=1ms"}, []string{"invalid --discovery-period=1ms", "at least 1s"}},
+		{"workers", []string{"--kubeconfig=" + suite.CP.KubeconfigPath, "--workers=0"}, []string{"invalid --workers=0: must be between 1 and 1000"}},
+		{"qps", []string{"--kubeconfig=" + suite.CP.KubeconfigPath, "--kube-api-qps=-1"}, []string{"invalid --kube-api-qps=-1"}},
+		{"metrics address", []string{"--kubeconfig=" + suite.CP.KubeconfigPath, "--metrics-bind-address=nonsense"}, []string{"invalid --metrics-bind-address=nonsense", "host:port"}},
+		{"discovery period", []string{"--kubeconfig=" + suite.CP.KubeconfigPath, "--discovery-period=1ms"}, []string{"invalid --discovery-period=1ms", "at least 1s"}},
 		{"unknown flag", []string{"--no-such-flag"}, []string{"unknown flag: --no-such-flag"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, cascadeBin, tc.args...)
+			cmd := exec.CommandContext(ctx, suite.CascadeBin, tc.args...)
 			cmd.Env = filterEnv(os.Environ(), "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
 			var stderr strings.Builder
 			cmd.Stderr = &stderr

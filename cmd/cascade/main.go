@@ -41,10 +41,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	"github.com/cascade-gc/cascade/client"
 	"github.com/cascade-gc/cascade/finalizers"
 	"github.com/cascade-gc/cascade/gc"
-	"github.com/cascade-gc/cascade/work"
 )
 
 // userAgent identifies cascade's requests in the API server's logs and metrics.
@@ -106,8 +104,7 @@ func run(args []string) error {
 	}, []string{"verb", "code"})
 	reg.MustRegister(requests)
 	cfg.Wrap(countRequests(requests))
-	workqueue.SetProvider(work.NewQueueMetrics(reg)) // before any queue is created
-	workMetrics := work.NewMetrics(reg)
+	workqueue.SetProvider(gc.NewQueueMetrics(reg)) // before any queue is created
 
 	metaClient, err := metadata.NewForConfig(cfg)
 	if err != nil {
@@ -123,33 +120,27 @@ func run(args []string) error {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: gc.EventComponent})
 
-	// Data flows one way: the controller hands owners being deleted with a GC finalizer to the
-	// processor, which reads the controller's graph; both write through package client.
-	objects := client.New(metaClient)
-	fin := finalizers.New(finalizers.Options{
-		Client:       objects,
+	elected := make(chan struct{})
+	ctrl := gc.New(gc.Deps{
+		Elected:         elected,
+		Discovery:       disco,
+		Metadata:        metaClient,
+		Mapper:          restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
+		Recorder:        recorder,
+		Metrics:         gc.NewMetrics(reg),
+		Ignored:         opts.IgnoredGroupResources(),
+		DiscoveryPeriod: opts.DiscoveryPeriod,
+		Workers:         opts.Workers,
+		AbsentCacheSize: opts.AbsentOwnerCacheSize,
+	})
+	// The processor reads the controller's graph; the controller hands it owners. Both exist
+	// before either runs.
+	fin := finalizers.New(ctrl, finalizers.Options{
 		ResyncPeriod: opts.FinalizerResyncPeriod,
 		PatchWorkers: opts.Workers,
 		Metrics:      finalizers.NewMetrics(reg),
-		WorkMetrics:  workMetrics,
 	})
-	elected := make(chan struct{})
-	ctrl := gc.New(gc.Deps{
-		Elected:                elected,
-		Discovery:              disco,
-		Metadata:               metaClient,
-		Client:                 objects,
-		Mapper:                 restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
-		Recorder:               recorder,
-		Metrics:                gc.NewMetrics(reg),
-		WorkMetrics:            workMetrics,
-		Ignored:                opts.IgnoredGroupResources(),
-		DiscoveryPeriod:        opts.DiscoveryPeriod,
-		Workers:                opts.Workers,
-		AbsentCacheSize:        opts.AbsentOwnerCacheSize,
-		ForegroundResyncPeriod: opts.FinalizerResyncPeriod,
-		Finalizers:             fin,
-	})
+	ctrl.SetFinalizers(fin)
 
 	var wg sync.WaitGroup
 	servers, err := startServers(ctx, &wg, opts, reg, ctrl.Ready)
@@ -166,15 +157,11 @@ func run(args []string) error {
 	} else {
 		close(elected)
 	}
-	// Either part failing to start stops the other: finErr is read after wg.Wait.
 	finCtx, stopFin := context.WithCancel(ctx)
-	var finErr error
 	wg.Go(func() {
 		select {
 		case <-elected:
-			if finErr = fin.Run(finCtx, ctrl, opts.Workers); finErr != nil {
-				cancel(finErr)
-			}
+			fin.Run(finCtx, opts.Workers)
 		case <-finCtx.Done():
 		}
 	})
@@ -191,7 +178,7 @@ func run(args []string) error {
 		_ = s.Shutdown(shutdownCtx)
 	}
 	wg.Wait()
-	return errors.Join(runErr, finErr)
+	return runErr
 }
 
 var errLostLease = errors.New("lost the leader-election Lease; exiting so that a restart rejoins as a standby")

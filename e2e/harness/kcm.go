@@ -24,10 +24,6 @@ const (
 	KCMProceeding        = "Proceeding to collect garbage"
 )
 
-// kcmGraphChangesQueue is the workqueue through which every informer event reaches the in-tree
-// GC's single graph writer; its depth falls to 0 once the initial lists are in the graph.
-const kcmGraphChangesQueue = `name="garbage_collector_graph_changes"`
-
 // KCMOptions configures StartKubeControllerManager.
 type KCMOptions struct {
 	// Controllers is --controllers. Default: "garbage-collector-controller" only.
@@ -147,67 +143,6 @@ func (k *KubeControllerManager) WaitMonitorsSynced(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// WaitGraphSynced waits until the in-tree garbage collector's dependency graph reflects the
-// cluster: it logged that all resource monitors synced (their informers hold the initial
-// lists), and its graph-changes queue has received at least minEvents events and stayed empty
-// over three polls 100 ms apart (the single graph writer has applied them). It fails if the
-// monitors' initial sync timed out ("proceeding anyways"), if the process exits, or when ctx
-// ends.
-func (k *KubeControllerManager) WaitGraphSynced(ctx context.Context, minEvents float64) error {
-	// The log line comes first; polling the file is cheap.
-	for !containsLine(k.LogPath, KCMMonitorsSynced) {
-		if containsLine(k.LogPath, KCMMonitorsNotSynced) {
-			return fmt.Errorf("kube-controller-manager: %q\n%s", KCMMonitorsNotSynced, k.Tail(30))
-		}
-		if exited, err := k.Exited(); exited {
-			return fmt.Errorf("kube-controller-manager exited before its graph synced: %v\n%s", err, k.Tail(30))
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("kube-controller-manager's monitors not synced: %w\n%s", ctx.Err(), k.Tail(30))
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	quiet, lastAdds := 0, -1.0
-	for {
-		m, err := k.Metrics()
-		if err == nil {
-			depth, _ := SampleValue(m, "workqueue_depth{"+kcmGraphChangesQueue+"}")
-			adds, _ := SampleValue(m, "workqueue_adds_total{"+kcmGraphChangesQueue+"}")
-			if depth == 0 && adds >= minEvents && adds == lastAdds {
-				quiet++
-			} else {
-				quiet = 0
-			}
-			lastAdds = adds
-			if quiet >= 2 {
-				return nil
-			}
-		}
-		if exited, werr := k.Exited(); exited {
-			return fmt.Errorf("kube-controller-manager exited before its graph synced: %v\n%s", werr, k.Tail(30))
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("kube-controller-manager's graph not synced (last error %v): %w\n%s", err, ctx.Err(), k.Tail(30))
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// SampleValue returns the value of one sample of Prometheus text exposition, named by its whole
-// "name{labels}" string as exposed (or just "name" without labels).
-func SampleValue(metrics, sample string) (float64, bool) {
-	prefix := sample + " "
-	for line := range strings.Lines(metrics) {
-		if v, ok := strings.CutPrefix(line, prefix); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return f, err == nil
-		}
-	}
-	return 0, false
 }
 
 // ResidentBytes returns the resident set size of process pid (VmRSS in /proc/pid/status).

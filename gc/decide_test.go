@@ -1,4 +1,4 @@
-package client
+package gc
 
 import (
 	"testing"
