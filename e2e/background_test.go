@@ -154,34 +154,42 @@ func TestClusterScopedOwner(t *testing.T) {
 }
 
 // TestNeverCollected: a cluster-scoped dependent naming a namespaced owner kind, and a
-// dependent naming a kind the server does not know, must never be collected. A dependent of a
-// missing owner in the same run is collected, which proves the collector was working.
+// dependent naming a kind the server does not know, must never be collected. Before the checks,
+// canaries created after them, of missing owners, are collected (a ConfigMap and a
+// cluster-scoped ClusterRole, which comes through the same watch as the cluster-scoped
+// dependent, after it), and the unknown kind's REST mapping has failed in at least two more
+// retries since it was first counted: cascade has decided on both, and decided again.
 func TestNeverCollected(t *testing.T) {
 	cs := suite.Clients(t)
 	ns := cs.NewNamespace(t)
 	c := suite.StartCascade(t)
-	crName := ns + "-cluster-dependent"
-	_, err := cs.Kube.RbacV1().ClusterRoles().Create(context.Background(), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{
-		Name:            crName,
-		OwnerReferences: []metav1.OwnerReference{framework.RefTo("v1", "ConfigMap", "missing", types.UID("00000000-0000-0000-0000-0000000000c1"), false)},
-	}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
+	clusterRoles := cs.Kube.RbacV1().ClusterRoles()
+	clusterRole := func(name string, owner metav1.OwnerReference) {
+		_, err := clusterRoles.Create(context.Background(), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{
+			Name: name, OwnerReferences: []metav1.OwnerReference{owner},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = clusterRoles.Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	}
-	t.Cleanup(func() {
-		_ = cs.Kube.RbacV1().ClusterRoles().Delete(context.Background(), crName, metav1.DeleteOptions{})
-	})
+	crName := ns + "-cluster-dependent"
+	clusterRole(crName, framework.RefTo("v1", "ConfigMap", "missing", types.UID("00000000-0000-0000-0000-0000000000c1"), false))
 	cs.CreateCM(t, ns, "unknown-kind", framework.RefTo("unknown.example.com/v1", "Widget", "w", types.UID("00000000-0000-0000-0000-0000000000c2"), false))
 	cs.CreateCM(t, ns, "canary", framework.RefTo("v1", "ConfigMap", "missing", types.UID("00000000-0000-0000-0000-0000000000c3"), false))
+	clusterCanary := ns + "-cluster-canary"
+	clusterRole(clusterCanary, framework.RefTo("rbac.authorization.k8s.io/v1", "ClusterRole", ns+"-missing", types.UID("00000000-0000-0000-0000-0000000000c4"), false))
+
 	cs.WaitCMGone(t, ns, "canary", collectTimeout)
-	framework.Eventually(t, 30*time.Second, "a REST mapping error counted", func() (bool, error) {
-		m, err := framework.ReadMetrics(c)
-		v, _ := m.Value("cascade_rest_mapping_errors_total")
-		return v > 0, err
+	framework.WaitGone(t, "cluster-scoped canary", collectTimeout, func() error {
+		_, err := clusterRoles.Get(context.Background(), clusterCanary, metav1.GetOptions{})
+		return err
 	})
-	time.Sleep(3 * time.Second) // several more rounds of retries
+	const mappingErrors = "cascade_rest_mapping_errors_total"
+	framework.WaitForMetric(t, c, mappingErrors, 1, 30*time.Second)
+	framework.WaitForMetric(t, c, mappingErrors, framework.MetricValue(t, c, mappingErrors)+2, collectTimeout)
 	cs.MustExistCM(t, ns, "unknown-kind")
-	if _, err := cs.Kube.RbacV1().ClusterRoles().Get(context.Background(), crName, metav1.GetOptions{}); err != nil {
+	if _, err := clusterRoles.Get(context.Background(), crName, metav1.GetOptions{}); err != nil {
 		t.Fatalf("cluster-scoped dependent of a namespaced kind must never be collected: %v", err)
 	}
 }

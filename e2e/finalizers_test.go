@@ -755,14 +755,13 @@ func TestFinalizersLevelDriven(t *testing.T) {
 
 	cs.DeleteCM(t, ns, "fg", metav1.DeletePropagationForeground)
 	cs.DeleteCM(t, ns, "orph", metav1.DeletePropagationOrphan)
-	time.Sleep(time.Second)
 	for _, name := range []string{"fg", "orph"} {
 		if got := cs.MustExistCM(t, ns, name); got.DeletionTimestamp == nil || len(got.Finalizers) == 0 {
 			t.Fatalf("%s should wait for a collector: %v %q", name, got.DeletionTimestamp, got.Finalizers)
 		}
 	}
 
-	suite.StartCascade(t)
+	second := suite.StartCascade(t)
 	cs.WaitCMGone(t, ns, "fg", collectTimeout)
 	if n, err := cs.CountCMs(ns, "fg-dep-"); err != nil || n != 0 {
 		t.Fatalf("the foreground owner went with %d dependents left (%v)", n, err)
@@ -789,4 +788,11 @@ func TestFinalizersLevelDriven(t *testing.T) {
 		return nil
 	}
 	staysReleased(t, cs, ns, 3*time.Second, "orphaned dependents released", released)
+	// The second cascade finished both owners: each waited for it, not for time to pass.
+	for _, f := range []string{metav1.FinalizerDeleteDependents, metav1.FinalizerOrphanDependents} {
+		sel := fmt.Sprintf(`cascade_finalizers_removed_total{finalizer=%q}`, f)
+		if v := framework.MetricValue(t, second, sel); v != 1 {
+			t.Errorf("%s of the cascade started after the deletes is %g, want 1", sel, v)
+		}
+	}
 }

@@ -6,6 +6,11 @@
 // test uses its own namespace. What tests share with e2e/compare (clients, object helpers, the
 // worker pool, waits, metrics) is in e2e/framework; this package keeps only what its own tests
 // share.
+//
+// Checks that something must never happen (an orphan collected, an owner finished too soon)
+// never rest on a bare sleep: they first wait for a canary (a fresh dependent collected after
+// the point in question) or a condition (a counter cascade moves past that point), then
+// watch the object for a quiet period.
 package e2e
 
 import (
