@@ -10,7 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cascade-gc/cascade/finalizers"
 	"github.com/cascade-gc/cascade/gc"
+	"github.com/cascade-gc/cascade/work"
 )
 
 // describing records the name of every metric a collector describes, whether or not it has
@@ -46,7 +48,9 @@ func registeredNames() map[string]bool {
 		"cascade_api_requests_total": true, // registered in cmd/cascade
 	}}
 	gc.New(gc.Deps{Metrics: gc.NewMetrics(d)}) // with the scrape-time graph collector
-	gc.NewQueueMetrics(d)
+	work.NewQueueMetrics(d)
+	work.NewMetrics(d)
+	finalizers.NewMetrics(d)
 	return d.names
 }
 

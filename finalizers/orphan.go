@@ -10,17 +10,18 @@ import (
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/klog/v2"
 
-	"github.com/cascade-gc/cascade/gc"
-	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/client"
 )
 
-// orphan removes owner n's reference from every dependent the graph knows of, re-reading the
-// dependents until no new one appears (bounded by maxOrphanRounds), records n as orphaned and
-// then removes the orphan finalizer. Any failed patch fails the pass before the finalizer is
-// touched, so the owner is retried and never finished with a dependent still referencing it.
-func (p *Processor) orphan(ctx context.Context, logger klog.Logger, n graph.NodeView, res gc.Resource, pr *progress) error {
+// orphan removes owner's reference from every dependent the graph knows of, re-reading the
+// dependents until no new one appears (bounded by maxOrphanRounds), then removes the orphan
+// finalizer. Any failed patch fails the pass before the finalizer is touched, so the owner is
+// retried and never finished with a dependent still referencing it. A dependent the graph
+// learns of only after the owner is gone is the collector's: the graph remembers the owner was
+// deleted while orphaning, and the reference is removed, never a reason to delete.
+func (p *Processor) orphan(ctx context.Context, logger klog.Logger, owner client.Target, pr *progress) error {
 	for range maxOrphanRounds {
-		todo, unresolved := PlanOrphan(p.view.Dependents(n.UID), pr.patched, p.view.ResourceFor)
+		todo, unresolved := PlanOrphan(p.view.Dependents(owner.UID), pr.patched, p.view.ResourceFor)
 		for _, d := range unresolved {
 			// Its resource is no longer watched (a removed CRD takes its objects with it).
 			logger.V(2).Info("Cannot orphan a dependent whose resource is not watched", "dependent", d.String())
@@ -28,17 +29,14 @@ func (p *Processor) orphan(ctx context.Context, logger klog.Logger, n graph.Node
 		if len(todo) == 0 {
 			break
 		}
-		ok, err := p.patchAll(ctx, n.UID, todo, pr)
+		ok, err := p.patchAll(ctx, owner.UID, todo, pr)
 		p.opts.Metrics.orphaned(ok)
 		if err != nil {
 			return err
 		}
 		logger.V(4).Info("Orphaned dependents", "count", ok)
 	}
-	// Record first: once the finalizer is gone the owner's deletion event can come at once,
-	// and a reference the graph has not seen dropped yet must not turn into a delete.
-	p.orphaned.Add(n.UID, struct{}{})
-	removed, err := p.removeFinalizer(ctx, res, n.Namespace, n.Name, n.UID, metav1.FinalizerOrphanDependents)
+	removed, err := p.removeFinalizer(ctx, owner, metav1.FinalizerOrphanDependents)
 	if err != nil {
 		return fmt.Errorf("removing the orphan finalizer: %w", err)
 	}
@@ -51,7 +49,7 @@ func (p *Processor) orphan(ctx context.Context, logger klog.Logger, n graph.Node
 // patchJob asks a patch worker to remove owner's reference from dep; done receives the result.
 type patchJob struct {
 	owner types.UID
-	dep   Dependent
+	dep   client.Target
 	done  func(error)
 }
 
@@ -62,14 +60,14 @@ func (p *Processor) runPatcher(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case j := <-p.jobs:
-			j.done(gc.RemoveOwnerRefs(ctx, p.view.Client(), j.dep.GVR, j.dep.Namespace, j.dep.Name, j.dep.UID, []types.UID{j.owner}))
+			j.done(client.RemoveOwnerRefs(ctx, p.opts.Client, j.dep, []types.UID{j.owner}))
 		}
 	}
 }
 
 // patchAll hands every dependent in todo to the patch workers and waits for all answers. The
 // successes go into pr.patched; it returns their number and the failures.
-func (p *Processor) patchAll(ctx context.Context, owner types.UID, todo []Dependent, pr *progress) (int, error) {
+func (p *Processor) patchAll(ctx context.Context, owner types.UID, todo []client.Target, pr *progress) (int, error) {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex // guards ok, errs and pr.patched while jobs run

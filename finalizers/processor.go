@@ -2,20 +2,21 @@ package finalizers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/cascade-gc/cascade/client"
 	"github.com/cascade-gc/cascade/gc"
+	"github.com/cascade-gc/cascade/work"
 )
 
 const (
@@ -24,11 +25,6 @@ const (
 	DefaultResyncPeriod = 30 * time.Second
 	// DefaultPatchWorkers bounds the concurrent dependent patches of orphaning, across owners.
 	DefaultPatchWorkers = 20
-	// DefaultOrphanedCacheSize is the number of orphaned owners remembered (about 100 bytes
-	// each). A reference to an orphaned owner that the graph learns of later is removed, never
-	// a reason to delete; the window in which that happens is short, so the size only needs
-	// to cover the owners orphaned during it.
-	DefaultOrphanedCacheSize = 10000
 
 	// queueName names the work queue in metrics and logs.
 	queueName = "finalize_owner"
@@ -36,25 +32,25 @@ const (
 	// blocking dependents (whose departures also wake the owner through RecheckOwner).
 	retryBase = 50 * time.Millisecond
 	retryMax  = 10 * time.Second
-	// waitForSync is how long an owner waits before checking again whether the graph synced.
-	waitForSync = time.Second
 	// maxOrphanRounds bounds how often one pass re-reads the dependents to orphan those the
-	// graph learned of meanwhile. Later arrivals are covered by the orphaned record.
+	// graph learned of meanwhile. Later arrivals are covered by the graph, which remembers that
+	// the owner was deleted while orphaning (graph.OwnerOrphaned).
 	maxOrphanRounds = 5
 )
 
 // Options configure a Processor. Zero values mean the defaults.
 type Options struct {
+	// Client makes the processor's writes (dependent patches, finalizer removal). Required.
+	Client client.Interface
 	// ResyncPeriod is how often every owner being deleted with a GC finalizer is enqueued
-	// again, and the longest an owner waits before its dependents are handed to the collector
 	// again.
 	ResyncPeriod time.Duration
 	// PatchWorkers bounds the concurrent dependent patches of orphaning, across all owners.
 	PatchWorkers int
-	// OrphanedCacheSize bounds the record of owners whose dependents were orphaned.
-	OrphanedCacheSize int
 	// Metrics, when set, are updated.
 	Metrics *Metrics
+	// WorkMetrics, when set, count the workers' failed attempts.
+	WorkMetrics *work.Metrics
 	// Clock is injected for tests.
 	Clock clock.WithTicker
 }
@@ -63,17 +59,18 @@ type Options struct {
 // reference from every dependent, then the finalizer) and foregroundDeletion (remove the
 // finalizer once no dependent blocks the owner; the collector deletes the dependents).
 //
+// Data flows one way: the collector hands owners over (Enqueue) and the processor reads the
+// collector's graph (gc.View); it writes to the API server through package client and never
+// calls back into the collector.
+//
 // Concurrency: owners come through one rate-limited work queue, which hands an owner to one
 // worker at a time; dependents are patched by a fixed pool of patch workers shared by all
-// owners. The queue, the orphaned record and the view are safe for concurrent use; progress is
-// guarded by mu.
+// owners. The queue and the view are safe for concurrent use; progress is guarded by mu.
 type Processor struct {
-	view  gc.View
 	opts  Options
-	queue workqueue.TypedRateLimitingInterface[types.UID]
-	// orphaned records the owners whose dependents were orphaned, from just before their
-	// orphan finalizer is removed (see Orphaned).
-	orphaned *lru.Cache[types.UID, struct{}]
+	queue *work.Queue[types.UID]
+	// view is the collector's graph, set by Run before any worker starts.
+	view gc.View
 	// jobs feeds the patch workers; unbuffered, so a job sent is a job taken.
 	jobs chan patchJob
 
@@ -87,78 +84,62 @@ type progress struct {
 	// patched holds the dependents whose reference to the owner was removed, so a second pass
 	// (a dependent appeared, the patch events have not arrived yet) patches only new ones.
 	patched map[types.UID]struct{}
-	// kickedAt is the last time the owner's dependents were handed to the collector.
-	kickedAt time.Time
 }
 
-// New builds a processor over view (the collector); nothing runs until Run, but Enqueue may
-// be called at once.
-func New(view gc.View, opts Options) *Processor {
+// New builds a processor; nothing runs until Run, but Enqueue may be called at once.
+func New(opts Options) *Processor {
 	if opts.ResyncPeriod <= 0 {
 		opts.ResyncPeriod = DefaultResyncPeriod
 	}
 	if opts.PatchWorkers <= 0 {
 		opts.PatchWorkers = DefaultPatchWorkers
 	}
-	if opts.OrphanedCacheSize <= 0 {
-		opts.OrphanedCacheSize = DefaultOrphanedCacheSize
-	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	orphaned, err := lru.New[types.UID, struct{}](opts.OrphanedCacheSize)
-	if err != nil {
-		// lru.New fails only for a size below one, excluded above.
-		panic(fmt.Sprintf("orphaned owner record of size %d: %v", opts.OrphanedCacheSize, err))
-	}
 	return &Processor{
-		view: view,
 		opts: opts,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](retryBase, retryMax),
-			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: queueName, Clock: opts.Clock}),
-		orphaned: orphaned,
+		queue: work.NewQueue(queueName, work.Options[types.UID]{
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](retryBase, retryMax),
+			Clock:       opts.Clock,
+			Metrics:     opts.WorkMetrics,
+		}),
 		jobs:     make(chan patchJob),
 		progress: map[types.UID]*progress{},
 	}
 }
 
-var _ gc.FinalizerHandler = (*Processor)(nil)
+var _ gc.OwnerQueue = (*Processor)(nil)
 
 // Enqueue asks for the owner uid to be examined (the graph's AttemptOrphan, Foreground and
 // RecheckOwner effects). It never blocks.
 func (p *Processor) Enqueue(uid types.UID) { p.queue.Add(uid) }
 
-// Orphaned reports whether the dependents of owner uid were orphaned by this process: its
-// orphan finalizer was removed, or is about to be, after every dependent the graph knew of had
-// its reference removed. A dependent the graph learns of later must lose its reference to the
-// owner, never be deleted because of it. The record lives in memory (see the package
-// documentation for what a restart loses).
-func (p *Processor) Orphaned(uid types.UID) bool {
-	_, ok := p.orphaned.Get(uid)
-	return ok
-}
-
-// Run starts workers owner workers, the patch workers and the resync loop, and returns when
-// ctx ends and all have stopped.
-func (p *Processor) Run(ctx context.Context, workers int) {
-	if workers < 1 {
-		workers = 1
+// Run reads the collector's graph through view, starts workers owner workers, the patch
+// workers and the resync loop, and returns when ctx ends and all have stopped. As in
+// sample-controller, it returns an error only when it cannot start.
+func (p *Processor) Run(ctx context.Context, view gc.View, workers int) error {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	switch {
+	case view == nil:
+		return errors.New("finalizers: no view of the graph")
+	case p.opts.Client == nil:
+		return errors.New("finalizers: no API client")
+	case workers < 1:
+		return fmt.Errorf("finalizers: %d workers; at least one is needed", workers)
 	}
+	p.view = view
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting finalizer processor", "workers", workers, "patchWorkers", p.opts.PatchWorkers, "resyncPeriod", p.opts.ResyncPeriod)
 	var wg sync.WaitGroup
 	for range p.opts.PatchWorkers {
 		wg.Go(func() { p.runPatcher(ctx) })
 	}
-	for range workers {
-		wg.Go(func() { p.runWorker(ctx) })
-	}
 	wg.Go(func() { p.runResync(ctx) })
-	<-ctx.Done()
-	p.queue.ShutDown()
+	p.queue.Run(ctx, workers, p.process)
 	wg.Wait()
 	logger.Info("Finalizer processor stopped")
+	return nil
 }
 
 // runResync enqueues every owner being deleted with a GC finalizer once the graph has synced
@@ -201,67 +182,41 @@ func (p *Processor) resync() {
 	p.mu.Unlock()
 }
 
-// outcome tells a worker what to do with its owner.
-type outcome int
-
-const (
-	done     outcome = iota // finished (or nothing to do): forget it
-	backoff                 // again after the per-owner backoff
-	waitSync                // again after waitForSync, without backoff
-)
-
-func (p *Processor) runWorker(ctx context.Context) {
-	for {
-		uid, shutdown := p.queue.Get()
-		if shutdown {
-			return
-		}
-		switch p.process(ctx, uid) {
-		case done:
-			p.queue.Forget(uid)
-		case backoff:
-			p.queue.AddRateLimited(uid)
-		case waitSync:
-			p.queue.Forget(uid)
-			p.queue.AddAfter(uid, waitForSync)
-		}
-		p.queue.Done(uid)
-	}
-}
-
 // process examines one owner from the graph's view and does what its GC finalizers need.
-func (p *Processor) process(ctx context.Context, uid types.UID) outcome {
+func (p *Processor) process(ctx context.Context, uid types.UID) (work.Outcome, error) {
 	logger := klog.FromContext(ctx).WithValues("owner", uid)
 	n, found := p.view.Node(uid)
-	work := PlanOwner(n, found)
-	if work.None() {
+	todo := PlanOwner(n, found)
+	if todo.None() {
 		p.forget(uid)
-		return done
+		return work.Done, nil
 	}
 	// Before the graph has synced, an owner's dependents may not be in it yet: orphaning would
 	// miss some and BlockingDependents could be 0 for the wrong reason.
 	if !p.view.Synced() {
-		return waitSync
+		return work.WaitForSync, nil
 	}
 	logger = logger.WithValues("object", n.Ref.String())
 	res, ok := p.view.ResourceFor(n.APIVersion, n.Kind)
 	if !ok {
 		logger.V(2).Info("The owner's resource is no longer watched; leaving its finalizers")
 		p.forget(uid)
-		return done
+		return work.Done, nil
 	}
-	pr := p.progressOf(uid)
-	if work.Orphan {
-		if err := p.orphan(ctx, logger, n, res, pr); err != nil {
+	owner := client.Target{GVR: res.GVR, Namespace: n.Namespace, Name: n.Name, UID: uid}
+	if !res.Namespaced {
+		owner.Namespace = ""
+	}
+	if todo.Orphan {
+		if err := p.orphan(ctx, logger, owner, p.progressOf(uid)); err != nil {
 			p.opts.Metrics.failed(metav1.FinalizerOrphanDependents)
-			logger.V(2).Info("Orphaning failed; will retry", "err", err)
-			return backoff
+			return work.Retry, fmt.Errorf("orphaning: %w", err)
 		}
 	}
-	if work.Foreground {
-		return p.foreground(ctx, logger, n, res, pr)
+	if todo.Foreground {
+		return p.foreground(ctx, logger, owner)
 	}
-	return done
+	return work.Done, nil
 }
 
 func (p *Processor) progressOf(uid types.UID) *progress {
@@ -281,35 +236,9 @@ func (p *Processor) forget(uid types.UID) {
 	p.mu.Unlock()
 }
 
-// removeFinalizer removes finalizer from the owner n of resource res: GET the live object; if
-// it is gone, replaced, not being deleted or without the finalizer, there is nothing to do;
-// else a JSON merge patch at the live resourceVersion that keeps every other finalizer,
-// retried on conflict. It reports whether this call removed it.
-func (p *Processor) removeFinalizer(ctx context.Context, res gc.Resource, ns, name string, uid types.UID, finalizer string) (bool, error) {
-	client := p.view.Client()
-	if !res.Namespaced {
-		ns = ""
-	}
-	removed := false
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		live, err := client.Get(ctx, res.GVR, ns, name)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		patch, ok := PlanFinalizerRemoval(live, uid, finalizer)
-		if !ok {
-			return nil
-		}
-		_, err = client.Patch(ctx, res.GVR, ns, name, types.MergePatchType, patch)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		removed = err == nil
-		return err
-	})
+// removeFinalizer removes finalizer from owner (client.RemoveFinalizer) and counts it.
+func (p *Processor) removeFinalizer(ctx context.Context, owner client.Target, finalizer string) (bool, error) {
+	removed, err := client.RemoveFinalizer(ctx, p.opts.Client, owner, finalizer)
 	if removed {
 		p.opts.Metrics.removed(finalizer)
 	}

@@ -19,10 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
-	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/cascade-gc/cascade/client"
+	"github.com/cascade-gc/cascade/client/clienttest"
 	"github.com/cascade-gc/cascade/gc"
 	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/work"
 )
 
 // fakeView is a gc.View over plain maps; the test edits it between steps. Every method is
@@ -33,15 +35,13 @@ type fakeView struct {
 	deps      map[types.UID][][]graph.Ref // successive answers of Dependents; the last repeats
 	blocking  map[types.UID]int
 	synced    bool
-	enqueued  []types.UID
-	client    gc.ObjectClient
 	depsCalls map[types.UID]int
 }
 
-func newFakeView(client gc.ObjectClient) *fakeView {
+func newFakeView() *fakeView {
 	return &fakeView{
 		nodes: map[types.UID]graph.NodeView{}, deps: map[types.UID][][]graph.Ref{}, blocking: map[types.UID]int{},
-		synced: true, client: client, depsCalls: map[types.UID]int{},
+		synced: true, depsCalls: map[types.UID]int{},
 	}
 }
 
@@ -87,12 +87,6 @@ func (v *fakeView) Synced() bool {
 	defer v.mu.Unlock()
 	return v.synced
 }
-func (v *fakeView) EnqueueAttemptToDelete(uid types.UID) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.enqueued = append(v.enqueued, uid)
-}
-func (v *fakeView) Client() gc.ObjectClient { return v.client }
 
 func (v *fakeView) set(f func(v *fakeView)) {
 	v.mu.Lock()
@@ -104,18 +98,12 @@ var _ gc.View = (*fakeView)(nil)
 
 // --- objects ---
 
-var deletedAt = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-
 func widget(name string, uid types.UID, rv string, deleting bool, finalizers []string, owners ...metav1.OwnerReference) *metav1.PartialObjectMetadata {
-	m := &metav1.PartialObjectMetadata{
-		TypeMeta: metav1.TypeMeta{APIVersion: "example.com/v1", Kind: "Widget"},
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: "ns", Name: name, UID: uid, ResourceVersion: rv, Finalizers: finalizers, OwnerReferences: owners,
-		},
-	}
+	m := clienttest.Widget("ns", name, uid, rv, owners...)
 	if deleting {
-		m.DeletionTimestamp = &deletedAt
+		return clienttest.Deleting(m, finalizers...)
 	}
+	m.Finalizers = finalizers
 	return m
 }
 
@@ -132,33 +120,22 @@ func ownerNode(name string, uid types.UID, f graph.Finalizers) graph.NodeView {
 	return graph.NodeView{Ref: wref(name, uid), ResourceVersion: "5", Deleting: true, Finalizers: f}
 }
 
-func newFakeClient(objs ...runtime.Object) *metadatafake.FakeMetadataClient {
-	scheme := metadatafake.NewTestScheme()
-	if err := metav1.AddMetaToScheme(scheme); err != nil {
-		panic(err)
-	}
-	return metadatafake.NewSimpleMetadataClient(scheme, objs...)
-}
+var newFakeClient = clienttest.NewFake
 
-// actions renders the client's actions, patches with type and body.
+// actions renders the fake's actions, patches with type and body, without the resource and
+// namespace every test here shares.
 func actions(c *metadatafake.FakeMetadataClient) []string {
-	var out []string
-	for _, a := range c.Actions() {
-		s := a.GetVerb()
-		switch a := a.(type) {
-		case clienttesting.PatchAction:
-			s += fmt.Sprintf(" %s %s %s", a.GetName(), a.GetPatchType(), a.GetPatch())
-		case clienttesting.GetAction:
-			s += " " + a.GetName()
-		}
-		out = append(out, s)
+	out := clienttest.Actions(c)
+	for i, a := range out {
+		verb, rest, _ := strings.Cut(a, " example.com/v1, Resource=widgets ns=ns")
+		out[i] = verb + strings.Replace(rest, " name=", " ", 1)
 	}
 	return out
 }
 
 func live(t *testing.T, c *metadatafake.FakeMetadataClient, name string) *metav1.PartialObjectMetadata {
 	t.Helper()
-	m, err := c.Resource(widgetsGVR).Namespace("ns").Get(context.Background(), name, metav1.GetOptions{})
+	m, err := clienttest.Live(c, widgetsGVR, "ns", name)
 	if err != nil {
 		t.Fatalf("get %s: %v", name, err)
 	}
@@ -185,12 +162,14 @@ func counter(t *testing.T, c prometheus.Counter) float64 {
 
 // newTestProcessor returns a processor over view with its patch workers running until the
 // test ends.
-func newTestProcessor(t *testing.T, view gc.View, opts Options) *Processor {
+func newTestProcessor(t *testing.T, view gc.View, c *metadatafake.FakeMetadataClient, opts Options) *Processor {
 	t.Helper()
 	if opts.PatchWorkers == 0 {
 		opts.PatchWorkers = 3
 	}
-	p := New(view, opts)
+	opts.Client = client.New(c)
+	p := New(opts)
+	p.view = view // as Run does
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for range p.opts.PatchWorkers {
@@ -214,22 +193,22 @@ func smpDelete(dep, dUID, owner types.UID) string {
 // orphan finalizer goes and example.com/keep stays. No dependent is ever deleted.
 func TestOrphan(t *testing.T) {
 	other := refTo("other", "u-other")
-	client := newFakeClient(
+	fake := newFakeClient(
 		widget("owner", "u-owner", "5", true, []string{"example.com/keep", metav1.FinalizerOrphanDependents}),
 		widget("d1", "u-d1", "2", false, nil, refTo("owner", "u-owner")),
 		widget("d2", "u-d2", "2", false, nil, other, refTo("owner", "u-owner")),
 		widget("d3", "u-d3", "2", false, nil, refTo("owner", "u-owner")),
 	)
-	view := newFakeView(gc.NewObjectClient(client))
+	view := newFakeView()
 	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerOrphan)
 	view.deps["u-owner"] = [][]graph.Ref{{wref("d1", "u-d1"), wref("d2", "u-d2"), wref("d3", "u-d3")}}
 	reg := prometheus.NewRegistry()
-	p := newTestProcessor(t, view, Options{Metrics: NewMetrics(reg)})
+	p := newTestProcessor(t, view, fake, Options{Metrics: NewMetrics(reg)})
 
-	if got := p.process(context.Background(), "u-owner"); got != done {
+	if got, err := p.process(context.Background(), "u-owner"); got != work.Done || err != nil {
 		t.Fatalf("process() = %v, want done", got)
 	}
-	got := actions(client)
+	got := actions(fake)
 	if len(got) != 5 {
 		t.Fatalf("actions = %q, want 3 dependent patches, a GET and the finalizer patch", got)
 	}
@@ -247,21 +226,15 @@ func TestOrphan(t *testing.T) {
 		t.Errorf("finalizer removal:\n%q\nwant\n%q", got[3:], wantTail)
 	}
 	for _, d := range []string{"d1", "d3"} {
-		if o := liveOwners(t, client, d); len(o) != 0 {
+		if o := liveOwners(t, fake, d); len(o) != 0 {
 			t.Errorf("%s still references %v", d, o)
 		}
 	}
-	if o := liveOwners(t, client, "d2"); !slices.Equal(o, []types.UID{"u-other"}) {
+	if o := liveOwners(t, fake, "d2"); !slices.Equal(o, []types.UID{"u-other"}) {
 		t.Errorf("d2 owners = %v, want only its other owner", o)
 	}
-	if f := live(t, client, "owner").Finalizers; !slices.Equal(f, []string{"example.com/keep"}) {
+	if f := live(t, fake, "owner").Finalizers; !slices.Equal(f, []string{"example.com/keep"}) {
 		t.Errorf("owner finalizers = %q, want only example.com/keep", f)
-	}
-	if !p.Orphaned("u-owner") {
-		t.Error("the owner must be recorded as orphaned")
-	}
-	if p.Orphaned("u-d1") {
-		t.Error("only orphaned owners are recorded")
 	}
 	if v := counter(t, p.opts.Metrics.OrphanedDependents); v != 3 {
 		t.Errorf("orphaned_dependents_total = %v, want 3", v)
@@ -274,44 +247,41 @@ func TestOrphan(t *testing.T) {
 // TestOrphanFailedPatchKeepsFinalizer: if one dependent cannot be patched, the finalizer stays
 // (the owner would be deleted with a dependent still referencing it) and the owner is retried.
 func TestOrphanFailedPatchKeepsFinalizer(t *testing.T) {
-	client := newFakeClient(
+	fake := newFakeClient(
 		widget("owner", "u-owner", "5", true, []string{metav1.FinalizerOrphanDependents}),
 		widget("d1", "u-d1", "2", false, nil, refTo("owner", "u-owner")),
 		widget("d2", "u-d2", "2", false, nil, refTo("owner", "u-owner")),
 	)
-	client.PrependReactor("patch", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+	fake.PrependReactor("patch", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		if a.(clienttesting.PatchAction).GetName() == "d2" {
 			return true, nil, apierrors.NewInternalError(fmt.Errorf("boom"))
 		}
 		return false, nil, nil
 	})
-	view := newFakeView(gc.NewObjectClient(client))
+	view := newFakeView()
 	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerOrphan)
 	view.deps["u-owner"] = [][]graph.Ref{{wref("d1", "u-d1"), wref("d2", "u-d2")}}
-	p := newTestProcessor(t, view, Options{})
+	p := newTestProcessor(t, view, fake, Options{})
 
-	if got := p.process(context.Background(), "u-owner"); got != backoff {
+	if got, _ := p.process(context.Background(), "u-owner"); got != work.Retry {
 		t.Fatalf("process() = %v, want backoff", got)
 	}
-	for _, a := range actions(client) {
+	for _, a := range actions(fake) {
 		if strings.HasPrefix(a, "patch owner") || strings.HasPrefix(a, "get owner") {
 			t.Errorf("the owner was touched although a dependent failed: %s", a)
 		}
 	}
-	if p.Orphaned("u-owner") {
-		t.Error("an owner whose orphaning failed must not be recorded")
-	}
-	if f := live(t, client, "owner").Finalizers; !slices.Equal(f, []string{metav1.FinalizerOrphanDependents}) {
+	if f := live(t, fake, "owner").Finalizers; !slices.Equal(f, []string{metav1.FinalizerOrphanDependents}) {
 		t.Errorf("owner finalizers = %q, want orphan kept", f)
 	}
 
 	// The next pass patches only what is left: d1 is not patched again.
-	client.ClearActions()
-	client.ReactionChain = client.ReactionChain[1:]
-	if got := p.process(context.Background(), "u-owner"); got != done {
+	fake.ClearActions()
+	fake.ReactionChain = fake.ReactionChain[1:]
+	if got, err := p.process(context.Background(), "u-owner"); got != work.Done || err != nil {
 		t.Fatalf("second process() = %v, want done", got)
 	}
-	got := actions(client)
+	got := actions(fake)
 	want := []string{
 		smpDelete("d2", "u-d2", "u-owner"),
 		"get owner",
@@ -325,18 +295,18 @@ func TestOrphanFailedPatchKeepsFinalizer(t *testing.T) {
 // TestOrphanDependentsLearnedDuringPass: dependents that reach the graph while the owner is
 // being orphaned are orphaned in the same pass, before the finalizer goes.
 func TestOrphanDependentsLearnedDuringPass(t *testing.T) {
-	client := newFakeClient(
+	fake := newFakeClient(
 		widget("owner", "u-owner", "5", true, []string{metav1.FinalizerOrphanDependents}),
 		widget("d1", "u-d1", "2", false, nil, refTo("owner", "u-owner")),
 		widget("late", "u-late", "2", false, nil, refTo("owner", "u-owner")),
 	)
-	view := newFakeView(gc.NewObjectClient(client))
+	view := newFakeView()
 	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerOrphan)
 	// The second read of the dependents finds a new one; d1's patch event has not arrived.
 	view.deps["u-owner"] = [][]graph.Ref{{wref("d1", "u-d1")}, {wref("d1", "u-d1"), wref("late", "u-late")}}
-	p := newTestProcessor(t, view, Options{})
+	p := newTestProcessor(t, view, fake, Options{})
 
-	if got := p.process(context.Background(), "u-owner"); got != done {
+	if got, err := p.process(context.Background(), "u-owner"); got != work.Done || err != nil {
 		t.Fatalf("process() = %v, want done", got)
 	}
 	want := []string{
@@ -345,10 +315,10 @@ func TestOrphanDependentsLearnedDuringPass(t *testing.T) {
 		"get owner",
 		`patch owner application/merge-patch+json {"metadata":{"resourceVersion":"5","finalizers":[]}}`,
 	}
-	if got := actions(client); !slices.Equal(got, want) {
+	if got := actions(fake); !slices.Equal(got, want) {
 		t.Errorf("actions:\n%q\nwant\n%q", got, want)
 	}
-	if o := liveOwners(t, client, "late"); len(o) != 0 {
+	if o := liveOwners(t, fake, "late"); len(o) != 0 {
 		t.Errorf("late dependent still references %v", o)
 	}
 }
@@ -356,22 +326,22 @@ func TestOrphanDependentsLearnedDuringPass(t *testing.T) {
 // TestOrphanUnsupportedSMP: a custom resource dependent (415 on strategic merge patch) is
 // orphaned with a JSON merge patch at its resourceVersion that keeps its other references.
 func TestOrphanUnsupportedSMP(t *testing.T) {
-	client := newFakeClient(
+	fake := newFakeClient(
 		widget("owner", "u-owner", "5", true, []string{metav1.FinalizerOrphanDependents}),
 		widget("d1", "u-d1", "2", false, nil, refTo("other", "u-other"), refTo("owner", "u-owner")),
 	)
-	client.PrependReactor("patch", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+	fake.PrependReactor("patch", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		if a.(clienttesting.PatchAction).GetPatchType() == types.StrategicMergePatchType {
 			return true, nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", widgetsGVR.GroupResource(), "d1", "", 0, false)
 		}
 		return false, nil, nil
 	})
-	view := newFakeView(gc.NewObjectClient(client))
+	view := newFakeView()
 	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerOrphan)
 	view.deps["u-owner"] = [][]graph.Ref{{wref("d1", "u-d1")}}
-	p := newTestProcessor(t, view, Options{})
+	p := newTestProcessor(t, view, fake, Options{})
 
-	if got := p.process(context.Background(), "u-owner"); got != done {
+	if got, err := p.process(context.Background(), "u-owner"); got != work.Done || err != nil {
 		t.Fatalf("process() = %v, want done", got)
 	}
 	want := []string{
@@ -381,7 +351,7 @@ func TestOrphanUnsupportedSMP(t *testing.T) {
 		"get owner",
 		`patch owner application/merge-patch+json {"metadata":{"resourceVersion":"5","finalizers":[]}}`,
 	}
-	if got := actions(client); !slices.Equal(got, want) {
+	if got := actions(fake); !slices.Equal(got, want) {
 		t.Errorf("actions:\n%q\nwant\n%q", got, want)
 	}
 }
@@ -396,10 +366,10 @@ func TestOrphanManyDependentsBoundedConcurrency(t *testing.T) {
 		objs = append(objs, widget(name, uid, "2", false, nil, refTo("owner", "u-owner")))
 		deps = append(deps, wref(name, uid))
 	}
-	client := newFakeClient(objs...)
+	fake := newFakeClient(objs...)
 	var mu sync.Mutex
 	inFlight, peak := 0, 0
-	client.PrependReactor("patch", "*", func(clienttesting.Action) (bool, runtime.Object, error) {
+	fake.PrependReactor("patch", "*", func(clienttesting.Action) (bool, runtime.Object, error) {
 		mu.Lock()
 		inFlight++
 		peak = max(peak, inFlight)
@@ -410,19 +380,19 @@ func TestOrphanManyDependentsBoundedConcurrency(t *testing.T) {
 		mu.Unlock()
 		return false, nil, nil
 	})
-	view := newFakeView(gc.NewObjectClient(client))
+	view := newFakeView()
 	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerOrphan)
 	view.deps["u-owner"] = [][]graph.Ref{deps}
-	p := newTestProcessor(t, view, Options{PatchWorkers: 4})
+	p := newTestProcessor(t, view, fake, Options{PatchWorkers: 4})
 
-	if got := p.process(context.Background(), "u-owner"); got != done {
+	if got, err := p.process(context.Background(), "u-owner"); got != work.Done || err != nil {
 		t.Fatalf("process() = %v, want done", got)
 	}
 	if peak > 4 {
 		t.Errorf("%d patches in flight at once, want at most 4", peak)
 	}
 	for i := range 200 {
-		if o := liveOwners(t, client, fmt.Sprintf("d%d", i)); len(o) != 0 {
+		if o := liveOwners(t, fake, fmt.Sprintf("d%d", i)); len(o) != 0 {
 			t.Fatalf("d%d still references %v", i, o)
 		}
 	}
@@ -433,22 +403,22 @@ func TestOrphanManyDependentsBoundedConcurrency(t *testing.T) {
 // TestRemoveFinalizerRetriesConflict: a 409 on the finalizer patch (someone changed the owner)
 // leads to a fresh GET and a patch at the new resourceVersion that keeps the new finalizer too.
 func TestRemoveFinalizerRetriesConflict(t *testing.T) {
-	client := newFakeClient(widget("owner", "u-owner", "5", true, []string{metav1.FinalizerOrphanDependents}))
+	fake := newFakeClient(widget("owner", "u-owner", "5", true, []string{metav1.FinalizerOrphanDependents}))
 	conflicts := 0
-	client.PrependReactor("patch", "*", func(clienttesting.Action) (bool, runtime.Object, error) {
+	fake.PrependReactor("patch", "*", func(clienttesting.Action) (bool, runtime.Object, error) {
 		if conflicts > 0 {
 			return false, nil, nil
 		}
 		conflicts++
 		// Meanwhile someone added a finalizer.
-		_ = client.Tracker().Update(widgetsGVR, widget("owner", "u-owner", "6", true, []string{"example.com/late", metav1.FinalizerOrphanDependents}), "ns")
+		_ = fake.Tracker().Update(widgetsGVR, widget("owner", "u-owner", "6", true, []string{"example.com/late", metav1.FinalizerOrphanDependents}), "ns")
 		return true, nil, apierrors.NewConflict(widgetsGVR.GroupResource(), "owner", fmt.Errorf("changed"))
 	})
-	view := newFakeView(gc.NewObjectClient(client))
+	view := newFakeView()
 	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerOrphan)
-	p := newTestProcessor(t, view, Options{})
+	p := newTestProcessor(t, view, fake, Options{})
 
-	if got := p.process(context.Background(), "u-owner"); got != done {
+	if got, err := p.process(context.Background(), "u-owner"); got != work.Done || err != nil {
 		t.Fatalf("process() = %v, want done", got)
 	}
 	want := []string{
@@ -457,7 +427,7 @@ func TestRemoveFinalizerRetriesConflict(t *testing.T) {
 		"get owner",
 		`patch owner application/merge-patch+json {"metadata":{"resourceVersion":"6","finalizers":["example.com/late"]}}`,
 	}
-	if got := actions(client); !slices.Equal(got, want) {
+	if got := actions(fake); !slices.Equal(got, want) {
 		t.Errorf("actions:\n%q\nwant\n%q", got, want)
 	}
 }
@@ -475,14 +445,14 @@ func TestRemoveFinalizerNothingToDo(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			client := newFakeClient(tt.objs...)
-			view := newFakeView(gc.NewObjectClient(client))
+			fake := newFakeClient(tt.objs...)
+			view := newFakeView()
 			view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerOrphan)
-			p := newTestProcessor(t, view, Options{})
-			if got := p.process(context.Background(), "u-owner"); got != done {
+			p := newTestProcessor(t, view, fake, Options{})
+			if got, err := p.process(context.Background(), "u-owner"); got != work.Done || err != nil {
 				t.Fatalf("process() = %v, want done", got)
 			}
-			if got := actions(client); !slices.Equal(got, []string{"get owner"}) {
+			if got := actions(fake); !slices.Equal(got, []string{"get owner"}) {
 				t.Errorf("actions = %q, want only the GET", got)
 			}
 		})
@@ -494,65 +464,35 @@ func TestRemoveFinalizerNothingToDo(t *testing.T) {
 // TestForeground: while a dependent blocks, the owner keeps its finalizer and no API call is
 // made; once none blocks, only foregroundDeletion is removed.
 func TestForeground(t *testing.T) {
-	client := newFakeClient(widget("owner", "u-owner", "5", true, []string{metav1.FinalizerDeleteDependents, "example.com/keep"}))
-	view := newFakeView(gc.NewObjectClient(client))
+	fake := newFakeClient(widget("owner", "u-owner", "5", true, []string{metav1.FinalizerDeleteDependents, "example.com/keep"}))
+	view := newFakeView()
 	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerForeground)
 	view.deps["u-owner"] = [][]graph.Ref{{wref("d1", "u-d1"), wref("d2", "u-d2")}}
 	view.blocking["u-owner"] = 1
 	reg := prometheus.NewRegistry()
-	p := newTestProcessor(t, view, Options{Metrics: NewMetrics(reg)})
+	p := newTestProcessor(t, view, fake, Options{Metrics: NewMetrics(reg)})
 
 	for range 3 {
-		if got := p.process(context.Background(), "u-owner"); got != backoff {
+		if got, _ := p.process(context.Background(), "u-owner"); got != work.Retry {
 			t.Fatalf("process() with a blocking dependent = %v, want backoff", got)
 		}
 	}
-	if got := actions(client); len(got) != 0 {
+	if got := actions(fake); len(got) != 0 {
 		t.Errorf("actions while blocked = %q, want none", got)
 	}
 	view.set(func(v *fakeView) { v.blocking["u-owner"] = 0 })
-	if got := p.process(context.Background(), "u-owner"); got != done {
+	if got, err := p.process(context.Background(), "u-owner"); got != work.Done || err != nil {
 		t.Fatalf("process() = %v, want done", got)
 	}
 	want := []string{
 		"get owner",
 		`patch owner application/merge-patch+json {"metadata":{"resourceVersion":"5","finalizers":["example.com/keep"]}}`,
 	}
-	if got := actions(client); !slices.Equal(got, want) {
+	if got := actions(fake); !slices.Equal(got, want) {
 		t.Errorf("actions:\n%q\nwant\n%q", got, want)
-	}
-	if p.Orphaned("u-owner") {
-		t.Error("a foreground owner is not orphaned")
 	}
 	if v := counter(t, p.opts.Metrics.FinalizersRemoved.WithLabelValues(metav1.FinalizerDeleteDependents)); v != 1 {
 		t.Errorf("finalizers_removed_total{foregroundDeletion} = %v, want 1", v)
-	}
-}
-
-// TestForegroundKicksDependentsAfterPeriod: the dependents are handed to the collector again
-// only when the owner has waited a whole period, not on every wake-up.
-func TestForegroundKicksDependentsAfterPeriod(t *testing.T) {
-	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	view := newFakeView(gc.NewObjectClient(newFakeClient()))
-	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerForeground)
-	view.deps["u-owner"] = [][]graph.Ref{{wref("d1", "u-d1"), wref("d2", "u-d2")}}
-	view.blocking["u-owner"] = 2
-	p := newTestProcessor(t, view, Options{Clock: clk, ResyncPeriod: 30 * time.Second})
-
-	p.process(context.Background(), "u-owner")
-	clk.Step(29 * time.Second)
-	p.process(context.Background(), "u-owner")
-	if len(view.enqueued) != 0 {
-		t.Fatalf("enqueued %v within the period, want nothing (the graph already enqueued them)", view.enqueued)
-	}
-	clk.Step(time.Second)
-	p.process(context.Background(), "u-owner")
-	if !slices.Equal(view.enqueued, []types.UID{"u-d1", "u-d2"}) {
-		t.Fatalf("enqueued %v after the period, want every dependent", view.enqueued)
-	}
-	p.process(context.Background(), "u-owner")
-	if len(view.enqueued) != 2 {
-		t.Errorf("enqueued again right after a kick: %v", view.enqueued)
 	}
 }
 
@@ -561,15 +501,15 @@ func TestForegroundKicksDependentsAfterPeriod(t *testing.T) {
 // TestNotSyncedWaits: before the graph has synced nothing is done: dependents not listed yet
 // would be missed by orphaning and would not count as blocking.
 func TestNotSyncedWaits(t *testing.T) {
-	client := newFakeClient(widget("owner", "u-owner", "5", true, []string{metav1.FinalizerDeleteDependents}))
-	view := newFakeView(gc.NewObjectClient(client))
+	fake := newFakeClient(widget("owner", "u-owner", "5", true, []string{metav1.FinalizerDeleteDependents}))
+	view := newFakeView()
 	view.synced = false
 	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerForeground)
-	p := newTestProcessor(t, view, Options{})
-	if got := p.process(context.Background(), "u-owner"); got != waitSync {
+	p := newTestProcessor(t, view, fake, Options{})
+	if got, err := p.process(context.Background(), "u-owner"); got != work.WaitForSync || err != nil {
 		t.Fatalf("process() = %v, want waitSync", got)
 	}
-	if got := actions(client); len(got) != 0 {
+	if got := actions(fake); len(got) != 0 {
 		t.Errorf("actions before sync = %q", got)
 	}
 }
@@ -577,18 +517,18 @@ func TestNotSyncedWaits(t *testing.T) {
 // TestNothingToDo: owners the graph does not show as being deleted with a GC finalizer are
 // left alone, including a live object carrying the orphan finalizer as a default policy.
 func TestNothingToDo(t *testing.T) {
-	client := newFakeClient(widget("live", "u-live", "5", false, []string{metav1.FinalizerOrphanDependents}))
-	view := newFakeView(gc.NewObjectClient(client))
+	fake := newFakeClient(widget("live", "u-live", "5", false, []string{metav1.FinalizerOrphanDependents}))
+	view := newFakeView()
 	view.nodes["u-live"] = graph.NodeView{Ref: wref("live", "u-live"), Finalizers: graph.FinalizerOrphan}
 	view.nodes["u-plain"] = graph.NodeView{Ref: wref("plain", "u-plain"), Deleting: true}
 	view.nodes["u-absent"] = graph.NodeView{Ref: wref("absent", "u-absent"), Absent: true}
-	p := newTestProcessor(t, view, Options{})
+	p := newTestProcessor(t, view, fake, Options{})
 	for _, uid := range []types.UID{"u-live", "u-plain", "u-absent", "u-unknown"} {
-		if got := p.process(context.Background(), uid); got != done {
+		if got, err := p.process(context.Background(), uid); got != work.Done || err != nil {
 			t.Errorf("process(%s) = %v, want done", uid, got)
 		}
 	}
-	if got := actions(client); len(got) != 0 {
+	if got := actions(fake); len(got) != 0 {
 		t.Errorf("actions = %q, want none", got)
 	}
 }
@@ -596,20 +536,21 @@ func TestNothingToDo(t *testing.T) {
 // TestResync: a resync enqueues exactly the owners being deleted with a GC finalizer and
 // forgets the progress of the others.
 func TestResync(t *testing.T) {
-	view := newFakeView(gc.NewObjectClient(newFakeClient()))
+	view := newFakeView()
 	view.nodes["u-a"] = ownerNode("a", "u-a", graph.FinalizerOrphan)
 	view.nodes["u-b"] = ownerNode("b", "u-b", graph.FinalizerForeground)
 	view.nodes["u-c"] = graph.NodeView{Ref: wref("c", "u-c")}
-	p := newTestProcessor(t, view, Options{})
+	p := newTestProcessor(t, view, newFakeClient(), Options{})
 	p.progressOf("u-gone")
 	p.progressOf("u-a")
 
 	p.resync()
 	var got []types.UID
 	for p.queue.Len() > 0 {
-		uid, _ := p.queue.Get()
-		got = append(got, uid)
-		p.queue.Done(uid)
+		p.queue.ProcessNext(context.Background(), func(_ context.Context, uid types.UID) (work.Outcome, error) {
+			got = append(got, uid)
+			return work.Done, nil
+		})
 	}
 	slices.Sort(got)
 	if !slices.Equal(got, []types.UID{"u-a", "u-b"}) {
@@ -626,25 +567,27 @@ func TestResync(t *testing.T) {
 // TestRun: Run with its workers and resync loop finishes an orphan owner and a foreground
 // owner that nobody enqueued (level-driven), and stops when ctx ends.
 func TestRun(t *testing.T) {
-	client := newFakeClient(
+	fake := newFakeClient(
 		widget("orphan", "u-orphan", "5", true, []string{metav1.FinalizerOrphanDependents}),
 		widget("fg", "u-fg", "5", true, []string{metav1.FinalizerDeleteDependents}),
 		widget("d1", "u-d1", "2", false, nil, refTo("orphan", "u-orphan")),
 	)
-	view := newFakeView(gc.NewObjectClient(client))
+	view := newFakeView()
 	view.nodes["u-orphan"] = ownerNode("orphan", "u-orphan", graph.FinalizerOrphan)
 	view.nodes["u-fg"] = ownerNode("fg", "u-fg", graph.FinalizerForeground)
 	view.deps["u-orphan"] = [][]graph.Ref{{wref("d1", "u-d1")}}
-	p := New(view, Options{PatchWorkers: 2})
+	p := New(Options{PatchWorkers: 2, Client: client.New(fake)})
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		p.Run(ctx, 2)
+		if err := p.Run(ctx, view, 2); err != nil {
+			t.Errorf("Run: %v", err)
+		}
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		o, f := live(t, client, "orphan"), live(t, client, "fg")
+		o, f := live(t, fake, "orphan"), live(t, fake, "fg")
 		if len(o.Finalizers) == 0 && len(f.Finalizers) == 0 {
 			break
 		}
@@ -653,7 +596,7 @@ func TestRun(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if o := liveOwners(t, client, "d1"); len(o) != 0 {
+	if o := liveOwners(t, fake, "d1"); len(o) != 0 {
 		t.Errorf("d1 still references %v", o)
 	}
 	cancel()

@@ -2,6 +2,7 @@ package gc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -12,12 +13,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/cascade-gc/cascade/client"
 	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/work"
 )
 
 // Deps are what the controller needs from the outside world.
@@ -25,38 +28,45 @@ type Deps struct {
 	Discovery Discoverer
 	// Metadata is the client the reflectors list and watch with.
 	Metadata metadata.Interface
-	// Client performs GET, DELETE and PATCH (a wrapper of Metadata that counts requests).
-	Client ObjectClient
+	// Client performs GET, DELETE and PATCH (defaults to client.New(Metadata)).
+	Client client.Interface
 	// Mapper resolves owner references (apiVersion, kind) to resources; reset when discovery
 	// sees a change.
 	Mapper meta.ResettableRESTMapper
 	// Recorder emits OwnerRefInvalidNamespace events.
 	Recorder record.EventRecorder
 	Metrics  *Metrics
+	// WorkMetrics, when set, count the workers' failed attempts.
+	WorkMetrics *work.Metrics
 	// Ignored resources are never watched nor collected.
 	Ignored map[schema.GroupResource]struct{}
 	// DiscoveryPeriod is how often discovery re-runs.
 	DiscoveryPeriod time.Duration
 	// Workers is the number of goroutines for each queue.
 	Workers int
+	// ForegroundResyncPeriod is how often the dependents of every owner being deleted in the
+	// foreground are handed to the workers again, whatever events arrived: a lost effect never
+	// leaves a foreground owner waiting. Zero means DefaultForegroundResyncPeriod.
+	ForegroundResyncPeriod time.Duration
 	// AbsentCacheSize bounds the cache of owners verified absent.
 	AbsentCacheSize int
 	// Elected, when set, holds the workers back until it is closed (leader election): a
 	// standby keeps its watches and graph warm but acts on nothing. Nil means act at once.
 	Elected <-chan struct{}
 	// Finalizers, when set, receives owners being deleted with a GC finalizer (orphan and
-	// foreground processing). Without it such owners are left to whoever handles them.
-	Finalizers FinalizerHandler
+	// foreground processing). Without it such owners are left to whoever handles them. Data
+	// flows one way: the controller hands owners over and never asks anything back.
+	Finalizers OwnerQueue
 }
 
-// FinalizerHandler processes owners that carry the orphan or foregroundDeletion finalizer.
-type FinalizerHandler interface {
-	// Enqueue asks for the owner to be (re)examined.
+// DefaultForegroundResyncPeriod is the default of Deps.ForegroundResyncPeriod.
+const DefaultForegroundResyncPeriod = 30 * time.Second
+
+// OwnerQueue takes owners that carry the orphan or foregroundDeletion finalizer
+// (finalizers.Processor).
+type OwnerQueue interface {
+	// Enqueue asks for the owner to be (re)examined. It must not block.
 	Enqueue(uid types.UID)
-	// Orphaned reports whether the handler orphaned the dependents of owner uid (deleted with
-	// the orphan policy). A reference to such an owner, once it is gone, is removed from the
-	// dependent and is never a reason to delete it.
-	Orphaned(uid types.UID) bool
 }
 
 // Controller keeps the dependency graph current from metadata-only watches of every deletable
@@ -80,8 +90,8 @@ type Controller struct {
 
 	// deleteQueue holds dependents to decide on; verifyQueue claimed owner identities that
 	// need a live check.
-	deleteQueue workqueue.TypedRateLimitingInterface[types.UID]
-	verifyQueue workqueue.TypedRateLimitingInterface[graph.Ref]
+	deleteQueue *work.Queue[types.UID]
+	verifyQueue *work.Queue[graph.Ref]
 
 	discovered atomic.Bool // first discovery round done
 	synced     atomic.Bool // every monitor of the first round delivered its initial list
@@ -92,21 +102,19 @@ func New(deps Deps) *Controller {
 	if deps.Ignored == nil {
 		deps.Ignored = DefaultIgnoredResources()
 	}
-	if deps.Workers <= 0 {
-		deps.Workers = 1
-	}
 	if deps.Client == nil && deps.Metadata != nil {
-		deps.Client = NewObjectClient(deps.Metadata)
+		deps.Client = client.New(deps.Metadata)
+	}
+	if deps.ForegroundResyncPeriod <= 0 {
+		deps.ForegroundResyncPeriod = DefaultForegroundResyncPeriod
 	}
 	c := &Controller{
-		deps:      deps,
-		g:         graph.New(),
-		resources: ResourceSet{},
-		absent:    NewAbsentCache(deps.AbsentCacheSize),
-		deleteQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
-			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "attempt_to_delete"}),
-		verifyQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[graph.Ref](),
-			workqueue.TypedRateLimitingQueueConfig[graph.Ref]{Name: "verify_owner"}),
+		deps:        deps,
+		g:           graph.New(),
+		resources:   ResourceSet{},
+		absent:      NewAbsentCache(deps.AbsentCacheSize),
+		deleteQueue: work.NewQueue("attempt_to_delete", work.Options[types.UID]{Metrics: deps.WorkMetrics}),
+		verifyQueue: work.NewQueue("verify_owner", work.Options[graph.Ref]{Metrics: deps.WorkMetrics}),
 	}
 	c.monitors = newMonitors(deps.Metadata, c)
 	if deps.Metrics != nil {
@@ -115,13 +123,21 @@ func New(deps Deps) *Controller {
 	return c
 }
 
-// SetFinalizers sets Deps.Finalizers after New, for a handler that needs the controller itself
-// (as its View). Call it before Run: it is not synchronized with the watches.
-func (c *Controller) SetFinalizers(h FinalizerHandler) { c.deps.Finalizers = h }
-
-// Run discovers resources now and every DiscoveryPeriod, runs the workers, and returns when
-// ctx ends and everything has stopped.
+// Run discovers resources now and every DiscoveryPeriod, runs the workers once elected, and
+// returns when ctx ends and everything has stopped. As in sample-controller, it returns an
+// error only when it cannot start: what fails later is retried and reported, never fatal.
 func (c *Controller) Run(ctx context.Context) error {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	switch {
+	case c.deps.Discovery == nil:
+		return errors.New("gc: no discovery client")
+	case c.deps.DiscoveryPeriod <= 0:
+		return fmt.Errorf("gc: discovery period %v must be positive", c.deps.DiscoveryPeriod)
+	case c.deps.Workers < 1:
+		return fmt.Errorf("gc: %d workers; at least one is needed", c.deps.Workers)
+	case c.deps.Client == nil:
+		return errors.New("gc: no API client")
+	}
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting collector", "discoveryPeriod", c.deps.DiscoveryPeriod, "workers", c.deps.Workers)
 	var wg sync.WaitGroup
@@ -134,10 +150,9 @@ func (c *Controller) Run(ctx context.Context) error {
 				return
 			}
 		}
-		for range c.deps.Workers {
-			wg.Go(func() { c.runDeleteWorker(ctx) })
-			wg.Go(func() { c.runVerifyWorker(ctx) })
-		}
+		wg.Go(func() { c.deleteQueue.Run(ctx, c.deps.Workers, c.attemptToDelete) })
+		wg.Go(func() { c.verifyQueue.Run(ctx, c.deps.Workers, c.verifyOwner) })
+		wg.Go(func() { c.runForegroundResync(ctx) })
 	})
 	wg.Go(func() { c.watchInitialSync(ctx) })
 
@@ -156,6 +171,39 @@ func (c *Controller) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
+	}
+}
+
+// runForegroundResync hands the dependents of every owner being deleted in the foreground to
+// the delete workers every ForegroundResyncPeriod. The graph asks once, when an owner enters
+// foreground deletion; this makes that level-driven, so nothing depends on one effect having
+// led anywhere. Deciding on a dependent that needs nothing costs no API call.
+func (c *Controller) runForegroundResync(ctx context.Context) {
+	t := time.NewTicker(c.deps.ForegroundResyncPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.resyncForeground()
+		}
+	}
+}
+
+func (c *Controller) resyncForeground() {
+	var deps []types.UID
+	c.mu.RLock()
+	for _, uid := range c.g.DeletingOwners() {
+		if n, ok := c.g.Node(uid); ok && n.Finalizers.Has(graph.FinalizerForeground) {
+			for _, d := range c.g.Dependents(uid) {
+				deps = append(deps, d.UID)
+			}
+		}
+	}
+	c.mu.RUnlock()
+	for _, uid := range deps {
+		c.deleteQueue.Add(uid)
 	}
 }
 

@@ -1,16 +1,22 @@
 // Package gc is cascade's garbage collector around the pure graph: it owns
 // discovery of deletable resources, one metadata-only reflector per resource
-// whose store is the graph itself (no informer cache),
-// the typed work queues and bounded worker pools, and the API edge (the
-// ObjectClient interface, patches with UID or resourceVersion preconditions,
-// deletes with preconditions, and the cache of owners verified absent).
+// whose store is the graph itself (no informer cache), the work queues of
+// dependents to decide on and owner claims to verify, and the cache of owners
+// verified absent.
 //
 // Ownership and concurrency:
 //   - The graph has a single writer; gc feeds it watch events and acts on
 //     the effects it returns. Decisions about a dependent come from package
 //     policy; gc only gathers their input and carries them out.
-//   - Everything that talks to the API server goes through ObjectClient, so
-//     tests use k8s.io/client-go/metadata/fake and assert the actions.
-//   - Helpers in patch.go and decide.go are pure builders or stateless
-//     executors; AbsentCache is safe for concurrent use.
+//   - Every write to the API server goes through package client (DELETE with
+//     preconditions, ownerReference patches); the queues and workers are
+//     package work's.
+//   - Data flows one way to package finalizers: owners being deleted with a
+//     GC finalizer are handed over (Deps.Finalizers), and finalizers reads the
+//     graph through View, which is read-only. Nothing flows back: that an
+//     owner was deleted while orphaning is recorded by the graph itself
+//     (graph.OwnerOrphaned), and the dependents of owners deleted in the
+//     foreground are handed to the workers again every
+//     ForegroundResyncPeriod by gc, not by finalizers.
+//   - AbsentCache is safe for concurrent use.
 package gc

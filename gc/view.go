@@ -6,8 +6,9 @@ import (
 	"github.com/cascade-gc/cascade/graph"
 )
 
-// View is the read access other packages (finalizers) get to the controller's graph and API
-// edge. Every method is safe for concurrent use; results are copies.
+// View is the read access other packages (finalizers) get to the controller's graph. It is
+// read-only: nothing flows back into the controller through it. Every method is safe for
+// concurrent use; results are copies.
 type View interface {
 	// Node returns the graph's node of uid.
 	Node(uid types.UID) (graph.NodeView, bool)
@@ -24,10 +25,6 @@ type View interface {
 	ResourceFor(apiVersion, kind string) (Resource, bool)
 	// Synced reports whether the graph reflects the cluster (the initial lists are in).
 	Synced() bool
-	// EnqueueAttemptToDelete asks the collector to decide on uid again.
-	EnqueueAttemptToDelete(uid types.UID)
-	// Client is the API edge (GET, DELETE, PATCH through the metadata client).
-	Client() ObjectClient
 }
 
 var _ View = (*Controller)(nil)
@@ -67,7 +64,3 @@ func (c *Controller) ResourceFor(apiVersion, kind string) (Resource, bool) {
 }
 
 func (c *Controller) Synced() bool { return c.synced.Load() }
-
-func (c *Controller) EnqueueAttemptToDelete(uid types.UID) { c.deleteQueue.Add(uid) }
-
-func (c *Controller) Client() ObjectClient { return c.deps.Client }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,79 +12,24 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/cascade-gc/cascade/client"
 	"github.com/cascade-gc/cascade/graph"
 	"github.com/cascade-gc/cascade/policy"
+	"github.com/cascade-gc/cascade/work"
 )
-
-// outcome tells a worker what to do with its queue item.
-type outcome int
-
-const (
-	done    outcome = iota // forget the item
-	requeue                // retry with the per-item backoff
-	later                  // retry after a fixed short delay (waiting for an informer to sync)
-)
-
-// waitForSync is how long an item waits before checking again whether an informer synced.
-const waitForSync = time.Second
-
-func (c *Controller) runDeleteWorker(ctx context.Context) {
-	for {
-		uid, shutdown := c.deleteQueue.Get()
-		if shutdown {
-			return
-		}
-		out := c.attemptToDelete(ctx, uid)
-		finish(c.deleteQueue, uid, out)
-	}
-}
-
-func (c *Controller) runVerifyWorker(ctx context.Context) {
-	for {
-		ref, shutdown := c.verifyQueue.Get()
-		if shutdown {
-			return
-		}
-		out := c.verifyOwner(ctx, ref)
-		finish(c.verifyQueue, ref, out)
-	}
-}
-
-type rateLimitedQueue[T comparable] interface {
-	Done(T)
-	Forget(T)
-	AddRateLimited(T)
-	AddAfter(T, time.Duration)
-}
-
-func finish[T comparable](q rateLimitedQueue[T], item T, out outcome) {
-	switch out {
-	case done:
-		q.Forget(item)
-	case requeue:
-		q.AddRateLimited(item)
-	case later:
-		q.Forget(item)
-		q.AddAfter(item, waitForSync)
-	}
-	q.Done(item)
-}
 
 // attemptToDelete decides on one dependent from the graph's view and acts on it with one API
 // call in the common path: a DELETE whose preconditions (UID, resourceVersion) are the view's.
-func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) outcome {
+func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.Outcome, error) {
 	logger := klog.FromContext(ctx).WithValues("uid", uid)
 	n, owners, ok := c.view(uid)
-	if !ok || n.Virtual || n.Absent {
-		return done // gone, or not an object we observed: nothing to collect
+	if !ok || n.Virtual || n.Absent || len(owners) == 0 {
+		return work.Done, nil // gone, not an object we observed, or owned by nobody: nothing to collect
 	}
 	logger = logger.WithValues("object", n.Ref.String())
-	if len(owners) == 0 {
-		return done
-	}
 	res, ok := c.monitors.resourceFor(n.APIVersion, n.Kind)
 	if !ok {
-		return done // no longer watched (CRD removed): never act on what we cannot see
+		return work.Done, nil // no longer watched (CRD removed): never act on what we cannot see
 	}
 	in := policy.Input{
 		Owners:              make([]policy.Owner, 0, len(owners)),
@@ -95,143 +38,111 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) outcome
 		ForegroundFinalizer: n.Finalizers.Has(graph.FinalizerForeground),
 		BeingDeleted:        n.Deleting,
 	}
-	var orphaned []types.UID // gone owners whose dependents were orphaned
 	for _, o := range owners {
-		if o.State == graph.OwnerAbsent && c.orphaned(o.UID) {
-			if !slices.Contains(orphaned, o.UID) {
-				orphaned = append(orphaned, o.UID)
-			}
-			continue
-		}
 		in.Owners = append(in.Owners, policy.Owner{UID: o.UID, State: ownerState(o.State)})
-	}
-	if len(orphaned) > 0 {
-		return c.removeOrphanedRefs(ctx, logger, res, n, orphaned, len(in.Owners) > 0)
 	}
 	if n.Dependents > 0 {
 		in.DependentDeletingDependents = c.anyDependentDeletingDependents(uid)
 	}
 	d := policy.Decide(in)
 	logger.V(5).Info("Decided", "decision", d.String())
+	target := client.Target{GVR: res.GVR, Namespace: n.Namespace, Name: n.Name, UID: uid}
 	switch d.Action {
 	case policy.Keep:
-		return done
+		return work.Done, nil
 	case policy.Wait:
 		// An owner is still being verified; its answer re-enqueues this dependent.
-		return done
+		return work.Done, nil
 	case policy.RemoveRefs:
-		err := RemoveOwnerRefs(ctx, c.deps.Client, res.GVR, n.Namespace, n.Name, uid, d.Owners)
-		if err != nil {
-			logger.V(2).Info("Removing stale owner references failed; will retry", "err", err)
-			return requeue
+		if err := client.RemoveOwnerRefs(ctx, c.deps.Client, target, d.Owners); err != nil {
+			return work.Retry, fmt.Errorf("removing owner references %v (%s): %w", d.Owners, d.Reason, err)
 		}
 		c.deps.Metrics.Collected.WithLabelValues("remove_refs").Inc()
-		logger.V(2).Info("Removed owner references to absent or waiting owners", "owners", d.Owners)
-		return done
+		logger.V(2).Info("Removed owner references", "owners", d.Owners, "reason", d.Reason)
+		if d.DecideAgain {
+			// Other references remain that this decision did not settle; the patch event
+			// changes none of their states, so nothing else would bring the dependent back.
+			return work.Retry, nil
+		}
+		return work.Done, nil
 	case policy.Delete:
 		if d.UnblockOwnerRefs {
 			refs := make([]metav1.OwnerReference, 0, len(n.Owners))
 			for _, o := range n.Owners {
 				refs = append(refs, fromGraphOwnerRef(o))
 			}
-			if err := UnblockOwnerRefs(ctx, c.deps.Client, res.GVR, n.Namespace, n.Name, uid, refs); err != nil {
-				logger.V(2).Info("Unblocking owner references failed; will retry", "err", err)
-				return requeue
+			if err := client.UnblockOwnerRefs(ctx, c.deps.Client, target, refs); err != nil {
+				return work.Retry, fmt.Errorf("unblocking owner references: %w", err)
 			}
 		}
-		return c.deleteDependent(ctx, logger, res, n, d.Propagation)
+		return c.deleteDependent(ctx, logger, target, n, d.Propagation)
 	}
-	return done
-}
-
-// orphaned reports whether the finalizer handler orphaned the dependents of owner uid.
-func (c *Controller) orphaned(uid types.UID) bool {
-	return c.deps.Finalizers != nil && c.deps.Finalizers.Orphaned(uid)
-}
-
-// removeOrphanedRefs removes the references to owners that were deleted with the orphan policy
-// and reached the graph late (observed, or patched, after the owner's orphan finalizer was
-// removed): such a reference is removed, never a reason to delete. With other references
-// left, the dependent is decided again once the patched object is observed.
-func (c *Controller) removeOrphanedRefs(ctx context.Context, logger klog.Logger, res Resource, n graph.NodeView, owners []types.UID, others bool) outcome {
-	if err := RemoveOwnerRefs(ctx, c.deps.Client, res.GVR, n.Namespace, n.Name, n.UID, owners); err != nil {
-		logger.V(2).Info("Removing references to orphaning owners failed; will retry", "err", err)
-		return requeue
-	}
-	c.deps.Metrics.Collected.WithLabelValues("remove_refs").Inc()
-	logger.V(2).Info("Removed references to owners deleted with the orphan policy", "owners", owners)
-	if others {
-		return requeue
-	}
-	return done
+	return work.Done, nil
 }
 
 // deleteDependent sends the DELETE with the view's UID and resourceVersion. A 409 means the view
 // was stale: GET the live object; if its owner references are unchanged, retry with its
 // resourceVersion, else leave it to the watch event that is on its way.
-func (c *Controller) deleteDependent(ctx context.Context, logger klog.Logger, res Resource, n graph.NodeView, prop metav1.DeletionPropagation) outcome {
-	err := c.deps.Client.Delete(ctx, res.GVR, n.Namespace, n.Name, deleteOptions(n.UID, n.ResourceVersion, prop))
+func (c *Controller) deleteDependent(ctx context.Context, logger klog.Logger, t client.Target, n graph.NodeView, prop metav1.DeletionPropagation) (work.Outcome, error) {
+	err := client.Delete(ctx, c.deps.Client, t, n.ResourceVersion, prop)
 	if apierrors.IsConflict(err) {
-		live, gerr := c.deps.Client.Get(ctx, res.GVR, n.Namespace, n.Name)
+		live, gerr := c.deps.Client.Get(ctx, t.GVR, t.Namespace, t.Name)
 		switch {
 		case apierrors.IsNotFound(gerr):
-			return done
+			return work.Done, nil
 		case gerr != nil:
-			logger.V(2).Info("Reading object after a conflict failed; will retry", "err", gerr)
-			return requeue
+			return work.Retry, fmt.Errorf("reading the object after a conflict: %w", gerr)
 		case live.UID != n.UID:
-			return done // replaced by another object of the same name
+			return work.Done, nil // replaced by another object of the same name
 		case live.DeletionTimestamp != nil || !sameOwners(live.OwnerReferences, n.Owners):
-			return requeue // it changed in a way that matters: decide again on the new view
+			return work.Retry, nil // it changed in a way that matters: decide again on the new view
 		}
-		err = c.deps.Client.Delete(ctx, res.GVR, n.Namespace, n.Name, deleteOptions(n.UID, live.ResourceVersion, prop))
+		err = client.Delete(ctx, c.deps.Client, t, live.ResourceVersion, prop)
 	}
 	switch {
 	case err == nil:
 		c.deps.Metrics.Collected.WithLabelValues("delete").Inc()
 		logger.V(2).Info("Deleted dependent whose owners are gone", "propagation", prop)
-		return done
+		return work.Done, nil
 	case apierrors.IsNotFound(err):
-		return done
+		return work.Done, nil
 	default:
-		logger.V(2).Info("Delete failed; will retry", "err", err)
-		return requeue
+		return work.Retry, fmt.Errorf("deleting: %w", err)
 	}
 }
 
 // verifyOwner checks one claimed owner identity with a live GET and feeds the answer to the
 // graph. Safety: nothing is answered for a kind without REST mapping, for a namespaced kind
 // named by a cluster-scoped dependent, or before the kind's informer has synced.
-func (c *Controller) verifyOwner(ctx context.Context, ref graph.Ref) outcome {
+func (c *Controller) verifyOwner(ctx context.Context, ref graph.Ref) (work.Outcome, error) {
 	logger := klog.FromContext(ctx).WithValues("owner", ref.String())
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil || ref.Kind == "" || ref.Name == "" {
 		logger.V(2).Info("Owner reference is malformed; its dependents are never collected because of it", "err", err)
-		return done
+		return work.Done, nil
 	}
 	gk := gv.WithKind(ref.Kind).GroupKind()
 	mapping, err := c.restMapping(gk, gv.Version)
 	if err != nil {
 		c.deps.Metrics.RESTMappingErrors.Inc()
-		logger.V(2).Info("No REST mapping for owner kind; will retry", "err", err)
-		return requeue
+		return work.Retry, err
 	}
 	ns := ref.Namespace
 	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
 		ns = ""
 	} else if ns == "" {
 		logger.V(2).Info("A cluster-scoped dependent names a namespaced owner kind; never collected because of it")
-		return done
+		return work.Done, nil
 	}
 	if c.monitors.isWatched(gk) && !c.monitors.kindSynced(gk) {
-		return later
+		return work.WaitForSync, nil
 	}
 	answer := graph.Ref{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: ns, Name: ref.Name, UID: ref.UID}
 	key := AbsentKey{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: ns, Name: ref.Name, UID: ref.UID}
 	if c.absent.Has(key) {
 		c.deps.Metrics.OwnerVerifications.WithLabelValues("cached_absent").Inc()
 		c.apply(graph.Event{Type: graph.EventOwnerVerified, Owner: answer, Present: false})
-		return done
+		return work.Done, nil
 	}
 	live, err := c.deps.Client.Get(ctx, mapping.Resource, ns, ref.Name)
 	switch {
@@ -241,8 +152,7 @@ func (c *Controller) verifyOwner(ctx context.Context, ref graph.Ref) outcome {
 		c.apply(graph.Event{Type: graph.EventOwnerVerified, Owner: answer, Present: false})
 	case err != nil:
 		c.deps.Metrics.OwnerVerifications.WithLabelValues("error").Inc()
-		logger.V(2).Info("Verifying owner failed; will retry", "err", err)
-		return requeue
+		return work.Retry, fmt.Errorf("verifying owner %s: %w", ref.String(), err)
 	case live.UID != ref.UID:
 		c.absent.Add(key)
 		c.deps.Metrics.OwnerVerifications.WithLabelValues("absent").Inc()
@@ -251,7 +161,7 @@ func (c *Controller) verifyOwner(ctx context.Context, ref graph.Ref) outcome {
 		c.deps.Metrics.OwnerVerifications.WithLabelValues("present").Inc()
 		c.apply(graph.Event{Type: graph.EventOwnerVerified, Owner: answer, Present: true})
 	}
-	return done
+	return work.Done, nil
 }
 
 func (c *Controller) restMapping(gk schema.GroupKind, version string) (*meta.RESTMapping, error) {
@@ -288,6 +198,8 @@ func ownerState(s graph.OwnerState) policy.OwnerState {
 		return policy.Waiting
 	case s.Dangling():
 		return policy.Dangling
+	case s.Orphaned():
+		return policy.Orphaned
 	default: // Unknown, Mismatch (verification pending), Unresolvable (never collectable)
 		return policy.Unknown
 	}

@@ -41,8 +41,10 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/cascade-gc/cascade/client"
 	"github.com/cascade-gc/cascade/finalizers"
 	"github.com/cascade-gc/cascade/gc"
+	"github.com/cascade-gc/cascade/work"
 )
 
 // userAgent identifies cascade's requests in the API server's logs and metrics.
@@ -104,7 +106,8 @@ func run(args []string) error {
 	}, []string{"verb", "code"})
 	reg.MustRegister(requests)
 	cfg.Wrap(countRequests(requests))
-	workqueue.SetProvider(gc.NewQueueMetrics(reg)) // before any queue is created
+	workqueue.SetProvider(work.NewQueueMetrics(reg)) // before any queue is created
+	workMetrics := work.NewMetrics(reg)
 
 	metaClient, err := metadata.NewForConfig(cfg)
 	if err != nil {
@@ -120,27 +123,33 @@ func run(args []string) error {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: gc.EventComponent})
 
-	elected := make(chan struct{})
-	ctrl := gc.New(gc.Deps{
-		Elected:         elected,
-		Discovery:       disco,
-		Metadata:        metaClient,
-		Mapper:          restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
-		Recorder:        recorder,
-		Metrics:         gc.NewMetrics(reg),
-		Ignored:         opts.IgnoredGroupResources(),
-		DiscoveryPeriod: opts.DiscoveryPeriod,
-		Workers:         opts.Workers,
-		AbsentCacheSize: opts.AbsentOwnerCacheSize,
-	})
-	// The processor reads the controller's graph; the controller hands it owners. Both exist
-	// before either runs.
-	fin := finalizers.New(ctrl, finalizers.Options{
+	// Data flows one way: the controller hands owners being deleted with a GC finalizer to the
+	// processor, which reads the controller's graph; both write through package client.
+	objects := client.New(metaClient)
+	fin := finalizers.New(finalizers.Options{
+		Client:       objects,
 		ResyncPeriod: opts.FinalizerResyncPeriod,
 		PatchWorkers: opts.Workers,
 		Metrics:      finalizers.NewMetrics(reg),
+		WorkMetrics:  workMetrics,
 	})
-	ctrl.SetFinalizers(fin)
+	elected := make(chan struct{})
+	ctrl := gc.New(gc.Deps{
+		Elected:                elected,
+		Discovery:              disco,
+		Metadata:               metaClient,
+		Client:                 objects,
+		Mapper:                 restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
+		Recorder:               recorder,
+		Metrics:                gc.NewMetrics(reg),
+		WorkMetrics:            workMetrics,
+		Ignored:                opts.IgnoredGroupResources(),
+		DiscoveryPeriod:        opts.DiscoveryPeriod,
+		Workers:                opts.Workers,
+		AbsentCacheSize:        opts.AbsentOwnerCacheSize,
+		ForegroundResyncPeriod: opts.FinalizerResyncPeriod,
+		Finalizers:             fin,
+	})
 
 	var wg sync.WaitGroup
 	servers, err := startServers(ctx, &wg, opts, reg, ctrl.Ready)
@@ -157,11 +166,15 @@ func run(args []string) error {
 	} else {
 		close(elected)
 	}
+	// Either part failing to start stops the other: finErr is read after wg.Wait.
 	finCtx, stopFin := context.WithCancel(ctx)
+	var finErr error
 	wg.Go(func() {
 		select {
 		case <-elected:
-			fin.Run(finCtx, opts.Workers)
+			if finErr = fin.Run(finCtx, ctrl, opts.Workers); finErr != nil {
+				cancel(finErr)
+			}
 		case <-finCtx.Done():
 		}
 	})
@@ -178,7 +191,7 @@ func run(args []string) error {
 		_ = s.Shutdown(shutdownCtx)
 	}
 	wg.Wait()
-	return runErr
+	return errors.Join(runErr, finErr)
 }
 
 var errLostLease = errors.New("lost the leader-election Lease; exiting so that a restart rejoins as a standby")

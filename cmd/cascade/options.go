@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -205,7 +204,7 @@ func validateBindAddress(addr string) error {
 }
 
 func unwrapPathError(err error) string {
-	if pe, ok := errors.AsType[*os.PathError](err); ok {
+	if pe, ok := err.(*os.PathError); ok {
 		return pe.Err.Error()
 	}
 	return err.Error()

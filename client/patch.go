@@ -1,4 +1,4 @@
-package gc
+package client
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -111,10 +110,10 @@ func unblockOwnerRefsJMP(rv string, refs []metav1.OwnerReference) []byte {
 	})
 }
 
-// RemoveFinalizerJMP returns a JSON merge patch that replaces the finalizers
+// removeFinalizerJMP returns a JSON merge patch that replaces the finalizers
 // with remaining, valid only at resourceVersion rv. No remaining finalizer
 // encodes as [], never null.
-func RemoveFinalizerJMP(rv string, remaining []string) []byte {
+func removeFinalizerJMP(rv string, remaining []string) []byte {
 	return mustMarshal(metadataPatch[rvFinalizersPatch]{
 		Metadata: rvFinalizersPatch{ResourceVersion: rv, Finalizers: nonNil(remaining)},
 	})
@@ -139,8 +138,7 @@ func unblocked(ref metav1.OwnerReference) metav1.OwnerReference {
 	return ref
 }
 
-// RemoveOwnerRefs removes the references to ownerUIDs from the object
-// gvr/namespace/name whose UID is uid. It sends a strategic merge patch with
+// RemoveOwnerRefs removes the references to ownerUIDs from t. It sends a strategic merge patch with
 // a UID precondition; when the server does not support strategic merge patch
 // (415) it reads the live object and sends a JSON merge patch with the
 // object's resourceVersion. The object being gone (404) counts as done, and
@@ -149,12 +147,12 @@ func unblocked(ref metav1.OwnerReference) metav1.OwnerReference {
 // view: a 409 from the merge patch (the object changed), or the server's
 // rejection of the strategic merge patch because the name now holds an
 // object with another UID (422, metadata.uid is immutable).
-func RemoveOwnerRefs(ctx context.Context, c ObjectClient, gvr schema.GroupVersionResource, namespace, name string, uid types.UID, ownerUIDs []types.UID) error {
+func RemoveOwnerRefs(ctx context.Context, c Interface, t Target, ownerUIDs []types.UID) error {
 	if len(ownerUIDs) == 0 {
 		return nil
 	}
-	return patchWithFallback(ctx, c, gvr, namespace, name, uid,
-		deleteOwnerRefsSMP(uid, ownerUIDs...),
+	return patchWithFallback(ctx, c, t,
+		deleteOwnerRefsSMP(t.UID, ownerUIDs...),
 		func(live *metav1.PartialObjectMetadata) []byte {
 			remaining := slices.DeleteFunc(slices.Clone(live.OwnerReferences), func(ref metav1.OwnerReference) bool {
 				return slices.Contains(ownerUIDs, ref.UID)
@@ -167,16 +165,16 @@ func RemoveOwnerRefs(ctx context.Context, c ObjectClient, gvr schema.GroupVersio
 }
 
 // UnblockOwnerRefs sets blockOwnerDeletion=false on the blocking owner
-// references of the object gvr/namespace/name whose UID is uid, refs being
+// references of t, refs being
 // the references as last seen. It breaks potential cycles before a
 // foreground delete. Fallback and outcomes are those of RemoveOwnerRefs; the
 // merge patch unblocks the live object's references.
-func UnblockOwnerRefs(ctx context.Context, c ObjectClient, gvr schema.GroupVersionResource, namespace, name string, uid types.UID, refs []metav1.OwnerReference) error {
+func UnblockOwnerRefs(ctx context.Context, c Interface, t Target, refs []metav1.OwnerReference) error {
 	if !slices.ContainsFunc(refs, blocks) {
 		return nil
 	}
-	return patchWithFallback(ctx, c, gvr, namespace, name, uid,
-		unblockOwnerRefsSMP(uid, refs),
+	return patchWithFallback(ctx, c, t,
+		unblockOwnerRefsSMP(t.UID, refs),
 		func(live *metav1.PartialObjectMetadata) []byte {
 			if !slices.ContainsFunc(live.OwnerReferences, blocks) {
 				return nil
@@ -188,30 +186,29 @@ func UnblockOwnerRefs(ctx context.Context, c ObjectClient, gvr schema.GroupVersi
 // patchWithFallback sends smp; on 415 it reads the live object and sends the
 // JSON merge patch jmp builds from it, unless jmp returns nil (nothing left
 // to change). NotFound and a live object with another UID are success.
-func patchWithFallback(ctx context.Context, c ObjectClient, gvr schema.GroupVersionResource, namespace, name string, uid types.UID,
-	smp []byte, jmp func(live *metav1.PartialObjectMetadata) []byte) error {
-	_, err := c.Patch(ctx, gvr, namespace, name, types.StrategicMergePatchType, smp)
+func patchWithFallback(ctx context.Context, c Interface, t Target, smp []byte, jmp func(live *metav1.PartialObjectMetadata) []byte) error {
+	_, err := c.Patch(ctx, t.GVR, t.Namespace, t.Name, types.StrategicMergePatchType, smp)
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
 		return nil
 	case !apierrors.IsUnsupportedMediaType(err):
 		return err
 	}
-	live, err := c.Get(ctx, gvr, namespace, name)
+	live, err := c.Get(ctx, t.GVR, t.Namespace, t.Name)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if live.UID != uid {
+	if live.UID != t.UID {
 		return nil
 	}
 	body := jmp(live)
 	if body == nil {
 		return nil
 	}
-	_, err = c.Patch(ctx, gvr, namespace, name, types.MergePatchType, body)
+	_, err = c.Patch(ctx, t.GVR, t.Namespace, t.Name, types.MergePatchType, body)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package gc
+package client
 
 import (
 	"context"
@@ -13,10 +13,10 @@ import (
 // managedFields show which changes the garbage collector made.
 const FieldManager = "cascade"
 
-// ObjectClient is the API edge of the garbage collector: the three calls it
+// Interface is the API edge of the garbage collector: the three calls it
 // makes on any resource, with objects reduced to their metadata. An empty
 // namespace addresses a cluster-scoped object.
-type ObjectClient interface {
+type Interface interface {
 	// Get reads the live metadata of one object.
 	Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*metav1.PartialObjectMetadata, error)
 	// Delete deletes one object; opts carries the preconditions and the
@@ -26,25 +26,43 @@ type ObjectClient interface {
 	Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte) (*metav1.PartialObjectMetadata, error)
 }
 
-// NewObjectClient returns an ObjectClient backed by the metadata client.
-func NewObjectClient(c metadata.Interface) ObjectClient {
-	return metadataObjectClient{client: c}
+// Target is one object a write is meant for: where it is, and the UID it must still have.
+// Namespace is "" for a cluster-scoped object.
+type Target struct {
+	GVR       schema.GroupVersionResource
+	Namespace string
+	Name      string
+	UID       types.UID
 }
 
-// metadataObjectClient is stateless; it is safe for concurrent use as long as
+// String is for logs and errors.
+func (t Target) String() string {
+	gvr := t.GVR.Resource
+	if t.GVR.Group != "" {
+		gvr += "." + t.GVR.Group
+	}
+	return gvr + " " + t.Namespace + "/" + t.Name + " (" + string(t.UID) + ")"
+}
+
+// New returns an Interface backed by the metadata client.
+func New(c metadata.Interface) Interface {
+	return metadataClient{client: c}
+}
+
+// metadataClient is stateless; it is safe for concurrent use as long as
 // the metadata client is (the real one is).
-type metadataObjectClient struct {
+type metadataClient struct {
 	client metadata.Interface
 }
 
-func (c metadataObjectClient) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*metav1.PartialObjectMetadata, error) {
+func (c metadataClient) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*metav1.PartialObjectMetadata, error) {
 	return c.client.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
-func (c metadataObjectClient) Delete(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.DeleteOptions) error {
+func (c metadataClient) Delete(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.DeleteOptions) error {
 	return c.client.Resource(gvr).Namespace(namespace).Delete(ctx, name, opts)
 }
 
-func (c metadataObjectClient) Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte) (*metav1.PartialObjectMetadata, error) {
+func (c metadataClient) Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte) (*metav1.PartialObjectMetadata, error) {
 	return c.client.Resource(gvr).Namespace(namespace).Patch(ctx, name, pt, data, metav1.PatchOptions{FieldManager: FieldManager})
 }

@@ -1,4 +1,4 @@
-package gc
+package client
 
 import (
 	"context"
@@ -13,13 +13,13 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 )
 
-func TestObjectClient(t *testing.T) {
+func TestMetadataClient(t *testing.T) {
 	ctx := context.Background()
 	fake := newFakeClient(
 		widget("ns1", "w1", "w1-uid", "3", ownerRef("o1", nil)),
 		widget("ns2", "w1", "w1-other", "4"),
 	)
-	c := NewObjectClient(fake)
+	c := New(fake)
 
 	got, err := c.Get(ctx, widgets, "ns1", "w1")
 	if err != nil {
@@ -37,7 +37,7 @@ func TestObjectClient(t *testing.T) {
 		t.Errorf("Patch() left owner refs %v", patched.OwnerReferences)
 	}
 
-	if err := c.Delete(ctx, widgets, "ns1", "w1", deleteOptions("w1-uid", "3", metav1.DeletePropagationBackground)); err != nil {
+	if err := Delete(ctx, c, Target{GVR: widgets, Namespace: "ns1", Name: "w1", UID: "w1-uid"}, "3", metav1.DeletePropagationBackground); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Get(ctx, widgets, "ns1", "w1"); !apierrors.IsNotFound(err) {
@@ -82,9 +82,9 @@ func (r patchRecorder) Patch(_ context.Context, _ string, _ types.PatchType, _ [
 	return &metav1.PartialObjectMetadata{}, nil
 }
 
-func TestObjectClientPatchNamesFieldManager(t *testing.T) {
+func TestMetadataClientPatchNamesFieldManager(t *testing.T) {
 	var opts []metav1.PatchOptions
-	c := NewObjectClient(patchRecorder{opts: &opts})
+	c := New(patchRecorder{opts: &opts})
 	if _, err := c.Patch(context.Background(), widgets, "ns1", "w1", types.MergePatchType, []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}

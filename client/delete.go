@@ -1,6 +1,8 @@
-package gc
+package client
 
 import (
+	"context"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -20,4 +22,11 @@ func deleteOptions(uid types.UID, rv string, policy metav1.DeletionPropagation) 
 		opts.PropagationPolicy = &policy
 	}
 	return opts
+}
+
+// Delete deletes t with the UID precondition and, when rv is not empty, the resourceVersion
+// precondition: the object must be the one the decision was taken on, as it was then. A 409
+// means it changed (the caller reads it and decides again); a 404 means it is gone already.
+func Delete(ctx context.Context, c Interface, t Target, rv string, policy metav1.DeletionPropagation) error {
+	return c.Delete(ctx, t.GVR, t.Namespace, t.Name, deleteOptions(t.UID, rv, policy))
 }

@@ -1,9 +1,10 @@
-package gc
+package client
 
 import (
+	"github.com/cascade-gc/cascade/client/clienttest"
+
 	"context"
 	"fmt"
-	"net/http"
 	"reflect"
 	"slices"
 	"testing"
@@ -15,14 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	metadatafake "k8s.io/client-go/metadata/fake"
-	clienttesting "k8s.io/client-go/testing"
 )
 
 func boolPtr(b bool) *bool { return &b }
-
-func ownerRef(uid types.UID, block *bool) metav1.OwnerReference {
-	return metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "Widget", Name: "w-" + string(uid), UID: uid, BlockOwnerDeletion: block}
-}
 
 func TestDeleteOwnerRefsSMP(t *testing.T) {
 	tests := []struct {
@@ -120,7 +116,7 @@ func TestUnblockOwnerRefsJMP(t *testing.T) {
 	}
 }
 
-func TestRemoveFinalizerJMP(t *testing.T) {
+func TestRemoveFinalizerJMPBody(t *testing.T) {
 	tests := []struct {
 		name      string
 		remaining []string
@@ -132,7 +128,7 @@ func TestRemoveFinalizerJMP(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := string(RemoveFinalizerJMP("9", tt.remaining)); got != tt.want {
+			if got := string(removeFinalizerJMP("9", tt.remaining)); got != tt.want {
 				t.Errorf("got  %s\nwant %s", got, tt.want)
 			}
 		})
@@ -140,79 +136,23 @@ func TestRemoveFinalizerJMP(t *testing.T) {
 }
 
 var (
-	widgets      = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
-	clusterRoles = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}
+	widgets              = clienttest.Widgets
+	clusterRoles         = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}
+	widget               = clienttest.Widget
+	newFakeClient        = clienttest.NewFake
+	unsupportSMP         = clienttest.UnsupportSMP
+	rejectPatch          = clienttest.RejectPatch
+	failGet              = clienttest.FailGet
+	actions              = clienttest.Actions
+	unsupportedMediaType = clienttest.UnsupportedMediaType
+	ownerRef             = clienttest.OwnerRef
 )
-
-func widget(namespace, name string, uid types.UID, rv string, refs ...metav1.OwnerReference) *metav1.PartialObjectMetadata {
-	return &metav1.PartialObjectMetadata{
-		TypeMeta: metav1.TypeMeta{APIVersion: "example.com/v1", Kind: "Widget"},
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: namespace, Name: name, UID: uid, ResourceVersion: rv, OwnerReferences: refs,
-		},
-	}
-}
-
-func newFakeClient(objs ...runtime.Object) *metadatafake.FakeMetadataClient {
-	scheme := metadatafake.NewTestScheme()
-	if err := metav1.AddMetaToScheme(scheme); err != nil {
-		panic(err)
-	}
-	return metadatafake.NewSimpleMetadataClient(scheme, objs...)
-}
-
-// rejectPatch makes the fake answer every patch of type pt with err.
-func rejectPatch(c *metadatafake.FakeMetadataClient, pt types.PatchType, err error) {
-	c.PrependReactor("patch", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		if a.(clienttesting.PatchAction).GetPatchType() == pt {
-			return true, nil, err
-		}
-		return false, nil, nil
-	})
-}
-
-// unsupportSMP makes the fake answer strategic merge patches with 415, as
-// custom resources and aggregated APIs do.
-func unsupportSMP(c *metadatafake.FakeMetadataClient) {
-	rejectPatch(c, types.StrategicMergePatchType, unsupportedMediaType("dep"))
-}
-
-// failGet makes the fake answer every get with err.
-func failGet(c *metadatafake.FakeMetadataClient, err error) {
-	c.PrependReactor("get", "*", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, err
-	})
-}
-
-func unsupportedMediaType(name string) error {
-	return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", widgets.GroupResource(), name, "", 0, false)
-}
-
-// actions renders the client's actions as strings, patches with their body.
-func actions(c *metadatafake.FakeMetadataClient) []string {
-	var out []string
-	for _, a := range c.Actions() {
-		s := fmt.Sprintf("%s %s ns=%s", a.GetVerb(), a.GetResource(), a.GetNamespace())
-		switch a := a.(type) {
-		case clienttesting.PatchAction: // before GetAction, which every action with a name satisfies
-			s += fmt.Sprintf(" name=%s %s %s", a.GetName(), a.GetPatchType(), a.GetPatch())
-		case clienttesting.GetAction:
-			s += " name=" + a.GetName()
-		}
-		out = append(out, s)
-	}
-	return out
-}
 
 func liveRefs(t *testing.T, c *metadatafake.FakeMetadataClient, gvr schema.GroupVersionResource, ns, name string) []types.UID {
 	t.Helper()
-	obj, err := c.Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	uids, err := clienttest.LiveOwners(c, gvr, ns, name)
 	if err != nil {
 		t.Fatalf("get %s/%s: %v", ns, name, err)
-	}
-	var uids []types.UID
-	for _, r := range obj.OwnerReferences {
-		uids = append(uids, r.UID)
 	}
 	return uids
 }
@@ -378,7 +318,7 @@ func TestRemoveOwnerRefs(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(fake)
 			}
-			err := RemoveOwnerRefs(context.Background(), NewObjectClient(fake), widgets, "ns1", "dep", "dep-uid", tt.owners)
+			err := RemoveOwnerRefs(context.Background(), New(fake), Target{GVR: widgets, Namespace: "ns1", Name: "dep", UID: "dep-uid"}, tt.owners)
 			switch {
 			case tt.wantErr == nil && err != nil:
 				t.Fatalf("RemoveOwnerRefs() = %v, want nil", err)
@@ -405,7 +345,7 @@ func TestRemoveOwnerRefsClusterScoped(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "r", UID: "r-uid", OwnerReferences: []metav1.OwnerReference{ownerRef("o1", nil), ownerRef("o2", nil)}},
 	}
 	fake := newFakeClient(role)
-	if err := RemoveOwnerRefs(context.Background(), NewObjectClient(fake), clusterRoles, "", "r", "r-uid", []types.UID{"o1"}); err != nil {
+	if err := RemoveOwnerRefs(context.Background(), New(fake), Target{GVR: clusterRoles, Name: "r", UID: "r-uid"}, []types.UID{"o1"}); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{`patch rbac.authorization.k8s.io/v1, Resource=clusterroles ns= name=r application/strategic-merge-patch+json {"metadata":{"uid":"r-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`}
@@ -416,6 +356,8 @@ func TestRemoveOwnerRefsClusterScoped(t *testing.T) {
 		t.Errorf("owner refs after = %v, want [o2]", got)
 	}
 }
+
+var depTarget = Target{GVR: widgets, Namespace: "ns1", Name: "dep", UID: "dep-uid"}
 
 func TestUnblockOwnerRefs(t *testing.T) {
 	refs := []metav1.OwnerReference{ownerRef("o1", boolPtr(true)), ownerRef("o2", nil)}
@@ -434,7 +376,7 @@ func TestUnblockOwnerRefs(t *testing.T) {
 
 	t.Run("strategic merge patch unblocks", func(t *testing.T) {
 		fake := newFakeClient(widget("ns1", "dep", "dep-uid", "7", refs...))
-		if err := UnblockOwnerRefs(context.Background(), NewObjectClient(fake), widgets, "ns1", "dep", "dep-uid", refs); err != nil {
+		if err := UnblockOwnerRefs(context.Background(), New(fake), depTarget, refs); err != nil {
 			t.Fatal(err)
 		}
 		if got := len(fake.Actions()); got != 1 {
@@ -450,7 +392,7 @@ func TestUnblockOwnerRefs(t *testing.T) {
 		live := append(slices.Clone(refs), ownerRef("o3", boolPtr(true)))
 		fake := newFakeClient(widget("ns1", "dep", "dep-uid", "7", live...))
 		unsupportSMP(fake)
-		if err := UnblockOwnerRefs(context.Background(), NewObjectClient(fake), widgets, "ns1", "dep", "dep-uid", refs); err != nil {
+		if err := UnblockOwnerRefs(context.Background(), New(fake), depTarget, refs); err != nil {
 			t.Fatal(err)
 		}
 		got := actions(fake)
@@ -468,7 +410,7 @@ func TestUnblockOwnerRefs(t *testing.T) {
 
 	t.Run("nothing blocking sends nothing", func(t *testing.T) {
 		fake := newFakeClient(widget("ns1", "dep", "dep-uid", "7", refs[1]))
-		if err := UnblockOwnerRefs(context.Background(), NewObjectClient(fake), widgets, "ns1", "dep", "dep-uid", refs[1:]); err != nil {
+		if err := UnblockOwnerRefs(context.Background(), New(fake), depTarget, refs[1:]); err != nil {
 			t.Fatal(err)
 		}
 		if got := actions(fake); len(got) != 0 {
@@ -479,7 +421,7 @@ func TestUnblockOwnerRefs(t *testing.T) {
 	t.Run("415 and a replaced object: never touch it", func(t *testing.T) {
 		fake := newFakeClient(widget("ns1", "dep", "other-uid", "9", refs...))
 		unsupportSMP(fake)
-		if err := UnblockOwnerRefs(context.Background(), NewObjectClient(fake), widgets, "ns1", "dep", "dep-uid", refs); err != nil {
+		if err := UnblockOwnerRefs(context.Background(), New(fake), depTarget, refs); err != nil {
 			t.Fatal(err)
 		}
 		if got := actions(fake); len(got) != 2 {

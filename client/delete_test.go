@@ -1,4 +1,4 @@
-package gc
+package client
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package gc
+package work
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,19 +20,19 @@ func NewQueueMetrics(reg prometheus.Registerer) *QueueMetrics {
 	const sub = "workqueue"
 	buckets := prometheus.ExponentialBuckets(0.001, 2, 16) // 1 ms .. 33 s
 	q := &QueueMetrics{
-		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: MetricsNamespace, Subsystem: sub, Name: "depth",
+		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Subsystem: sub, Name: "depth",
 			Help: "Items waiting in the work queue."}, []string{"name"}),
-		unfinished: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: MetricsNamespace, Subsystem: sub, Name: "unfinished_work_seconds",
+		unfinished: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Subsystem: sub, Name: "unfinished_work_seconds",
 			Help: "Seconds of work in progress not yet observed by work_duration_seconds."}, []string{"name"}),
-		longest: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: MetricsNamespace, Subsystem: sub, Name: "longest_running_processor_seconds",
+		longest: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Subsystem: sub, Name: "longest_running_processor_seconds",
 			Help: "Seconds the longest running item has been processed."}, []string{"name"}),
-		adds: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: MetricsNamespace, Subsystem: sub, Name: "adds_total",
+		adds: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Subsystem: sub, Name: "adds_total",
 			Help: "Items added to the work queue."}, []string{"name"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: MetricsNamespace, Subsystem: sub, Name: "retries_total",
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Subsystem: sub, Name: "retries_total",
 			Help: "Items re-added with backoff."}, []string{"name"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: MetricsNamespace, Subsystem: sub, Name: "queue_duration_seconds",
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metricsNamespace, Subsystem: sub, Name: "queue_duration_seconds",
 			Help: "Seconds an item waits in the queue before a worker takes it.", Buckets: buckets}, []string{"name"}),
-		work: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: MetricsNamespace, Subsystem: sub, Name: "work_duration_seconds",
+		work: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metricsNamespace, Subsystem: sub, Name: "work_duration_seconds",
 			Help: "Seconds a worker spends on one item (decision and API calls).", Buckets: buckets}, []string{"name"}),
 	}
 	reg.MustRegister(q.depth, q.unfinished, q.longest, q.adds, q.retries, q.latency, q.work)

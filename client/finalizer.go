@@ -1,0 +1,71 @@
+package client
+
+import (
+	"context"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+)
+
+// RemoveFinalizer removes finalizer from t: GET the live object; if it is gone, replaced, not
+// being deleted or without the finalizer, there is nothing to do; else a JSON merge patch at
+// the live resourceVersion that keeps every other finalizer, retried on conflict. It reports
+// whether this call removed it.
+func RemoveFinalizer(ctx context.Context, c Interface, t Target, finalizer string) (bool, error) {
+	removed := false
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		live, err := c.Get(ctx, t.GVR, t.Namespace, t.Name)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		patch, ok := FinalizerRemovalPatch(live, t.UID, finalizer)
+		if !ok {
+			return nil
+		}
+		_, err = c.Patch(ctx, t.GVR, t.Namespace, t.Name, types.MergePatchType, patch)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		removed = err == nil
+		return err
+	})
+	return removed, err
+}
+
+// FinalizerRemovalPatch returns the JSON merge patch that removes finalizer from live, the
+// object as just read, or ok=false when nothing must be patched: the name now holds another
+// object than uid, the object is not being deleted (a GC finalizer on a live object is a
+// default policy, not cascade's to remove), or the finalizer is already gone. The patch
+// carries live's resourceVersion, so it fails with 409 if the object changed since it was
+// read, and names every other finalizer, so none is lost.
+func FinalizerRemovalPatch(live *metav1.PartialObjectMetadata, uid types.UID, finalizer string) (patch []byte, ok bool) {
+	if live.UID != uid || live.DeletionTimestamp == nil {
+		return nil, false
+	}
+	remaining, found := RemainingFinalizers(live.Finalizers, finalizer)
+	if !found {
+		return nil, false
+	}
+	return removeFinalizerJMP(live.ResourceVersion, remaining), true
+}
+
+// RemainingFinalizers returns fs without every occurrence of finalizer, and whether it was
+// there. The input is not modified; every other finalizer keeps its place.
+func RemainingFinalizers(fs []string, finalizer string) ([]string, bool) {
+	if !slices.Contains(fs, finalizer) {
+		return fs, false
+	}
+	out := make([]string, 0, len(fs)-1)
+	for _, f := range fs {
+		if f != finalizer {
+			out = append(out, f)
+		}
+	}
+	return out, true
+}

@@ -1,0 +1,198 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	metadatafake "k8s.io/client-go/metadata/fake"
+
+	"github.com/cascade-gc/cascade/client"
+	"github.com/cascade-gc/cascade/client/clienttest"
+	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/work"
+)
+
+var widgets = clienttest.Widgets
+
+// newWorkerTestController returns a controller that watches widgets (as far as its workers can
+// tell), whose API is a fake holding objs, and a function returning the API calls so far.
+func newWorkerTestController(t *testing.T, objs ...runtime.Object) (*Controller, func() []string) {
+	t.Helper()
+	fake := clienttest.NewFake(objs...)
+	return newControllerOver(t, fake), func() []string { return clienttest.Actions(fake) }
+}
+
+// newControllerOver is newWorkerTestController over a fake the caller prepared.
+func newControllerOver(t *testing.T, fake *metadatafake.FakeMetadataClient) *Controller {
+	t.Helper()
+	c := New(Deps{Client: client.New(fake), Metrics: NewMetrics(prometheus.NewRegistry())})
+	m := &monitor{res: Resource{GVR: widgets, Kind: "Widget", Namespaced: true}}
+	c.monitors.byR[widgets] = m
+	c.monitors.byGK[schema.GroupKind{Group: "example.com", Kind: "Widget"}] = m
+	t.Cleanup(func() { c.deleteQueue.ShutDown(); c.verifyQueue.ShutDown() })
+	return c
+}
+
+// widgetObj is the graph's form of the Widget name/uid owned by owners ("w-<uid>").
+func widgetObj(name string, uid types.UID, owners ...types.UID) graph.Object {
+	o := graph.Object{Ref: graph.Ref{APIVersion: "example.com/v1", Kind: "Widget", Namespace: "ns", Name: name, UID: uid}, ResourceVersion: "3"}
+	for _, u := range owners {
+		o.Owners = append(o.Owners, graph.OwnerRef{APIVersion: "example.com/v1", Kind: "Widget", Name: "w-" + string(u), UID: u})
+	}
+	return o
+}
+
+func observe(c *Controller, objs ...graph.Object) {
+	for _, o := range objs {
+		c.apply(graph.Event{Type: graph.EventObserved, Object: o})
+	}
+}
+
+func observeDeleted(c *Controller, uids ...types.UID) {
+	for _, uid := range uids {
+		c.apply(graph.Event{Type: graph.EventDeleted, Object: graph.Object{Ref: graph.Ref{APIVersion: "example.com/v1", Kind: "Widget", Namespace: "ns", Name: "w-" + string(uid), UID: uid}}})
+	}
+}
+
+// orphaning is owner uid as observed being deleted with the orphan finalizer.
+func orphaning(uid types.UID) graph.Object {
+	o := widgetObj("w-"+string(uid), uid)
+	o.Deleting, o.Finalizers = true, graph.FinalizerOrphan
+	return o
+}
+
+func smpRemove(name string, uid, owner types.UID) string {
+	return `patch example.com/v1, Resource=widgets ns=ns name=` + name + ` application/strategic-merge-patch+json {"metadata":{"uid":"` + string(uid) + `","ownerReferences":[{"$patch":"delete","uid":"` + string(owner) + `"}]}}`
+}
+
+// TestOrphanDeletedOwnerIsNeverAReasonToDelete: dependents whose reference to an owner deleted
+// with the orphan policy reaches the collector after the owner is gone lose that reference and
+// are never deleted because of it; their other references are decided again afterwards. The
+// graph alone knows the owner was orphaning (its tombstone), nothing else is asked.
+func TestOrphanDeletedOwnerIsNeverAReasonToDelete(t *testing.T) {
+	c, acts := newWorkerTestController(t,
+		clienttest.Widget("ns", "dep", "u-dep", "3", clienttest.OwnerRef("u-owner", nil)),
+		clienttest.Widget("ns", "shared", "u-shared", "3", clienttest.OwnerRef("u-owner", nil), clienttest.OwnerRef("u-gone", nil)),
+		clienttest.Widget("ns", "kept", "u-kept", "3", clienttest.OwnerRef("u-owner", nil), clienttest.OwnerRef("u-live", nil)),
+	)
+	observe(c, orphaning("u-owner"), widgetObj("w-u-gone", "u-gone"), widgetObj("w-u-live", "u-live"),
+		widgetObj("dep", "u-dep", "u-owner"), widgetObj("shared", "u-shared", "u-owner", "u-gone"), widgetObj("kept", "u-kept", "u-owner", "u-live"))
+	observeDeleted(c, "u-owner", "u-gone") // u-gone went in the background
+
+	ctx := context.Background()
+	for _, tt := range []struct {
+		uid  types.UID
+		want work.Outcome
+	}{
+		{"u-dep", work.Done},
+		{"u-shared", work.Retry}, // its reference to u-gone is decided on the next view
+		{"u-kept", work.Retry},
+	} {
+		if got, err := c.attemptToDelete(ctx, tt.uid); got != tt.want || err != nil {
+			t.Errorf("%s: outcome %v, %v; want %v", tt.uid, got, err, tt.want)
+		}
+	}
+	want := []string{smpRemove("dep", "u-dep", "u-owner"), smpRemove("shared", "u-shared", "u-owner"), smpRemove("kept", "u-kept", "u-owner")}
+	if got := acts(); !slices.Equal(got, want) {
+		t.Errorf("actions:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestOrphanDeletedOwnerLateDependent: the owner's tombstone is gone (no dependent was left
+// when it was deleted), then a dependent created just before the delete is observed. It must
+// lose its reference, never be verified (GET 404) and deleted.
+func TestOrphanDeletedOwnerLateDependent(t *testing.T) {
+	c, acts := newWorkerTestController(t, clienttest.Widget("ns", "late", "u-late", "3", clienttest.OwnerRef("u-owner", nil)))
+	observe(c, orphaning("u-owner"))
+	observeDeleted(c, "u-owner")
+	observe(c, widgetObj("late", "u-late", "u-owner"))
+	if n := c.verifyQueue.Len(); n != 0 {
+		t.Errorf("%d owner verifications queued, want none (the graph remembers the owner was orphaned)", n)
+	}
+	if n := c.deleteQueue.Len(); n != 1 {
+		t.Errorf("%d dependents queued, want the late one", n)
+	}
+	if got, err := c.attemptToDelete(context.Background(), "u-late"); got != work.Done || err != nil {
+		t.Errorf("outcome %v, %v; want Done", got, err)
+	}
+	if got, want := acts(), []string{smpRemove("late", "u-late", "u-owner")}; !slices.Equal(got, want) {
+		t.Errorf("actions:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestBackgroundDeletedOwnerStillCollects: the same dependent of an owner deleted without the
+// orphan finalizer is deleted, with the view's preconditions.
+func TestBackgroundDeletedOwnerStillCollects(t *testing.T) {
+	c, acts := newWorkerTestController(t, clienttest.Widget("ns", "dep", "u-dep", "3", clienttest.OwnerRef("u-owner", nil)))
+	observe(c, widgetObj("w-u-owner", "u-owner"), widgetObj("dep", "u-dep", "u-owner"))
+	observeDeleted(c, "u-owner")
+	if got, err := c.attemptToDelete(context.Background(), "u-dep"); got != work.Done || err != nil {
+		t.Errorf("outcome %v, %v; want Done", got, err)
+	}
+	if got := acts(); !slices.Equal(got, []string{"delete example.com/v1, Resource=widgets ns=ns name=dep"}) {
+		t.Errorf("actions = %q, want the DELETE of dep", got)
+	}
+}
+
+// TestAPIFailureIsReturned: a failed DELETE is an error with Retry (the worker kit counts and
+// logs it) and the object stays; a 404 is success (already gone).
+func TestAPIFailureIsReturned(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		err     error
+		want    work.Outcome
+		wantErr bool
+	}{
+		{"server error", apierrors.NewInternalError(errors.New("etcd is down")), work.Retry, true},
+		{"already gone", apierrors.NewNotFound(widgets.GroupResource(), "dep"), work.Done, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := clienttest.NewFake(clienttest.Widget("ns", "dep", "u-dep", "3", clienttest.OwnerRef("u-owner", nil)))
+			clienttest.Fail(fake, "delete", tt.err)
+			c := newControllerOver(t, fake)
+			observe(c, widgetObj("w-u-owner", "u-owner"), widgetObj("dep", "u-dep", "u-owner"))
+			observeDeleted(c, "u-owner")
+			got, err := c.attemptToDelete(context.Background(), "u-dep")
+			if got != tt.want || (err != nil) != tt.wantErr {
+				t.Errorf("outcome %v, %v; want %v, error %t", got, err, tt.want, tt.wantErr)
+			}
+			if _, err := clienttest.Live(fake, widgets, "ns", "dep"); err != nil {
+				t.Errorf("dep must still exist in the fake: %v", err)
+			}
+		})
+	}
+}
+
+// TestForegroundResyncHandsDependentsOver: every period, the dependents of each owner deleted
+// in the foreground are queued again, and only those.
+func TestForegroundResyncHandsDependentsOver(t *testing.T) {
+	c, acts := newWorkerTestController(t)
+	fg := widgetObj("w-u-fg", "u-fg")
+	fg.Deleting, fg.Finalizers = true, graph.FinalizerForeground
+	observe(c, fg, widgetObj("w-u-live", "u-live"), widgetObj("a", "u-a", "u-fg"), widgetObj("b", "u-b", "u-fg"), widgetObj("c", "u-c", "u-live"))
+	for c.deleteQueue.Len() > 0 { // drain what the graph's effects queued
+		c.deleteQueue.ProcessNext(context.Background(), func(context.Context, types.UID) (work.Outcome, error) { return work.Done, nil })
+	}
+	c.resyncForeground()
+	var got []types.UID
+	for c.deleteQueue.Len() > 0 {
+		c.deleteQueue.ProcessNext(context.Background(), func(_ context.Context, uid types.UID) (work.Outcome, error) {
+			got = append(got, uid)
+			return work.Done, nil
+		})
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []types.UID{"u-a", "u-b"}) {
+		t.Errorf("queued %v, want the foreground owner's dependents u-a and u-b", got)
+	}
+	if a := acts(); len(a) != 0 {
+		t.Errorf("API calls %q, want none", a)
+	}
+}

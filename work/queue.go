@@ -1,0 +1,181 @@
+package work
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// metricsNamespace prefixes every cascade metric (gc.MetricsNamespace; repeated here because
+// gc imports this package).
+const metricsNamespace = "cascade"
+
+// Outcome tells the queue what to do with an item a worker processed.
+type Outcome int
+
+const (
+	// Done: finished, or nothing to do: forget the item until it is added again.
+	Done Outcome = iota
+	// Retry: again after the item's backoff (a failure, or waiting for something to change).
+	Retry
+	// WaitForSync: again after SyncWait, without growing the backoff (an informer or the graph
+	// has not synced yet).
+	WaitForSync
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Done:
+		return "Done"
+	case Retry:
+		return "Retry"
+	case WaitForSync:
+		return "WaitForSync"
+	}
+	return "Outcome(?)"
+}
+
+// SyncWait is how long an item waits before checking again whether what it needs has synced.
+const SyncWait = time.Second
+
+// Metrics are the worker kit's own metrics. A nil *Metrics records nothing.
+type Metrics struct {
+	// Errors counts failed attempts on items (API errors), by queue.
+	Errors *prometheus.CounterVec
+}
+
+// NewMetrics creates the metrics and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace,
+			Name:      "worker_errors_total",
+			Help:      "Failed attempts on a queue item (API errors), by queue; each is retried with backoff, and each item's first failure is logged.",
+		}, []string{"queue"}),
+	}
+	reg.MustRegister(m.Errors)
+	return m
+}
+
+// Options configure a Queue. Zero values mean client-go's controller defaults.
+type Options[T comparable] struct {
+	// RateLimiter is the per-item backoff of Retry.
+	RateLimiter workqueue.TypedRateLimiter[T]
+	// Clock is injected for tests.
+	Clock clock.WithTicker
+	// Metrics, when set, count failures.
+	Metrics *Metrics
+}
+
+// Func processes one item: its outcome, and the error when an attempt failed (with Retry).
+type Func[T comparable] func(ctx context.Context, item T) (Outcome, error)
+
+// Queue is a named rate-limited work queue of T served by Run's workers. Add may be called
+// from any goroutine, before and during Run.
+type Queue[T comparable] struct {
+	name    string
+	q       workqueue.TypedRateLimitingInterface[T]
+	metrics *Metrics
+
+	mu      sync.Mutex
+	failing map[T]struct{} // guarded by mu: items whose current run of failures was logged
+}
+
+// NewQueue returns an empty queue; name labels its metrics and logs.
+func NewQueue[T comparable](name string, opts Options[T]) *Queue[T] {
+	if opts.RateLimiter == nil {
+		opts.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[T]()
+	}
+	cfg := workqueue.TypedRateLimitingQueueConfig[T]{Name: name}
+	if opts.Clock != nil {
+		cfg.Clock = opts.Clock
+	}
+	return &Queue[T]{
+		name:    name,
+		q:       workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter, cfg),
+		metrics: opts.Metrics,
+		failing: map[T]struct{}{},
+	}
+}
+
+// Name is the queue's name.
+func (q *Queue[T]) Name() string { return q.name }
+
+// Add asks for item to be processed. It never blocks.
+func (q *Queue[T]) Add(item T) { q.q.Add(item) }
+
+// Len is the number of items waiting.
+func (q *Queue[T]) Len() int { return q.q.Len() }
+
+// ShutDown stops the queue: workers return once their current item is finished.
+func (q *Queue[T]) ShutDown() { q.q.ShutDown() }
+
+// Run serves the queue with workers goroutines calling process until ctx ends, then shuts the
+// queue down and returns once every worker has finished its item.
+func (q *Queue[T]) Run(ctx context.Context, workers int, process Func[T]) {
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for q.ProcessNext(ctx, process) {
+			}
+		})
+	}
+	<-ctx.Done()
+	q.q.ShutDown()
+	wg.Wait()
+}
+
+// ProcessNext takes one item (blocking until there is one), processes it and files its
+// outcome. It returns false once the queue is shut down.
+func (q *Queue[T]) ProcessNext(ctx context.Context, process Func[T]) bool {
+	item, shutdown := q.q.Get()
+	if shutdown {
+		return false
+	}
+	defer q.q.Done(item)
+	out, err := process(ctx, item)
+	q.report(ctx, item, out, err)
+	switch out {
+	case Retry:
+		q.q.AddRateLimited(item)
+	case WaitForSync:
+		q.q.Forget(item)
+		q.q.AddAfter(item, SyncWait)
+	default:
+		q.q.Forget(item)
+	}
+	return true
+}
+
+// report counts a failure and logs it at default verbosity once per item; an item that
+// succeeds after failing is logged once too.
+func (q *Queue[T]) report(ctx context.Context, item T, out Outcome, err error) {
+	logger := klog.FromContext(ctx)
+	q.mu.Lock()
+	_, wasFailing := q.failing[item]
+	switch {
+	case err != nil:
+		q.failing[item] = struct{}{}
+	case out != Retry:
+		delete(q.failing, item)
+	}
+	q.mu.Unlock()
+	switch {
+	case err != nil:
+		if q.metrics != nil {
+			q.metrics.Errors.WithLabelValues(q.name).Inc()
+		}
+		if !wasFailing {
+			logger.Error(err, "Work item failed; retrying with backoff (further failures of this item log at V(4))", "queue", q.name, "item", item)
+		} else {
+			logger.V(4).Info("Work item failed again; retrying with backoff", "queue", q.name, "item", item, "err", err)
+		}
+	case wasFailing && out != Retry:
+		logger.Info("Work item succeeded after failing", "queue", q.name, "item", item, "outcome", out.String())
+	}
+}
