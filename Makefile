@@ -17,6 +17,13 @@ TOOLS_KEY := $(shell (cat e2e/tools/go.mod e2e/tools/go.sum e2e/tools/etcd/main.
 TOOLS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/cascade-tools/$(TOOLS_KEY)
 TOOLS_STAMP := $(BIN)/.tools-$(TOOLS_KEY)
 
+# golangci-lint is built from the pinned module in tools/lint (its `tool` directive) the same way:
+# into a cache keyed by that module's go.mod and go.sum and the Go version, then copied into bin/.
+LINT_KEY := $(shell (cat tools/lint/go.mod tools/lint/go.sum; $(GO) env GOVERSION) 2>/dev/null | sha256sum | cut -c1-16)
+LINT_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/cascade-tools/golangci-lint-$(LINT_KEY)
+LINT_STAMP := $(BIN)/.golangci-lint-$(LINT_KEY)
+GOLANGCI_LINT := $(BIN)/golangci-lint
+
 E2E_TIMEOUT ?= 60m
 QUICK ?=
 
@@ -85,13 +92,34 @@ bench-report: ## @HELP draw docs/benchmarks.md and its charts from docs/benchmar
 	cd e2e/benchreport && $(GO) run . -in $(CURDIR)/docs/benchmarks.json -out $(CURDIR)/docs
 
 .PHONY: verify
-verify: ## @HELP gofmt, go vet, go mod tidy diff
+verify: ## @HELP gofmt, go vet, go mod tidy diff (every module), then lint; .ci/run runs it before the tests
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/...
 	cd e2e/benchreport && $(GO) vet ./... && $(GO) mod tidy -diff
 	$(GO) mod tidy -diff
+	cd e2e/tools && $(GO) mod tidy -diff
+	cd tools/lint && $(GO) mod tidy -diff
+	@$(MAKE) --no-print-directory lint
+
+.PHONY: lint
+lint: $(LINT_STAMP) ## @HELP golangci-lint (.golangci.yml) on cascade with the e2e tag, then on e2e/benchreport
+	@status=0; \
+	$(GOLANGCI_LINT) run ./... || status=1; \
+	(cd e2e/benchreport && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...) || status=1; \
+	exit $$status
+
+$(LINT_STAMP): tools/lint/go.mod tools/lint/go.sum
+	@mkdir -p $(BIN) $(dir $(LINT_CACHE))
+	@if [ ! -x $(LINT_CACHE) ]; then \
+	  echo "building golangci-lint (tools/lint module; a few minutes the first time)"; \
+	  (cd tools/lint && $(GO) build -o $(LINT_CACHE).tmp github.com/golangci/golangci-lint/v2/cmd/golangci-lint); \
+	  mv $(LINT_CACHE).tmp $(LINT_CACHE); \
+	fi
+	@cp -f $(LINT_CACHE) $(GOLANGCI_LINT)
+	@rm -f $(BIN)/.golangci-lint-*
+	@touch $@
 
 .PHONY: clean
-clean: ## @HELP remove bin/ (the tools cache in ~/.cache/cascade-tools stays)
+clean: ## @HELP remove bin/ (the tools and golangci-lint cache in ~/.cache/cascade-tools stays)
 	rm -rf $(BIN)
