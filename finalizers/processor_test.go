@@ -25,6 +25,7 @@ import (
 	"github.com/cascade-gc/cascade/gc"
 	"github.com/cascade-gc/cascade/graph"
 	"github.com/cascade-gc/cascade/work"
+	"github.com/cascade-gc/cascade/work/worktest"
 )
 
 // fakeView is a gc.View over plain maps; the test edits it between steps. Every method is
@@ -545,13 +546,7 @@ func TestResync(t *testing.T) {
 	p.progressOf("u-a")
 
 	p.resync()
-	var got []types.UID
-	for p.queue.Len() > 0 {
-		p.queue.ProcessNext(context.Background(), func(_ context.Context, uid types.UID) (work.Outcome, error) {
-			got = append(got, uid)
-			return work.Done, nil
-		})
-	}
+	got := worktest.Drain(p.queue)
 	slices.Sort(got)
 	if !slices.Equal(got, []types.UID{"u-a", "u-b"}) {
 		t.Errorf("enqueued %v, want u-a and u-b", got)

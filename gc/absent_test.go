@@ -39,27 +39,17 @@ func TestAbsentCacheKeyIsAllCoordinates(t *testing.T) {
 	if got := c.Len(); got != 1 {
 		t.Errorf("adding a key twice: Len() = %d, want 1", got)
 	}
-	variants := map[string]AbsentKey{}
-	v := k
-	v.APIVersion = "example.com/v1"
-	variants["apiVersion"] = v
-	v = k
-	v.Kind = "Secret"
-	variants["kind"] = v
-	v = k
-	v.Namespace = "ns2"
-	variants["namespace"] = v
-	v = k
-	v.Namespace = ""
-	variants["cluster scope"] = v
-	v = k
-	v.Name = "other"
-	variants["name"] = v
-	v = k
-	v.UID = "other"
-	variants["uid"] = v
-	for field, key := range variants {
-		if c.Has(key) {
+	for field, change := range map[string]func(*AbsentKey){
+		"apiVersion":    func(v *AbsentKey) { v.APIVersion = "example.com/v1" },
+		"kind":          func(v *AbsentKey) { v.Kind = "Secret" },
+		"namespace":     func(v *AbsentKey) { v.Namespace = "ns2" },
+		"cluster scope": func(v *AbsentKey) { v.Namespace = "" },
+		"name":          func(v *AbsentKey) { v.Name = "other" },
+		"uid":           func(v *AbsentKey) { v.UID = "other" },
+	} {
+		v := k
+		change(&v)
+		if c.Has(v) {
 			t.Errorf("a different %s must not hit the cache", field)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/cascade-gc/cascade/client/clienttest"
 	"github.com/cascade-gc/cascade/graph"
 	"github.com/cascade-gc/cascade/work"
+	"github.com/cascade-gc/cascade/work/worktest"
 )
 
 var widgets = clienttest.Widgets
@@ -177,17 +178,9 @@ func TestForegroundResyncHandsDependentsOver(t *testing.T) {
 	fg := widgetObj("w-u-fg", "u-fg")
 	fg.Deleting, fg.Finalizers = true, graph.FinalizerForeground
 	observe(c, fg, widgetObj("w-u-live", "u-live"), widgetObj("a", "u-a", "u-fg"), widgetObj("b", "u-b", "u-fg"), widgetObj("c", "u-c", "u-live"))
-	for c.deleteQueue.Len() > 0 { // drain what the graph's effects queued
-		c.deleteQueue.ProcessNext(context.Background(), func(context.Context, types.UID) (work.Outcome, error) { return work.Done, nil })
-	}
+	worktest.Drain(c.deleteQueue) // what the graph's effects queued
 	c.resyncForeground()
-	var got []types.UID
-	for c.deleteQueue.Len() > 0 {
-		c.deleteQueue.ProcessNext(context.Background(), func(_ context.Context, uid types.UID) (work.Outcome, error) {
-			got = append(got, uid)
-			return work.Done, nil
-		})
-	}
+	got := worktest.Drain(c.deleteQueue)
 	slices.Sort(got)
 	if !slices.Equal(got, []types.UID{"u-a", "u-b"}) {
 		t.Errorf("queued %v, want the foreground owner's dependents u-a and u-b", got)
