@@ -136,16 +136,15 @@ func TestRemoveFinalizerJMPBody(t *testing.T) {
 }
 
 var (
-	widgets              = clienttest.Widgets
-	clusterRoles         = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}
-	widget               = clienttest.Widget
-	newFakeClient        = clienttest.NewFake
-	unsupportSMP         = clienttest.UnsupportSMP
-	rejectPatch          = clienttest.RejectPatch
-	failGet              = clienttest.FailGet
-	actions              = clienttest.Actions
-	unsupportedMediaType = clienttest.UnsupportedMediaType
-	ownerRef             = clienttest.OwnerRef
+	widgets       = clienttest.Widgets
+	clusterRoles  = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}
+	widget        = clienttest.Widget
+	newFakeClient = clienttest.NewFake
+	unsupportSMP  = clienttest.UnsupportSMP
+	rejectPatch   = clienttest.RejectPatch
+	failGet       = clienttest.FailGet
+	actions       = clienttest.Actions
+	ownerRef      = clienttest.OwnerRef
 )
 
 func liveRefs(t *testing.T, c *metadatafake.FakeMetadataClient, gvr schema.GroupVersionResource, ns, name string) []types.UID {

@@ -185,7 +185,7 @@ func newTestProcessor(t *testing.T, view gc.View, c *metadatafake.FakeMetadataCl
 }
 
 func smpDelete(dep, dUID, owner types.UID) string {
-	return fmt.Sprintf(`patch %s application/strategic-merge-patch+json {"metadata":{"uid":"%s","ownerReferences":[{"$patch":"delete","uid":"%s"}]}}`, dep, dUID, owner)
+	return fmt.Sprintf(`patch %s application/strategic-merge-patch+json {"metadata":{"uid":%q,"ownerReferences":[{"$patch":"delete","uid":%q}]}}`, dep, dUID, owner)
 }
 
 // --- orphan ---
