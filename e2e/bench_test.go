@@ -131,8 +131,13 @@ func profileCascade(b testing.TB, c *harness.Cascade, name string) func() {
 			b.Logf("profile: %v", err)
 			return
 		}
-		defer f.Close()
-		_, _ = io.Copy(f, resp.Body)
+		_, err = io.Copy(f, resp.Body)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			b.Logf("profile: %v", err)
+		}
 	}()
 	return func() {}
 }

@@ -61,7 +61,7 @@ func TestParallelReportsFailuresAndGoesOn(t *testing.T) {
 			return boom
 		}
 		return nil
-	}); err != boom {
-		t.Errorf("one failure: err = %v, want it unwrapped", err)
+	}); !errors.Is(err, boom) || err.Error() != boom.Error() {
+		t.Errorf("one failure: err = %v, want it as returned", err)
 	}
 }

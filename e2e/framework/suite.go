@@ -69,7 +69,7 @@ func Main(m *testing.M, s *Suite) (code int) {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
-	defer os.RemoveAll(binDir)
+	defer func() { _ = os.RemoveAll(binDir) }()
 	bin, err := harness.BuildCascade(binDir)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)

@@ -151,7 +151,7 @@ func ResidentBytes(pid int) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:")

@@ -88,7 +88,7 @@ func TestTailAndWaitForLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Stop(time.Second)
+	defer func() { _ = p.Stop(time.Second) }()
 	ctx := t.Context()
 	if err := p.WaitForLine(ctx, "ready"); err != nil {
 		t.Fatal(err)
