@@ -15,6 +15,9 @@ type Metrics struct {
 	OrphanedDependents prometheus.Counter
 	// Errors counts failed attempts (retried with backoff), by finalizer.
 	Errors *prometheus.CounterVec
+	// BlockedByUnsynced counts foreground owners found waiting on a blocking dependent of a
+	// resource whose view is incomplete, by resource (once per owner and resource).
+	BlockedByUnsynced *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them on reg.
@@ -35,8 +38,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name:      "finalizer_errors_total",
 			Help:      "Failed attempts to finish an owner's GC finalizer (retried with backoff), by finalizer.",
 		}, []string{"finalizer"}),
+		BlockedByUnsynced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: gc.MetricsNamespace,
+			Name:      "foreground_blocked_by_unsynced_total",
+			Help:      "Owners being deleted in the foreground found waiting on a blocking dependent of a resource cascade cannot list or watch, by resource (once per owner).",
+		}, []string{"resource"}),
 	}
-	reg.MustRegister(m.FinalizersRemoved, m.OrphanedDependents, m.Errors)
+	reg.MustRegister(m.FinalizersRemoved, m.OrphanedDependents, m.Errors, m.BlockedByUnsynced)
 	return m
 }
 
@@ -55,5 +63,11 @@ func (m *Metrics) orphaned(n int) {
 func (m *Metrics) failed(finalizer string) {
 	if m != nil {
 		m.Errors.WithLabelValues(finalizer).Inc()
+	}
+}
+
+func (m *Metrics) blockedByUnsynced(resource string) {
+	if m != nil {
+		m.BlockedByUnsynced.WithLabelValues(resource).Inc()
 	}
 }

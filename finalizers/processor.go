@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -51,6 +52,9 @@ type Options struct {
 	Metrics *Metrics
 	// WorkMetrics, when set, count the workers' failed attempts.
 	WorkMetrics *work.Metrics
+	// Recorder, when set, emits Warning Events on owners (a foreground owner blocked by a
+	// dependent of an unsynced resource).
+	Recorder record.EventRecorder
 	// Clock is injected for tests.
 	Clock clock.WithTicker
 }
@@ -84,6 +88,8 @@ type progress struct {
 	// patched holds the dependents whose reference to the owner was removed, so a second pass
 	// (a dependent appeared, the patch events have not arrived yet) patches only new ones.
 	patched map[types.UID]struct{}
+	// reported holds the unsynced resources already reported as blocking this owner.
+	reported map[string]struct{}
 }
 
 // New builds a processor; nothing runs until Run, but Enqueue may be called at once.
@@ -214,7 +220,7 @@ func (p *Processor) process(ctx context.Context, uid types.UID) (work.Outcome, e
 		}
 	}
 	if todo.Foreground {
-		return p.foreground(ctx, logger, owner)
+		return p.foreground(ctx, logger, owner, p.progressOf(uid))
 	}
 	return work.Done, nil
 }
@@ -224,7 +230,7 @@ func (p *Processor) progressOf(uid types.UID) *progress {
 	defer p.mu.Unlock()
 	pr, ok := p.progress[uid]
 	if !ok {
-		pr = &progress{patched: map[types.UID]struct{}{}}
+		pr = &progress{patched: map[types.UID]struct{}{}, reported: map[string]struct{}{}}
 		p.progress[uid] = pr
 	}
 	return pr

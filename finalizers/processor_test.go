@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	metadatafake "k8s.io/client-go/metadata/fake"
+	"k8s.io/client-go/tools/record"
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/cascade-gc/cascade/client"
@@ -37,12 +38,14 @@ type fakeView struct {
 	blocking  map[types.UID]int
 	synced    bool
 	depsCalls map[types.UID]int
+	owners    map[types.UID][]graph.OwnerView
+	unsynced  map[string]bool // apiVersion/kind
 }
 
 func newFakeView() *fakeView {
 	return &fakeView{
 		nodes: map[types.UID]graph.NodeView{}, deps: map[types.UID][][]graph.Ref{}, blocking: map[types.UID]int{},
-		synced: true, depsCalls: map[types.UID]int{},
+		synced: true, depsCalls: map[types.UID]int{}, owners: map[types.UID][]graph.OwnerView{}, unsynced: map[string]bool{},
 	}
 }
 
@@ -52,7 +55,17 @@ func (v *fakeView) Node(uid types.UID) (graph.NodeView, bool) {
 	n, ok := v.nodes[uid]
 	return n, ok
 }
-func (v *fakeView) Owners(types.UID) []graph.OwnerView { return nil }
+func (v *fakeView) Owners(uid types.UID) []graph.OwnerView {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.owners[uid])
+}
+func (v *fakeView) UnsyncedKind(apiVersion, kind string) (gc.Resource, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	res, _ := testResolve(apiVersion, kind)
+	return res, v.unsynced[apiVersion+"/"+kind]
+}
 func (v *fakeView) Dependents(uid types.UID) []graph.Ref {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -494,6 +507,49 @@ func TestForeground(t *testing.T) {
 	}
 	if v := counter(t, p.opts.Metrics.FinalizersRemoved.WithLabelValues(metav1.FinalizerDeleteDependents)); v != 1 {
 		t.Errorf("finalizers_removed_total{foregroundDeletion} = %v, want 1", v)
+	}
+}
+
+// TestForegroundBlockedByUnsyncedResource: a foreground owner waiting on a blocking dependent
+// whose resource cannot be listed keeps its finalizer (never removed early) and says so once:
+// a Warning Event naming the resource, and the counter. A non-blocking dependent of the same
+// resource and a blocking one of a synced resource are not reported.
+func TestForegroundBlockedByUnsyncedResource(t *testing.T) {
+	fake := newFakeClient(widget("owner", "u-owner", "5", true, []string{metav1.FinalizerDeleteDependents}))
+	view := newFakeView()
+	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerForeground)
+	gizmo := func(name string, uid types.UID) graph.Ref {
+		return graph.Ref{APIVersion: "example.com/v1", Kind: "Gizmo", Name: name, UID: uid}
+	}
+	view.deps["u-owner"] = [][]graph.Ref{{gizmo("g-block", "u-g1"), gizmo("g-free", "u-g2"), wref("w-block", "u-w1")}}
+	ref := func(block bool) []graph.OwnerView {
+		return []graph.OwnerView{{OwnerRef: graph.OwnerRef{APIVersion: "example.com/v1", Kind: "Widget", Name: "owner", UID: "u-owner", BlockOwnerDeletion: block}}}
+	}
+	view.owners["u-g1"], view.owners["u-g2"], view.owners["u-w1"] = ref(true), ref(false), ref(true)
+	view.blocking["u-owner"] = 2
+	view.unsynced["example.com/v1/Gizmo"] = true
+	rec := record.NewFakeRecorder(10)
+	p := newTestProcessor(t, view, fake, Options{Metrics: NewMetrics(prometheus.NewRegistry()), Recorder: rec})
+
+	for range 3 {
+		if got, err := p.process(context.Background(), "u-owner"); got != work.Retry || err != nil {
+			t.Fatalf("process() = %v, %v; want Retry while a dependent blocks", got, err)
+		}
+	}
+	if got := actions(fake); len(got) != 0 {
+		t.Errorf("actions while blocked = %q, want none: the finalizer must stay", got)
+	}
+	close(rec.Events)
+	var events []string
+	for e := range rec.Events {
+		events = append(events, e)
+	}
+	want := "Warning " + EventReasonBlockedByUnsynced + " Waiting for dependent /g-block of resource gizmos.v1.example.com, which cascade cannot list or watch; foreground deletion finishes once it syncs"
+	if len(events) != 1 || events[0] != want {
+		t.Errorf("events = %q, want exactly\n%q", events, want)
+	}
+	if v := counter(t, p.opts.Metrics.BlockedByUnsynced.WithLabelValues("gizmos.v1.example.com")); v != 1 {
+		t.Errorf("foreground_blocked_by_unsynced_total = %v, want 1", v)
 	}
 }
 

@@ -42,6 +42,10 @@ type Deps struct {
 	Ignored map[schema.GroupResource]struct{}
 	// DiscoveryPeriod is how often discovery re-runs.
 	DiscoveryPeriod time.Duration
+	// SyncTimeout bounds the wait for the initial lists: after it, the graph counts as synced
+	// with the resources that did sync, and the others are named (/readyz, metrics, logs).
+	// Decisions that need an unsynced kind still wait for it. Zero means DefaultSyncTimeout.
+	SyncTimeout time.Duration
 	// Workers is the number of goroutines for each queue.
 	Workers int
 	// ForegroundResyncPeriod is how often the dependents of every owner being deleted in the
@@ -59,8 +63,12 @@ type Deps struct {
 	Finalizers OwnerQueue
 }
 
-// DefaultForegroundResyncPeriod is the default of Deps.ForegroundResyncPeriod.
-const DefaultForegroundResyncPeriod = 30 * time.Second
+const (
+	// DefaultForegroundResyncPeriod is the default of Deps.ForegroundResyncPeriod.
+	DefaultForegroundResyncPeriod = 30 * time.Second
+	// DefaultSyncTimeout is the default of Deps.SyncTimeout (in-tree waits as long, PR #125796).
+	DefaultSyncTimeout = 30 * time.Second
+)
 
 // OwnerQueue takes owners that carry the orphan or foregroundDeletion finalizer
 // (finalizers.Processor).
@@ -107,6 +115,9 @@ func New(deps Deps) *Controller {
 	}
 	if deps.ForegroundResyncPeriod <= 0 {
 		deps.ForegroundResyncPeriod = DefaultForegroundResyncPeriod
+	}
+	if deps.SyncTimeout <= 0 {
+		deps.SyncTimeout = DefaultSyncTimeout
 	}
 	c := &Controller{
 		deps:        deps,
@@ -207,19 +218,32 @@ func (c *Controller) resyncForeground() {
 	}
 }
 
-// Ready reports whether the first discovery round completed and its monitors synced: from then
-// on the graph reflects the cluster.
+// Ready reports whether the graph counts as synced: the first discovery round completed and its
+// monitors delivered their initial lists, or SyncTimeout passed (see Unsynced for those that
+// did not). From then on the graph reflects the cluster, but for the unsynced resources.
 func (c *Controller) Ready() bool { return c.synced.Load() }
 
+// Unsynced returns the watched resources whose view is not complete (initial list missing, or
+// listing or watching failing since the last complete list), sorted by name.
+func (c *Controller) Unsynced() []Unsynced { return c.monitors.unsynced() }
+
 func (c *Controller) watchInitialSync(ctx context.Context) {
+	logger := klog.FromContext(ctx)
 	start := time.Now()
 	for {
-		if c.discovered.Load() && c.monitors.allSynced() {
+		all := c.discovered.Load() && c.monitors.allSynced()
+		if all || (c.discovered.Load() && time.Since(start) >= c.deps.SyncTimeout) {
 			c.synced.Store(true)
 			c.mu.RLock()
 			st := c.g.Stats()
 			c.mu.RUnlock()
-			klog.FromContext(ctx).Info("Dependency graph synced", "duration", time.Since(start).Round(time.Millisecond), "nodes", st.Nodes, "virtual", st.Virtual)
+			logger.Info("Dependency graph synced", "duration", time.Since(start).Round(time.Millisecond), "nodes", st.Nodes, "virtual", st.Virtual)
+			if !all {
+				for _, u := range c.monitors.unsynced() {
+					logger.Error(nil, "Resource not synced; proceeding without it: decisions that need it wait, and it is retried with backoff",
+						"resource", GVRString(u.Resource.GVR), "syncTimeout", c.deps.SyncTimeout, "lastError", u.Err)
+				}
+			}
 			// The initial lists were decoded in full and are garbage now; the graph keeps a
 			// fraction of them. Hand the peak back to the OS once instead of holding it.
 			debug.FreeOSMemory()

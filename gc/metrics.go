@@ -89,6 +89,8 @@ var (
 		"Owners being deleted with a GC finalizer, by finalizer (orphan, foregroundDeletion).", []string{"finalizer"}, nil)
 	descMonitors = prometheus.NewDesc(MetricsNamespace+"_monitors",
 		"Resource watches by state: running, synced (initial list in the graph).", []string{"state"}, nil)
+	descUnsynced = prometheus.NewDesc(MetricsNamespace+"_resource_unsynced",
+		"1 for each watched resource whose view is incomplete: its initial list never arrived, or listing or watching it fails (decisions that need it wait).", []string{"group", "version", "resource"}, nil)
 )
 
 // graphCollector reads the graph at scrape time, so no gauge is updated on the hot path.
@@ -99,6 +101,7 @@ func (g *graphCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descNodesPerKind
 	ch <- descWaiting
 	ch <- descMonitors
+	ch <- descUnsynced
 }
 
 func (g *graphCollector) Collect(ch chan<- prometheus.Metric) {
@@ -115,6 +118,10 @@ func (g *graphCollector) Collect(ch chan<- prometheus.Metric) {
 	total, synced := g.c.monitors.counts()
 	ch <- prometheus.MustNewConstMetric(descMonitors, prometheus.GaugeValue, float64(total), "running")
 	ch <- prometheus.MustNewConstMetric(descMonitors, prometheus.GaugeValue, float64(synced), "synced")
+	for _, u := range g.c.monitors.unsynced() {
+		gvr := u.Resource.GVR
+		ch <- prometheus.MustNewConstMetric(descUnsynced, prometheus.GaugeValue, 1, gvr.Group, gvr.Version, gvr.Resource)
+	}
 }
 
 // splitKindKey splits the graph's "<apiVersion>, Kind=<kind>" key.

@@ -2,6 +2,8 @@ package gc
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,15 +57,25 @@ func (ms *monitors) start(ctx context.Context, r Resource) error {
 		return nil
 	}
 	client := ms.client.Resource(r.GVR)
+	store := &graphStore{res: r, graph: ms.graph}
+	// Failures are recorded on the store, so a resource that cannot be listed is named in
+	// /readyz, the metrics and the Events instead of silently holding everything back.
 	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return client.List(ctx, opts)
+			l, err := client.List(ctx, opts)
+			if err != nil {
+				store.failed(err)
+			}
+			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return client.Watch(ctx, opts)
+			w, err := client.Watch(ctx, opts)
+			if err != nil {
+				store.failed(err)
+			}
+			return w, err
 		},
 	}, ms.client)
-	store := &graphStore{res: r, graph: ms.graph}
 	logger := klog.FromContext(ctx).WithValues("resource", GVRString(r.GVR))
 	refl := cache.NewReflectorWithOptions(lw, &metav1.PartialObjectMetadata{}, store, cache.ReflectorOptions{
 		Logger:          &logger,
@@ -154,6 +166,47 @@ func (ms *monitors) resourceFor(apiVersion, kind string) (Resource, bool) {
 		return Resource{}, false
 	}
 	return m.res, true
+}
+
+// Unsynced is a watched resource whose view in the graph is not complete: its initial list
+// never arrived, or listing or watching it failed since its last complete list.
+type Unsynced struct {
+	Resource Resource
+	// Synced: the initial list arrived once (the view is stale, not missing).
+	Synced bool
+	// Err is the last list or watch error, "" when the initial list is merely still running.
+	Err string
+}
+
+// unsynced returns the watched resources whose view is not complete, sorted by name.
+func (ms *monitors) unsynced() []Unsynced {
+	ms.mu.RLock()
+	defer ms.mu.RUnlock()
+	var out []Unsynced
+	for _, m := range ms.byR {
+		synced, failure := m.synced(), m.store.lastFailure()
+		if !synced || failure != "" {
+			out = append(out, Unsynced{Resource: m.res, Synced: synced, Err: failure})
+		}
+	}
+	slices.SortFunc(out, func(a, b Unsynced) int { return strings.Compare(GVRString(a.Resource.GVR), GVRString(b.Resource.GVR)) })
+	return out
+}
+
+// kindUnsynced reports whether the watched version of apiVersion/kind is unsynced, with its
+// resource.
+func (ms *monitors) kindUnsynced(apiVersion, kind string) (Resource, bool) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return Resource{}, false
+	}
+	ms.mu.RLock()
+	defer ms.mu.RUnlock()
+	m, ok := ms.byGK[gv.WithKind(kind).GroupKind()]
+	if !ok {
+		return Resource{}, false
+	}
+	return m.res, !m.synced() || m.store.lastFailure() != ""
 }
 
 // counts returns how many monitors run and how many have synced.

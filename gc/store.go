@@ -25,6 +25,23 @@ type graphStore struct {
 	res    Resource
 	graph  graphWriter
 	synced atomic.Bool // the first complete list is in the graph
+	// failure is the last list or watch error since the last complete list ("" when none):
+	// while it is set, the graph's view of this resource may be stale.
+	failure atomic.Pointer[string]
+}
+
+// failed records a list or watch error; the next complete list clears it.
+func (s *graphStore) failed(err error) {
+	msg := err.Error()
+	s.failure.Store(&msg)
+}
+
+// lastFailure returns the error since the last complete list, or "".
+func (s *graphStore) lastFailure() string {
+	if p := s.failure.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 var _ cache.TransformingStore = (*graphStore)(nil)
@@ -53,6 +70,7 @@ func (s *graphStore) Replace(list []any, _ string) error {
 		}
 	}
 	s.synced.Store(true)
+	s.failure.Store(nil)
 	return nil
 }
 

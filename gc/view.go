@@ -23,8 +23,12 @@ type View interface {
 	DeletingOwners() []types.UID
 	// ResourceFor returns the watched resource of an observed object's apiVersion and kind.
 	ResourceFor(apiVersion, kind string) (Resource, bool)
-	// Synced reports whether the graph reflects the cluster (the initial lists are in).
+	// Synced reports whether the graph reflects the cluster (the initial lists are in, or the
+	// sync timeout passed: see UnsyncedKind).
 	Synced() bool
+	// UnsyncedKind returns the watched resource of apiVersion/kind and whether its view is
+	// incomplete (initial list missing, or listing or watching it failing).
+	UnsyncedKind(apiVersion, kind string) (Resource, bool)
 }
 
 var _ View = (*Controller)(nil)
@@ -64,3 +68,7 @@ func (c *Controller) ResourceFor(apiVersion, kind string) (Resource, bool) {
 }
 
 func (c *Controller) Synced() bool { return c.synced.Load() }
+
+func (c *Controller) UnsyncedKind(apiVersion, kind string) (Resource, bool) {
+	return c.monitors.kindUnsynced(apiVersion, kind)
+}

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -189,3 +193,72 @@ func TestForegroundResyncHandsDependentsOver(t *testing.T) {
 		t.Errorf("API calls %q, want none", a)
 	}
 }
+
+// TestSyncIsJudgedPerResource: a resource whose list fails never holds the graph back beyond
+// SyncTimeout; it is named by Unsynced (with its error) and by cascade_resource_unsynced, and
+// the resource that synced is not. An owner of the unsynced kind is never answered for (its
+// verification waits), so nothing is deleted on its view.
+func TestSyncIsJudgedPerResource(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := New(Deps{Client: client.New(clienttest.NewFake()), Metrics: NewMetrics(reg), SyncTimeout: 50 * time.Millisecond})
+	gizmos := schema.GroupVersionResource{Group: "example.com", Version: "v2", Resource: "gizmos"}
+	good := &monitor{res: Resource{GVR: widgets, Kind: "Widget", Namespaced: true}, store: &graphStore{}}
+	good.store.synced.Store(true)
+	bad := &monitor{res: Resource{GVR: gizmos, Kind: "Gizmo", Namespaced: true}, store: &graphStore{}}
+	bad.store.failed(errors.New(`conversion webhook for example.com/v1, Kind=Gizmo failed: service "nowhere" not found`))
+	c.monitors.byR[widgets], c.monitors.byR[gizmos] = good, bad
+	c.monitors.byGK[schema.GroupKind{Group: "example.com", Kind: "Widget"}] = good
+	c.monitors.byGK[schema.GroupKind{Group: "example.com", Kind: "Gizmo"}] = bad
+	c.discovered.Store(true)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); c.watchInitialSync(ctx) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the graph never counted as synced with one resource failing")
+	}
+	if !c.Ready() {
+		t.Error("Ready() = false after the sync timeout")
+	}
+	u := c.Unsynced()
+	if len(u) != 1 || u[0].Resource.GVR != gizmos || u[0].Synced || !strings.Contains(u[0].Err, "conversion webhook") {
+		t.Errorf("Unsynced() = %+v, want gizmos only, never synced, with its error", u)
+	}
+	if _, got := c.UnsyncedKind("example.com/v2", "Gizmo"); !got {
+		t.Error("gizmos not reported unsynced")
+	}
+	if _, got := c.UnsyncedKind("example.com/v1", "Widget"); got {
+		t.Error("widgets reported unsynced")
+	}
+	want := `
+# HELP cascade_resource_unsynced 1 for each watched resource whose view is incomplete: its initial list never arrived, or listing or watching it fails (decisions that need it wait).
+# TYPE cascade_resource_unsynced gauge
+cascade_resource_unsynced{group="example.com",resource="gizmos",version="v2"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "cascade_resource_unsynced"); err != nil {
+		t.Error(err)
+	}
+
+	// An owner of the unsynced kind is not verified yet: its dependents wait.
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{gizmos.GroupVersion()})
+	mapper.Add(gizmos.GroupVersion().WithKind("Gizmo"), meta.RESTScopeNamespace)
+	c.deps.Mapper = resettable{mapper}
+	if got, err := c.verifyOwner(ctx, graph.Ref{APIVersion: "example.com/v2", Kind: "Gizmo", Namespace: "ns", Name: "g", UID: "u-g"}); got != work.WaitForSync || err != nil {
+		t.Errorf("verifyOwner of an unsynced kind = %v, %v; want WaitForSync", got, err)
+	}
+
+	// The next complete list clears it.
+	bad.store.synced.Store(true)
+	bad.store.failure.Store(nil)
+	if u := c.Unsynced(); len(u) != 0 {
+		t.Errorf("Unsynced() after recovery = %+v, want none", u)
+	}
+}
+
+// resettable is a fixed REST mapper.
+type resettable struct{ *meta.DefaultRESTMapper }
+
+func (resettable) Reset() {}

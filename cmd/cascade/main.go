@@ -132,6 +132,7 @@ func run(args []string) error {
 		PatchWorkers: opts.Workers,
 		Metrics:      finalizers.NewMetrics(reg),
 		WorkMetrics:  workMetrics,
+		Recorder:     recorder,
 	})
 	elected := make(chan struct{})
 	ctrl := gc.New(gc.Deps{
@@ -145,6 +146,7 @@ func run(args []string) error {
 		WorkMetrics:            workMetrics,
 		Ignored:                opts.IgnoredGroupResources(),
 		DiscoveryPeriod:        opts.DiscoveryPeriod,
+		SyncTimeout:            opts.SyncTimeout,
 		Workers:                opts.Workers,
 		AbsentCacheSize:        opts.AbsentOwnerCacheSize,
 		ForegroundResyncPeriod: opts.FinalizerResyncPeriod,
@@ -152,7 +154,7 @@ func run(args []string) error {
 	})
 
 	var wg sync.WaitGroup
-	servers, err := startServers(ctx, &wg, opts, reg, ctrl.Ready)
+	servers, err := startServers(ctx, &wg, opts, reg, ctrl)
 	if err != nil {
 		return err
 	}
@@ -279,7 +281,7 @@ func waitForServer(ctx context.Context, disco discovery.ServerVersionInterface, 
 
 // startServers serves /metrics and /healthz,/readyz on their own ports (either may be disabled
 // with "0"). Listening happens here, so a taken port is an error before work starts.
-func startServers(ctx context.Context, wg *sync.WaitGroup, opts *Options, reg *prometheus.Registry, ready func() bool) ([]*http.Server, error) {
+func startServers(ctx context.Context, wg *sync.WaitGroup, opts *Options, reg *prometheus.Registry, ready readiness) ([]*http.Server, error) {
 	logger := klog.FromContext(ctx)
 	var servers []*http.Server
 	serve := func(flagName, addr string, h http.Handler) error {
@@ -310,13 +312,7 @@ func startServers(ctx context.Context, wg *sync.WaitGroup, opts *Options, reg *p
 	}
 	healthMux := http.NewServeMux()
 	healthMux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	healthMux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready() {
-			http.Error(w, "not ready: the dependency graph has not synced", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok"))
-	})
+	healthMux.HandleFunc("/readyz", readyz(ready))
 	if err := serve("--metrics-bind-address", opts.MetricsBindAddress, metricsMux); err != nil {
 		return servers, err
 	}
@@ -327,6 +323,41 @@ func startServers(ctx context.Context, wg *sync.WaitGroup, opts *Options, reg *p
 		return nil, err
 	}
 	return servers, nil
+}
+
+// readiness is what /readyz reports on (gc.Controller).
+type readiness interface {
+	Ready() bool
+	Unsynced() []gc.Unsynced
+}
+
+// readyz answers 503 until the graph counts as synced (every initial list in, or
+// --sync-timeout passed), then 200. Either way it names the resources whose view is
+// incomplete, with their last error.
+func readyz(r readiness) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		var names []string
+		for _, u := range r.Unsynced() {
+			name := gc.GVRString(u.Resource.GVR)
+			if u.Err != "" {
+				name += " (" + u.Err + ")"
+			}
+			names = append(names, name)
+		}
+		if !r.Ready() {
+			msg := "not ready: the dependency graph has not synced"
+			if len(names) > 0 {
+				msg += "; waiting for: " + strings.Join(names, "; ")
+			}
+			http.Error(w, msg, http.StatusServiceUnavailable)
+			return
+		}
+		if len(names) > 0 {
+			_, _ = fmt.Fprintf(w, "ok; unsynced resources (decisions that need them wait): %s\n", strings.Join(names, "; "))
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	}
 }
 
 // countRequests wraps the client transport to count every request by verb and status code.

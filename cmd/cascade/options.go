@@ -26,6 +26,9 @@ type Options struct {
 	Workers int
 	// DiscoveryPeriod is how often the set of deletable resources is re-discovered.
 	DiscoveryPeriod time.Duration
+	// SyncTimeout bounds the wait for the initial lists before cascade proceeds with the
+	// resources that synced.
+	SyncTimeout time.Duration
 	// IgnoredResources are never watched nor collected ("resource.group", "events" for core).
 	IgnoredResources []string
 	// AbsentOwnerCacheSize bounds the LRU of owners verified absent.
@@ -67,6 +70,7 @@ func NewOptions() *Options {
 		Burst:                        60,
 		Workers:                      20,
 		DiscoveryPeriod:              30 * time.Second,
+		SyncTimeout:                  30 * time.Second,
 		IgnoredResources:             []string{"events", "events.events.k8s.io"},
 		AbsentOwnerCacheSize:         10000,
 		FinalizerResyncPeriod:        30 * time.Second,
@@ -90,6 +94,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.DiscoveryPeriod, "discovery-period", o.DiscoveryPeriod, "How often to re-discover deletable resources (new CRDs are watched within one period).")
 	fs.StringSliceVar(&o.IgnoredResources, "ignored-resources", o.IgnoredResources, "Resources never watched nor collected, as resource.group (core group: just resource).")
 	fs.IntVar(&o.AbsentOwnerCacheSize, "absent-owner-cache-size", o.AbsentOwnerCacheSize, "Entries in the cache of owners verified absent.")
+	fs.DurationVar(&o.SyncTimeout, "sync-timeout", o.SyncTimeout, "How long to wait for every resource's initial list before proceeding with those that synced; the others are named in /readyz, the metrics and the log, and decisions that need them wait.")
 	fs.DurationVar(&o.FinalizerResyncPeriod, "finalizer-resync-period", o.FinalizerResyncPeriod, "How often every owner being deleted with the orphan or foregroundDeletion finalizer is re-checked, whatever events arrived.")
 	fs.DurationVar(&o.StartupTimeout, "startup-timeout", o.StartupTimeout, "How long to try reaching the API server at start before giving up.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address for /metrics (host:port, or 0 to disable).")
@@ -124,6 +129,9 @@ func (o *Options) Validate() field.ErrorList {
 	}
 	if o.DiscoveryPeriod < time.Second {
 		errs = append(errs, field.Invalid(field.NewPath("--discovery-period"), o.DiscoveryPeriod.String(), "must be at least 1s"))
+	}
+	if o.SyncTimeout < time.Second {
+		errs = append(errs, field.Invalid(field.NewPath("--sync-timeout"), o.SyncTimeout.String(), "must be at least 1s"))
 	}
 	if o.AbsentOwnerCacheSize < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("--absent-owner-cache-size"), o.AbsentOwnerCacheSize, "must be at least 1"))
