@@ -1,0 +1,127 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+
+	"github.com/cascade-gc/cascade/e2e/framework"
+)
+
+// createUnlistableCRD creates a CRD whose preferred version (v2) sits behind a conversion
+// webhook that does not exist, and one object stored at v1: listing v2 needs the webhook, so it
+// fails for as long as the CRD exists, the way a broken conversion webhook, a down APIService or
+// an RBAC denial of one list would. Deleted at cleanup.
+func createUnlistableCRD(t *testing.T, cs framework.Clients, ns string) schema.GroupVersionResource {
+	t.Helper()
+	const group, plural, kind = "unsynced.e2e.cascade.dev", "gizmos", "Gizmo"
+	version := func(name string, storage bool) map[string]any {
+		return map[string]any{
+			"name": name, "served": true, "storage": storage,
+			"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+		}
+	}
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1",
+		"kind":       "CustomResourceDefinition",
+		"metadata":   map[string]any{"name": plural + "." + group},
+		"spec": map[string]any{
+			"group":    group,
+			"scope":    "Namespaced",
+			"names":    map[string]any{"plural": plural, "singular": "gizmo", "kind": kind, "listKind": kind + "List"},
+			"versions": []any{version("v1", true), version("v2", false)},
+			"conversion": map[string]any{
+				"strategy": "Webhook",
+				"webhook": map[string]any{
+					"conversionReviewVersions": []any{"v1"},
+					"clientConfig": map[string]any{"service": map[string]any{
+						"namespace": "no-such-namespace", "name": "no-such-webhook", "path": "/convert", "port": int64(443),
+					}},
+				},
+			},
+		},
+	}}
+	ctx := context.Background()
+	if _, err := cs.Dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create CRD: %v", err)
+	}
+	t.Cleanup(func() { deleteCRD(t, cs, crd.GetName()) })
+	v1 := schema.GroupVersionResource{Group: group, Version: "v1", Resource: plural}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": group + "/v1", "kind": kind, "metadata": map[string]any{"name": "stored-at-v1"},
+	}}
+	framework.Eventually(t, 30*time.Second, "a Gizmo stored at v1", func() (bool, error) {
+		_, err := cs.Dyn.Resource(v1).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
+		return err == nil, nil // the CRD may not be established yet
+	})
+	v2 := schema.GroupVersionResource{Group: group, Version: "v2", Resource: plural}
+	if _, err := cs.Dyn.Resource(v2).Namespace(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		t.Fatal("listing gizmos at v2 succeeded; the test needs it to fail (conversion webhook)")
+	}
+	return v2
+}
+
+// readyz returns the status code and body of cascade's /readyz.
+func readyz(t *testing.T, healthURL string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(healthURL + "/readyz") //nolint:noctx // a test's one-off probe
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+// TestUnsyncedResourceDoesNotStall (issue 10.1): with a resource that cannot be listed present
+// before cascade starts, the graph counts as synced after --sync-timeout with what synced;
+// owners deleted with orphan and with foreground finish instead of staying Terminating, the
+// orphaned pods are never deleted, and /readyz and cascade_resource_unsynced name the broken
+// resource. Before per-resource sync, both owners stayed Terminating and /readyz never turned
+// ready.
+func TestUnsyncedResourceDoesNotStall(t *testing.T) {
+	cs := suite.Clients(t)
+	ns := finNamespace(t, cs)
+	gizmos := createUnlistableCRD(t, cs, ns)
+	c := suite.StartCascade(t, "--sync-timeout=3s") // StartCascade waits for /readyz to answer 200
+
+	code, body := readyz(t, c.HealthURL)
+	if code != http.StatusOK || !strings.Contains(body, "gizmos.v2.unsynced.e2e.cascade.dev") {
+		t.Errorf("/readyz = %d %q, want 200 naming gizmos.v2.unsynced.e2e.cascade.dev", code, body)
+	}
+	sel := fmt.Sprintf(`cascade_resource_unsynced{group=%q,resource=%q,version=%q}`, gizmos.Group, gizmos.Resource, gizmos.Version)
+	if v := framework.MetricValue(t, c, sel); v != 1 {
+		t.Errorf("%s = %v, want 1", sel, v)
+	}
+
+	orphanRC := finRC(t, cs, ns, "orphan-rc")
+	finPods(t, cs, ns, "orphaned", 3, rcRef(orphanRC))
+	fgRC := finRC(t, cs, ns, "fg-rc")
+	finPods(t, cs, ns, "fg", 3, rcRef(fgRC))
+	deleteRC(t, cs, ns, "orphan-rc", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationOrphan)})
+	deleteRC(t, cs, ns, "fg-rc", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
+
+	waitRCGone(t, cs, ns, "orphan-rc")
+	waitRCGone(t, cs, ns, "fg-rc")
+	waitPodCount(t, cs, ns, "fg-", 0, collectTimeout)
+	staysReleased(t, cs, ns, 3*time.Second, "orphaned pods released", podsReleased(t, cs, ns, "orphaned-", 3, orphanRC.UID))
+
+	// The broken resource is still named: nothing was quietly dropped.
+	if v := framework.MetricValue(t, c, sel); v != 1 {
+		t.Errorf("%s = %v after the deletions, want 1", sel, v)
+	}
+}
