@@ -42,6 +42,10 @@ type Deps struct {
 	Ignored map[schema.GroupResource]struct{}
 	// DiscoveryPeriod is how often discovery re-runs.
 	DiscoveryPeriod time.Duration
+	// OwnerReverifyPeriod is how often owners cascade never observed, found present by a live
+	// GET, are checked again (backing off to 16 periods) while dependents reference them. Zero
+	// means DefaultOwnerReverifyPeriod.
+	OwnerReverifyPeriod time.Duration
 	// SyncTimeout bounds the wait for the initial lists: after it, the graph counts as synced
 	// with the resources that did sync, and the others are named (/readyz, metrics, logs).
 	// Decisions that need an unsynced kind still wait for it. Zero means DefaultSyncTimeout.
@@ -119,6 +123,9 @@ func New(deps Deps) *Controller {
 	if deps.SyncTimeout <= 0 {
 		deps.SyncTimeout = DefaultSyncTimeout
 	}
+	if deps.OwnerReverifyPeriod <= 0 {
+		deps.OwnerReverifyPeriod = DefaultOwnerReverifyPeriod
+	}
 	c := &Controller{
 		deps:        deps,
 		g:           graph.New(),
@@ -164,6 +171,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		wg.Go(func() { c.deleteQueue.Run(ctx, c.deps.Workers, c.attemptToDelete) })
 		wg.Go(func() { c.verifyQueue.Run(ctx, c.deps.Workers, c.verifyOwner) })
 		wg.Go(func() { c.runForegroundResync(ctx) })
+		wg.Go(func() { c.runReverify(ctx) })
 	})
 	wg.Go(func() { c.watchInitialSync(ctx) })
 

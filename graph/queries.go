@@ -143,3 +143,34 @@ func (g *Graph) ObservedOf(apiVersion, kind string) []Ref {
 	}
 	return out
 }
+
+// UnobservedPresentClaims returns every claim on an owner the graph never observed (a virtual
+// node) that a live check found present, each once. Nothing else would ever tell the graph
+// that such an owner went (its kind is not watched, or it was created and deleted inside a
+// watch gap), so the caller checks these again periodically and answers each with an
+// EventOwnerVerified. Namespace is "" where the answer was cluster-wide. It scans the whole
+// graph: O(nodes + references to virtual owners).
+func (g *Graph) UnobservedPresentClaims() []Ref {
+	var out []Ref
+	for id := uint32(1); id <= g.top; id++ {
+		o := g.node(id)
+		if o.flags&fVirtual == 0 {
+			continue
+		}
+		for _, d := range g.depIDs(o) {
+			dn := g.node(d)
+			for i, k := 0, g.numEdges(dn); i < k; i++ {
+				e := g.edgeAt(dn, i)
+				if e.owner != id || e.bits&eVerPresent == 0 {
+					continue
+				}
+				c := g.claim(dn, e)
+				if o.flags&fIDCluster != 0 && e.gvk() == o.gvk && e.name == o.name {
+					c.Namespace = ""
+				}
+				out = append(out, c)
+			}
+		}
+	}
+	return dedupe(out)
+}

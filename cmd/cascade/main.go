@@ -147,6 +147,7 @@ func run(args []string) error {
 		Ignored:                opts.IgnoredGroupResources(),
 		DiscoveryPeriod:        opts.DiscoveryPeriod,
 		SyncTimeout:            opts.SyncTimeout,
+		OwnerReverifyPeriod:    opts.OwnerReverifyPeriod,
 		Workers:                opts.Workers,
 		AbsentCacheSize:        opts.AbsentOwnerCacheSize,
 		ForegroundResyncPeriod: opts.FinalizerResyncPeriod,

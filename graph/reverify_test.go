@@ -1,0 +1,78 @@
+package graph
+
+import (
+	"slices"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// TestUnobservedPresentClaims: claims on virtual owners verified present are listed, each once
+// (cluster-wide answers without a namespace); unanswered, absent and observed owners are not;
+// an absent answer to a listed claim takes it off the list and makes its dependents worth
+// deciding again.
+func TestUnobservedPresentClaims(t *testing.T) {
+	g := New()
+	ns1owner := makeRef("v1", "ConfigMap", "ns1", "cm", "u-cm")
+	node := makeRef("v1", "Node", "", "n1", "u-node")
+	unknown := makeRef("v1", "Secret", "ns1", "s", "u-s")
+	seen := makeRef("v1", "ConfigMap", "ns1", "seen", "u-seen")
+	d1 := makeRef("v1", "Pod", "ns1", "d1", "u-d1")
+	d2 := makeRef("v1", "Pod", "ns1", "d2", "u-d2")
+	d3 := makeRef("v1", "Pod", "ns2", "d3", "u-d3")
+	d4 := makeRef("v1", "Pod", "ns1", "d4", "u-d4")
+	g.Apply(observed(obj(seen)))
+	for _, ev := range []Event{
+		observed(obj(d1, owner(ns1owner), owner(node), owner(unknown), owner(seen))),
+		observed(obj(d2, owner(ns1owner))),
+		observed(obj(d3, owner(node))),
+		verified(claimIn(ns1owner, "ns1"), true),
+		verified(claimIn(node, ""), true),
+	} {
+		g.Apply(ev)
+		if err := checkInvariants(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := g.UnobservedPresentClaims()
+	want := []Ref{claimIn(ns1owner, "ns1"), claimIn(node, "")}
+	slices.SortFunc(got, func(a, b Ref) int { return compareRefs(a, b) })
+	slices.SortFunc(want, func(a, b Ref) int { return compareRefs(a, b) })
+	if !slices.Equal(got, want) {
+		t.Fatalf("claims = %v\nwant %v", got, want)
+	}
+
+	// The owner went: an absent answer moves its dependents.
+	fx := g.Apply(verified(claimIn(ns1owner, "ns1"), false))
+	if err := checkInvariants(g); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(fx.AttemptDelete)
+	if !slices.Equal(fx.AttemptDelete, []types.UID{d1.UID, d2.UID}) {
+		t.Errorf("AttemptDelete = %v, want d1 and d2", fx.AttemptDelete)
+	}
+	if got := g.UnobservedPresentClaims(); !slices.Equal(got, []Ref{claimIn(node, "")}) {
+		t.Errorf("claims after the absent answer = %v, want only the node", got)
+	}
+	// A new dependent inheriting the present answer does not add a second claim.
+	g.Apply(observed(obj(d4, owner(node))))
+	if got := g.UnobservedPresentClaims(); len(got) != 1 {
+		t.Errorf("claims = %v, want the node once", got)
+	}
+}
+
+func compareRefs(a, b Ref) int {
+	if a.UID < b.UID {
+		return -1
+	}
+	if a.UID > b.UID {
+		return 1
+	}
+	if a.Namespace < b.Namespace {
+		return -1
+	}
+	if a.Namespace > b.Namespace {
+		return 1
+	}
+	return 0
+}
