@@ -19,27 +19,39 @@ import (
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// createCRD creates a CRD for group/kind (plural = lower(kind)+"s") with the given scope
-// ("Namespaced" or "Cluster") and waits until it is established. Deleted at cleanup.
-func createCRD(t testing.TB, cs framework.Clients, group, kind, scope string) schema.GroupVersionResource {
-	t.Helper()
+// crdObject is a CustomResourceDefinition for group/kind (plural = lower(kind)+"s") with the
+// given scope ("Namespaced" or "Cluster") and versions, all served, the first one stored, each
+// with a schema that keeps any field.
+func crdObject(group, kind, scope string, versions ...string) *unstructured.Unstructured {
 	plural := strings.ToLower(kind) + "s"
-	crd := &unstructured.Unstructured{Object: map[string]any{
+	var vs []any
+	for i, v := range versions {
+		vs = append(vs, map[string]any{
+			"name": v, "served": true, "storage": i == 0,
+			"schema": map[string]any{"openAPIV3Schema": map[string]any{
+				"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+			}},
+		})
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1",
 		"kind":       "CustomResourceDefinition",
 		"metadata":   map[string]any{"name": plural + "." + group},
 		"spec": map[string]any{
-			"group": group,
-			"scope": scope,
-			"names": map[string]any{"plural": plural, "singular": strings.ToLower(kind), "kind": kind, "listKind": kind + "List"},
-			"versions": []any{map[string]any{
-				"name": "v1", "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{
-					"type": "object", "x-kubernetes-preserve-unknown-fields": true,
-				}},
-			}},
+			"group":    group,
+			"scope":    scope,
+			"names":    map[string]any{"plural": plural, "singular": strings.ToLower(kind), "kind": kind, "listKind": kind + "List"},
+			"versions": vs,
 		},
 	}}
+}
+
+// createCRD creates the CRD of crdObject with version v1 and waits until it is established.
+// Deleted at cleanup.
+func createCRD(t testing.TB, cs framework.Clients, group, kind, scope string) schema.GroupVersionResource {
+	t.Helper()
+	crd := crdObject(group, kind, scope, "v1")
+	plural := strings.ToLower(kind) + "s"
 	ctx := context.Background()
 	if _, err := cs.Dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create CRD %s: %v", crd.GetName(), err)

@@ -26,32 +26,18 @@ import (
 func createUnlistableCRD(t *testing.T, cs framework.Clients, ns string) schema.GroupVersionResource {
 	t.Helper()
 	const group, plural, kind = "unsynced.e2e.cascade.dev", "gizmos", "Gizmo"
-	version := func(name string, storage bool) map[string]any {
-		return map[string]any{
-			"name": name, "served": true, "storage": storage,
-			"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-		}
-	}
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1",
-		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": plural + "." + group},
-		"spec": map[string]any{
-			"group":    group,
-			"scope":    "Namespaced",
-			"names":    map[string]any{"plural": plural, "singular": "gizmo", "kind": kind, "listKind": kind + "List"},
-			"versions": []any{version("v1", true), version("v2", false)},
-			"conversion": map[string]any{
-				"strategy": "Webhook",
-				"webhook": map[string]any{
-					"conversionReviewVersions": []any{"v1"},
-					"clientConfig": map[string]any{"service": map[string]any{
-						"namespace": "no-such-namespace", "name": "no-such-webhook", "path": "/convert", "port": int64(443),
-					}},
-				},
-			},
+	crd := crdObject(group, kind, "Namespaced", "v1", "v2")
+	if err := unstructured.SetNestedField(crd.Object, map[string]any{
+		"strategy": "Webhook",
+		"webhook": map[string]any{
+			"conversionReviewVersions": []any{"v1"},
+			"clientConfig": map[string]any{"service": map[string]any{
+				"namespace": "no-such-namespace", "name": "no-such-webhook", "path": "/convert", "port": int64(443),
+			}},
 		},
-	}}
+	}, "spec", "conversion"); err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	if _, err := cs.Dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create CRD: %v", err)
