@@ -107,7 +107,18 @@ type Controller struct {
 
 	discovered atomic.Bool // first discovery round done
 	synced     atomic.Bool // every monitor of the first round delivered its initial list
+
+	// leading is set once this replica may write (elected, or no election). Until then the
+	// Events the graph's effects ask for wait in pendingEvents (at most maxPendingEvents), so a
+	// standby sends nothing, and the new leader reports what its warm graph found.
+	leading       atomic.Bool
+	eventsMu      sync.Mutex
+	pendingEvents []graph.InvalidRef // guarded by eventsMu
 }
+
+// maxPendingEvents bounds the Events a standby keeps for when it leads; older ones are dropped
+// (their count stays in cascade_invalid_namespace_refs_total).
+const maxPendingEvents = 1000
 
 // New builds a controller; nothing runs until Run.
 func New(deps Deps) *Controller {
@@ -135,6 +146,7 @@ func New(deps Deps) *Controller {
 		verifyQueue: work.NewQueue("verify_owner", work.Options[graph.Ref]{Metrics: deps.WorkMetrics}),
 	}
 	c.monitors = newMonitors(deps.Metadata, c)
+	c.leading.Store(deps.Elected == nil)
 	if deps.Metrics != nil {
 		deps.Metrics.registerGraph(c)
 	}
@@ -168,6 +180,7 @@ func (c *Controller) Run(ctx context.Context) error {
 				return
 			}
 		}
+		c.lead()
 		wg.Go(func() { c.deleteQueue.Run(ctx, c.deps.Workers, c.attemptToDelete) })
 		wg.Go(func() { c.verifyQueue.Run(ctx, c.deps.Workers, c.verifyOwner) })
 		wg.Go(func() { c.runForegroundResync(ctx) })
@@ -382,6 +395,36 @@ func (c *Controller) reportInvalidNamespace(inv graph.InvalidRef) {
 	if c.deps.Recorder == nil {
 		return
 	}
+	if !c.leading.Load() {
+		c.eventsMu.Lock()
+		if c.leading.Load() { // lead() ran meanwhile: emit now
+			c.eventsMu.Unlock()
+			c.emitInvalidNamespace(inv)
+			return
+		}
+		if len(c.pendingEvents) == maxPendingEvents {
+			c.pendingEvents = c.pendingEvents[1:]
+		}
+		c.pendingEvents = append(c.pendingEvents, inv)
+		c.eventsMu.Unlock()
+		return
+	}
+	c.emitInvalidNamespace(inv)
+}
+
+// lead lets this replica write from now on and emits the Events it held back as a standby.
+func (c *Controller) lead() {
+	c.eventsMu.Lock()
+	c.leading.Store(true)
+	pending := c.pendingEvents
+	c.pendingEvents = nil
+	c.eventsMu.Unlock()
+	for _, inv := range pending {
+		c.emitInvalidNamespace(inv)
+	}
+}
+
+func (c *Controller) emitInvalidNamespace(inv graph.InvalidRef) {
 	owner := graph.Ref{APIVersion: inv.Owner.APIVersion, Kind: inv.Owner.Kind, Namespace: inv.Dependent.Namespace, Name: inv.Owner.Name, UID: inv.Owner.UID}
 	involved := &metav1.PartialObjectMetadata{
 		TypeMeta:   metav1.TypeMeta{APIVersion: inv.Dependent.APIVersion, Kind: inv.Dependent.Kind},
