@@ -153,16 +153,23 @@ func (ms *monitors) kindSynced(gk schema.GroupKind) bool {
 	return ok && m.synced()
 }
 
-// resourceFor returns the watched resource of an observed object's apiVersion and kind.
-func (ms *monitors) resourceFor(apiVersion, kind string) (Resource, bool) {
+// ofKind returns the monitor of the watched version of apiVersion's group and kind, and the
+// version apiVersion names.
+func (ms *monitors) ofKind(apiVersion, kind string) (*monitor, string, bool) {
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil {
-		return Resource{}, false
+		return nil, "", false
 	}
 	ms.mu.RLock()
 	defer ms.mu.RUnlock()
 	m, ok := ms.byGK[gv.WithKind(kind).GroupKind()]
-	if !ok || m.res.GVR.Version != gv.Version {
+	return m, gv.Version, ok
+}
+
+// resourceFor returns the watched resource of an observed object's apiVersion and kind.
+func (ms *monitors) resourceFor(apiVersion, kind string) (Resource, bool) {
+	m, version, ok := ms.ofKind(apiVersion, kind)
+	if !ok || m.res.GVR.Version != version {
 		return Resource{}, false
 	}
 	return m.res, true
@@ -196,13 +203,7 @@ func (ms *monitors) unsynced() []Unsynced {
 // kindUnsynced reports whether the watched version of apiVersion/kind is unsynced, with its
 // resource.
 func (ms *monitors) kindUnsynced(apiVersion, kind string) (Resource, bool) {
-	gv, err := schema.ParseGroupVersion(apiVersion)
-	if err != nil {
-		return Resource{}, false
-	}
-	ms.mu.RLock()
-	defer ms.mu.RUnlock()
-	m, ok := ms.byGK[gv.WithKind(kind).GroupKind()]
+	m, _, ok := ms.ofKind(apiVersion, kind)
 	if !ok {
 		return Resource{}, false
 	}
