@@ -371,8 +371,11 @@ func (m *model) observe(o Object) {
 	n.orphaned = orphaned || n.waitingOrphan()
 	used := make([]bool, len(old))
 	var owners []mEdge
-	for i, r := range o.Owners {
-		if slices.ContainsFunc(o.Owners[:i], func(x OwnerRef) bool { return sameClaim(&x, &r) }) {
+	for _, r := range o.Owners {
+		if k := slices.IndexFunc(owners, func(e mEdge) bool { return sameClaim(&e.OwnerRef, &r) }); k >= 0 {
+			// Identical references collapse to the first, with the strongest flags.
+			owners[k].Controller = owners[k].Controller || r.Controller
+			owners[k].BlockOwnerDeletion = owners[k].BlockOwnerDeletion || r.BlockOwnerDeletion
 			continue
 		}
 		k := slices.IndexFunc(old, func(e mEdge) bool { return sameClaim(&e.OwnerRef, &r) })

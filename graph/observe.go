@@ -199,17 +199,13 @@ func (g *Graph) buildEdges(n *node, refs []OwnerRef) []int32 {
 	from := g.newFrom[:0]
 	for i := range refs {
 		r := &refs[i]
-		dup := false
-		for j := range refs[:i] {
-			if sameClaim(&refs[j], r) {
-				dup = true
-				break
-			}
-		}
-		if dup {
+		gvk := g.in.gvk(r.APIVersion, r.Kind)
+		if k := g.claimIn(g.newE, gvk, r); k >= 0 {
+			// Identical references collapse to the first, which keeps the strongest flags:
+			// a blocking duplicate still blocks its owner.
+			g.newE[k].bits |= refFlags(r)
 			continue
 		}
-		gvk := g.in.gvk(r.APIVersion, r.Kind)
 		bits := gvk | refFlags(r)
 		oid, known := g.lookup(r.UID)
 		f := int32(-1)
@@ -244,6 +240,17 @@ func (g *Graph) buildEdges(n *node, refs []OwnerRef) []int32 {
 	}
 	g.newFrom = from
 	return from
+}
+
+// claimIn returns the index of the edge in es that makes the same claim as r (whose interned
+// apiVersion and kind is gvk), or -1.
+func (g *Graph) claimIn(es []edge, gvk uint32, r *OwnerRef) int {
+	for k := range es {
+		if e := &es[k]; e.gvk() == gvk && e.name == r.Name && g.uidIs(e.owner, r.UID) {
+			return k
+		}
+	}
+	return -1
 }
 
 func (g *Graph) oldHasOwner(owner uint32) bool {

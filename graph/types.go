@@ -75,7 +75,8 @@ type Object struct {
 	// uint64; anything else is kept verbatim in a side table.
 	ResourceVersion string
 	// Owners are the object's ownerReferences, in order. References that are
-	// identical in UID and coordinates are collapsed to the first.
+	// identical in UID and coordinates are collapsed to the first, which
+	// keeps the strongest controller and blockOwnerDeletion flags.
 	Owners []OwnerRef
 	// Deleting is metadata.deletionTimestamp != nil.
 	Deleting bool
