@@ -315,10 +315,11 @@ func (c *Controller) syncResources(ctx context.Context) {
 		}
 	}
 	added, removed := old.Diff(next)
-	if len(added) > 0 || len(removed) > 0 {
-		if c.deps.Mapper != nil {
-			c.deps.Mapper.Reset()
-		}
+	// The REST mapper is refreshed every round, as in-tree: a kind can change scope or gain a
+	// version without the set of deletable resources changing (and a mapping error for an
+	// owner kind is retried against fresh discovery).
+	if c.deps.Mapper != nil {
+		c.deps.Mapper.Reset()
 	}
 	for _, gvr := range removed {
 		c.monitors.stop(gvr)

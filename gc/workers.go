@@ -84,6 +84,11 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 // was stale: GET the live object; if its owner references are unchanged, retry with its
 // resourceVersion, else leave it to the watch event that is on its way.
 func (c *Controller) deleteDependent(ctx context.Context, logger klog.Logger, t client.Target, n graph.NodeView, prop metav1.DeletionPropagation) (work.Outcome, error) {
+	if n.ResourceVersion == "" {
+		// Every object an API server stores has one; an aggregated API may not. The UID
+		// precondition still holds.
+		logger.Info("Deleting with a UID precondition only: the object has no resourceVersion")
+	}
 	err := client.Delete(ctx, c.deps.Client, t, n.ResourceVersion, prop)
 	if apierrors.IsConflict(err) {
 		live, gerr := c.deps.Client.Get(ctx, t.GVR, t.Namespace, t.Name)
@@ -146,6 +151,11 @@ func (c *Controller) verifyOwner(ctx context.Context, ref graph.Ref) (work.Outco
 	}
 	live, err := c.deps.Client.Get(ctx, mapping.Resource, ns, ref.Name)
 	switch {
+	case apierrors.IsNotFound(err) && !namesObject(err, ref.Name):
+		// A 404 for the path itself (the resource is gone from the server, or the mapping is
+		// stale) says nothing about the owner: an error, retried, never absence.
+		c.deps.Metrics.OwnerVerifications.WithLabelValues("error").Inc()
+		return work.Retry, fmt.Errorf("verifying owner %s: the server does not know %s: %w", ref.String(), GVRString(mapping.Resource), err)
 	case apierrors.IsNotFound(err):
 		c.absent.Add(key)
 		c.deps.Metrics.OwnerVerifications.WithLabelValues("absent").Inc()
@@ -162,6 +172,17 @@ func (c *Controller) verifyOwner(ctx context.Context, ref graph.Ref) (work.Outco
 		c.apply(graph.Event{Type: graph.EventOwnerVerified, Owner: answer, Present: true})
 	}
 	return work.Done, nil
+}
+
+// namesObject reports whether a NotFound error is about the object name (its status details
+// name it), rather than about the request path.
+func namesObject(err error, name string) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return false
+	}
+	d := st.Status().Details
+	return d != nil && d.Name == name
 }
 
 func (c *Controller) restMapping(gk schema.GroupKind, version string) (*meta.RESTMapping, error) {

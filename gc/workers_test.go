@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -262,3 +263,44 @@ cascade_resource_unsynced{group="example.com",resource="gizmos",version="v2"} 1
 type resettable struct{ *meta.DefaultRESTMapper }
 
 func (resettable) Reset() {}
+
+// TestVerify404ForThePathIsNotAbsence: a 404 whose status does not name the owner (the server
+// does not know the resource's path: a removed CRD, a stale mapping) is an error, retried; the
+// dependent is kept. A 404 naming the owner is absence.
+func TestVerify404ForThePathIsNotAbsence(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		err        error
+		want       work.Outcome
+		wantAbsent bool
+	}{
+		{"path unknown", &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 404, Reason: metav1.StatusReasonNotFound,
+			Message: "the server could not find the requested resource", Details: &metav1.StatusDetails{}}}, work.Retry, false},
+		{"owner gone", apierrors.NewNotFound(schema.GroupResource{Group: "example.com", Resource: "gizmos"}, "g"), work.Done, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := clienttest.NewFake()
+			clienttest.Fail(fake, "get", tt.err)
+			c := newControllerOver(t, fake)
+			gizmos := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}
+			mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{gizmos.GroupVersion()})
+			mapper.Add(gizmos.GroupVersion().WithKind("Gizmo"), meta.RESTScopeNamespace)
+			c.deps.Mapper = resettable{mapper}
+			d := widgetObj("dep", "u-dep")
+			d.Owners = []graph.OwnerRef{{APIVersion: "example.com/v1", Kind: "Gizmo", Name: "g", UID: "u-g"}}
+			observe(c, d)
+			claims := worktest.Drain(c.verifyQueue)
+			if len(claims) != 1 {
+				t.Fatalf("claims = %v", claims)
+			}
+			out, err := c.verifyOwner(context.Background(), claims[0])
+			if out != tt.want || (err != nil) == tt.wantAbsent {
+				t.Errorf("verifyOwner = %v, %v; want %v", out, err, tt.want)
+			}
+			_, owners, _ := c.view("u-dep")
+			if absent := owners[0].State == graph.OwnerAbsent; absent != tt.wantAbsent {
+				t.Errorf("owner state %v, want absent %t", owners[0].State, tt.wantAbsent)
+			}
+		})
+	}
+}
