@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
@@ -92,5 +93,36 @@ func TestFailedGroupKeepsItsResources(t *testing.T) {
 	c.syncResources(ctx)
 	if _, ok := c.Resources()[widgets]; ok {
 		t.Errorf("widgets still watched after its group recovered without it")
+	}
+}
+
+// countingMapper counts Resets.
+type countingMapper struct {
+	meta.RESTMapper
+	resets int
+}
+
+func (m *countingMapper) Reset() { m.resets++ }
+
+// TestRESTMapperRefreshedEveryRound: the REST mapper is reset on every successful discovery
+// round, also when the set of resources did not change (a kind can gain a version or change
+// scope without that), and not when discovery fails as a whole.
+func TestRESTMapperRefreshedEveryRound(t *testing.T) {
+	d := &fakeDiscoverer{lists: []*metav1.APIResourceList{
+		resourceList("v1", metav1.APIResource{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: allVerbs}),
+	}}
+	m := &countingMapper{}
+	c := New(Deps{Discovery: d, Mapper: m, Metrics: NewMetrics(prometheus.NewRegistry())})
+	ctx := context.Background()
+	for range 3 {
+		c.syncResources(ctx)
+	}
+	if m.resets != 3 {
+		t.Errorf("%d resets in 3 unchanged rounds, want 3", m.resets)
+	}
+	d.lists, d.err = nil, errors.New("connection refused")
+	c.syncResources(ctx)
+	if m.resets != 3 {
+		t.Errorf("a failed round reset the mapper (%d resets)", m.resets)
 	}
 }
