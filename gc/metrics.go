@@ -20,7 +20,8 @@ type Metrics struct {
 	DiscoveryErrors *prometheus.CounterVec
 	// Collected counts successful collection actions: action="delete" or "remove_refs".
 	Collected *prometheus.CounterVec
-	// OwnerVerifications counts live owner checks by result (present, absent, cached_absent, error).
+	// OwnerVerifications counts live owner checks by result (present, absent, cached_absent,
+	// error, unreferenced).
 	OwnerVerifications *prometheus.CounterVec
 	// RESTMappingErrors counts owner references whose kind had no REST mapping (retried).
 	RESTMappingErrors prometheus.Counter
@@ -52,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		OwnerVerifications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: MetricsNamespace,
 			Name:      "owner_verifications_total",
-			Help:      "Live checks of owners never observed, by result: present, absent, cached_absent, error.",
+			Help:      "Live checks of owners never observed, by result: present, absent, cached_absent, error, unreferenced (dropped: no reference makes the claim any more).",
 		}, []string{"result"}),
 		RESTMappingErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: MetricsNamespace,

@@ -121,6 +121,15 @@ func (c *Controller) deleteDependent(ctx context.Context, logger klog.Logger, t 
 // named by a cluster-scoped dependent, or before the kind's informer has synced.
 func (c *Controller) verifyOwner(ctx context.Context, ref graph.Ref) (work.Outcome, error) {
 	logger := klog.FromContext(ctx).WithValues("owner", ref.String())
+	c.mu.RLock()
+	made := c.g.ClaimMade(ref)
+	c.mu.RUnlock()
+	if !made {
+		// Its dependents went or changed their references while it waited (or backed off for
+		// lack of a REST mapping): the queue holds no item nobody needs.
+		c.deps.Metrics.OwnerVerifications.WithLabelValues("unreferenced").Inc()
+		return work.Done, nil
+	}
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil || ref.Kind == "" || ref.Name == "" {
 		logger.V(2).Info("Owner reference is malformed; its dependents are never collected because of it", "err", err)

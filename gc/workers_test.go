@@ -244,6 +244,9 @@ cascade_resource_unsynced{group="example.com",resource="gizmos",version="v2"} 1
 	}
 
 	// An owner of the unsynced kind is not verified yet: its dependents wait.
+	d := widgetObj("dep", "u-dep")
+	d.Owners = []graph.OwnerRef{{APIVersion: "example.com/v2", Kind: "Gizmo", Name: "g", UID: "u-g"}}
+	observe(c, d)
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{gizmos.GroupVersion()})
 	mapper.Add(gizmos.GroupVersion().WithKind("Gizmo"), meta.RESTScopeNamespace)
 	c.deps.Mapper = resettable{mapper}
@@ -302,5 +305,34 @@ func TestVerify404ForThePathIsNotAbsence(t *testing.T) {
 				t.Errorf("owner state %v, want absent %t", owners[0].State, tt.wantAbsent)
 			}
 		})
+	}
+}
+
+// TestVerifyDropsClaimsNobodyMakes: a claim waiting for a REST mapping (backing off) is dropped
+// without a GET once its dependent no longer references the owner; the queue keeps nothing
+// nobody needs.
+func TestVerifyDropsClaimsNobodyMakes(t *testing.T) {
+	fake := clienttest.NewFake()
+	c := newControllerOver(t, fake)
+	c.deps.Mapper = resettable{meta.NewDefaultRESTMapper(nil)} // knows no kind
+	d := widgetObj("dep", "u-dep")
+	d.Owners = []graph.OwnerRef{{APIVersion: "example.com/v1", Kind: "Unknown", Name: "x", UID: "u-x"}}
+	observe(c, d)
+	claims := worktest.Drain(c.verifyQueue)
+	if len(claims) != 1 {
+		t.Fatalf("claims = %v", claims)
+	}
+	if out, err := c.verifyOwner(context.Background(), claims[0]); out != work.Retry || err == nil {
+		t.Fatalf("no REST mapping: %v, %v; want Retry with the error (backoff)", out, err)
+	}
+	observe(c, widgetObj("dep", "u-dep")) // the reference is gone
+	if out, err := c.verifyOwner(context.Background(), claims[0]); out != work.Done || err != nil {
+		t.Fatalf("claim nobody makes: %v, %v; want Done", out, err)
+	}
+	if a := clienttest.Actions(fake); len(a) != 0 {
+		t.Errorf("API calls %q, want none", a)
+	}
+	if v := testutil.ToFloat64(c.deps.Metrics.OwnerVerifications.WithLabelValues("unreferenced")); v != 1 {
+		t.Errorf("unreferenced verifications = %v, want 1", v)
 	}
 }

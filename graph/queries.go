@@ -174,3 +174,35 @@ func (g *Graph) UnobservedPresentClaims() []Ref {
 	}
 	return dedupe(out)
 }
+
+// ClaimMade reports whether some reference still makes claim c: names c.UID with c's
+// apiVersion, kind and name, from c.Namespace (from any namespace when it is ""). A live check
+// of a claim nobody makes any more is not needed (its dependents went or changed).
+func (g *Graph) ClaimMade(c Ref) bool {
+	id, ok := g.lookup(c.UID)
+	if !ok {
+		return false
+	}
+	gvk, ok := g.in.lookupGVK(c.APIVersion, c.Kind)
+	if !ok {
+		return false
+	}
+	var ns uint32
+	if c.Namespace != "" {
+		if ns, ok = g.in.lookupNS(c.Namespace); !ok {
+			return false
+		}
+	}
+	for _, d := range g.depIDs(g.node(id)) {
+		dn := g.node(d)
+		if c.Namespace != "" && dn.ns != ns {
+			continue
+		}
+		for i, k := 0, g.numEdges(dn); i < k; i++ {
+			if e := g.edgeAt(dn, i); e.owner == id && e.gvk() == gvk && e.name == c.Name {
+				return true
+			}
+		}
+	}
+	return false
+}

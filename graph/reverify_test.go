@@ -76,3 +76,31 @@ func compareRefs(a, b Ref) int {
 	}
 	return 0
 }
+
+// TestClaimMade: a claim is made while a reference names that UID with those coordinates from
+// that namespace (any namespace for ""); not once the dependent dropped it or went.
+func TestClaimMade(t *testing.T) {
+	g := New()
+	own := makeRef("v1", "ConfigMap", "ns1", "cm", "u-cm")
+	d1 := makeRef("v1", "Pod", "ns1", "d1", "u-d1")
+	g.Apply(observed(obj(d1, owner(own))))
+	for _, tt := range []struct {
+		c    Ref
+		want bool
+	}{
+		{claimIn(own, "ns1"), true},
+		{claimIn(own, ""), true},
+		{claimIn(own, "ns2"), false},
+		{makeRef("v1", "ConfigMap", "ns1", "other-name", "u-cm"), false},
+		{makeRef("v1", "Secret", "ns1", "cm", "u-cm"), false},
+		{makeRef("v1", "ConfigMap", "ns1", "cm", "u-unknown"), false},
+	} {
+		if got := g.ClaimMade(tt.c); got != tt.want {
+			t.Errorf("ClaimMade(%v) = %t, want %t", tt.c, got, tt.want)
+		}
+	}
+	g.Apply(observed(withRV(obj(d1), "2"))) // the reference is dropped
+	if g.ClaimMade(claimIn(own, "ns1")) {
+		t.Error("claim still made after the dependent dropped its reference")
+	}
+}
