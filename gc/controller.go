@@ -341,6 +341,14 @@ func (c *Controller) syncResources(ctx context.Context) {
 	c.resMu.Lock()
 	c.resources = next
 	c.resMu.Unlock()
+	// Give back what churn left behind (namespaces, kinds and nodes that went): O(nodes), once
+	// per round, under the write lock.
+	c.mu.Lock()
+	st := c.g.Compact()
+	c.mu.Unlock()
+	if st.FreedNamespaces > 0 || st.FreedKinds > 0 {
+		logger.V(2).Info("Compacted the dependency graph", "freedNamespaces", st.FreedNamespaces, "freedKinds", st.FreedKinds, "namespaces", st.Namespaces, "kinds", st.Kinds, "nodeSlots", st.NodeSlots)
+	}
 	if len(added) > 0 || len(removed) > 0 {
 		logger.Info("Deletable resources discovered", "count", len(next), "added", len(added), "removed", len(removed))
 	}

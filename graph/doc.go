@@ -107,4 +107,11 @@
 // 100 bytes per entry plus the name, bounded by Options.RetainedOrphans
 // (about 1 MB at the default 10,000); it grows only as orphaned owners are
 // released.
+//
+// Churn does not grow memory for good: Compact (the caller runs it
+// periodically, serialized with Apply) frees the interned apiVersion/kind
+// pairs and namespaces nothing uses any more (their ids are reused), trims
+// the node arena and the side lists past the highest live entry, and
+// rebuilds the UID index once it holds less than half its peak.
+// BenchmarkGraphNamespaceChurn reports what 10,000 namespaces leave behind.
 package graph

@@ -39,6 +39,10 @@ type Graph struct {
 	// that a late dependent still sees OwnerOrphaned (orphans.go).
 	retained retainedFIFO
 
+	// uidPeak is the most entries byUID held since Compact last rebuilt it: a Go map never
+	// shrinks, so Compact rebuilds it once it holds less than half of that.
+	uidPeak int
+
 	nObserved, nVirtual, nAbsent int
 	nOrphan, nForeground         int
 
@@ -218,6 +222,7 @@ func (g *Graph) alloc(uid types.UID) (uint32, *node) {
 	if k, ok := parseUID(uid); ok {
 		n.uid = k
 		g.byUID[k] = id
+		g.uidPeak = max(g.uidPeak, len(g.byUID))
 	} else {
 		s := strings.Clone(string(uid))
 		n.flags = fSideUID

@@ -85,14 +85,16 @@ type gvkEntry struct {
 }
 
 // interner maps repeated strings to small integers. Id 0 is the empty
-// value in both tables. Entries are never removed: the number of distinct
-// apiVersion/kind pairs and namespaces is small in practice, and a stale
-// entry costs a few dozen bytes.
+// value in both tables. Entries nothing uses any more are freed by
+// Graph.Compact (namespaces come and go by the thousand in some clusters);
+// their ids are reused, lowest first.
 type interner struct {
-	gvks   []gvkEntry
-	gvkIdx map[gvkKey]uint32
-	nss    []string
-	nsIdx  map[string]uint32
+	gvks    []gvkEntry
+	gvkIdx  map[gvkKey]uint32
+	nss     []string
+	nsIdx   map[string]uint32
+	freeGVK []uint32 // freed ids below len(gvks), highest first (reused from the end)
+	freeNS  []uint32 // freed ids below len(nss), highest first
 }
 
 func newInterner() interner {
@@ -112,11 +114,18 @@ func (in *interner) gvk(apiVersion, kind string) uint32 {
 	if id, ok := in.gvkIdx[gvkKey{apiVersion, kind}]; ok {
 		return id
 	}
+	k := gvkKey{strings.Clone(apiVersion), strings.Clone(kind)}
+	if n := len(in.freeGVK); n > 0 {
+		id := in.freeGVK[n-1]
+		in.freeGVK = in.freeGVK[:n-1]
+		in.gvks[id] = gvkEntry{gvkKey: k}
+		in.gvkIdx[k] = id
+		return id
+	}
 	id := uint32(len(in.gvks))
 	if id > maxGVK {
 		panic("graph: too many distinct apiVersion/kind pairs")
 	}
-	k := gvkKey{strings.Clone(apiVersion), strings.Clone(kind)}
 	in.gvks = append(in.gvks, gvkEntry{gvkKey: k})
 	in.gvkIdx[k] = id
 	return id
@@ -131,8 +140,15 @@ func (in *interner) ns(s string) uint32 {
 	if id, ok := in.nsIdx[s]; ok {
 		return id
 	}
-	id := uint32(len(in.nss))
 	s = strings.Clone(s)
+	if n := len(in.freeNS); n > 0 {
+		id := in.freeNS[n-1]
+		in.freeNS = in.freeNS[:n-1]
+		in.nss[id] = s
+		in.nsIdx[s] = id
+		return id
+	}
+	id := uint32(len(in.nss))
 	in.nss = append(in.nss, s)
 	in.nsIdx[s] = id
 	return id
