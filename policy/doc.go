@@ -13,4 +13,7 @@
 //     value of OwnerState) never leads to a Delete. A dependent is deleted only
 //     when every one of its owners has been verified to be gone or to be
 //     waiting for its dependents.
+//   - An owner deleted with the orphan policy (Orphaned, recorded by the
+//     graph) is never a reason to delete: the first rule of AttemptToDelete
+//     removes the references to it, whatever the other owners are.
 package policy
