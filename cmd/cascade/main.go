@@ -118,14 +118,22 @@ func run(args []string) error {
 		return fmt.Errorf("build client: %w", err)
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartStructuredLogging(3)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	if opts.DryRun {
+		broadcaster.StartStructuredLogging(0) // the Events it would have emitted, in the log only
+	} else {
+		broadcaster.StartStructuredLogging(3)
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	}
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: gc.EventComponent})
 
 	// Data flows one way: the controller hands owners being deleted with a GC finalizer to the
 	// processor, which reads the controller's graph; both write through package client.
 	objects := client.New(metaClient)
+	if opts.DryRun {
+		objects = client.NewDryRun(objects, reg)
+		logger.Info("Dry run: deciding everything, writing nothing")
+	}
 	fin := finalizers.New(finalizers.Options{
 		Client:       objects,
 		ResyncPeriod: opts.FinalizerResyncPeriod,

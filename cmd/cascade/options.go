@@ -46,6 +46,8 @@ type Options struct {
 	HealthProbeBindAddress string
 	// EnableProfiling serves /debug/pprof on the metrics address.
 	EnableProfiling bool
+	// DryRun decides everything and writes nothing (shadow mode).
+	DryRun bool
 
 	// Leader election: one replica collects; standbys keep their graph warm.
 	LeaderElect                  bool
@@ -109,6 +111,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often to try to take or renew the Lease.")
 	fs.StringVar(&o.LeaderElectResourceName, "leader-elect-resource-name", o.LeaderElectResourceName, "Name of the Lease.")
 	fs.StringVar(&o.LeaderElectResourceNamespace, "leader-elect-resource-namespace", o.LeaderElectResourceNamespace, "Namespace of the Lease (default: the pod's namespace in a cluster, else kube-system).")
+	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Shadow mode: decide everything, write nothing (no DELETE, PATCH, Event or Lease); count and log every write cascade would have sent (cascade_dry_run_actions_total).")
 	fs.BoolVar(&o.EnableProfiling, "enable-profiling", o.EnableProfiling, "Serve Go's /debug/pprof on --metrics-bind-address.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address for /healthz and /readyz (host:port, or 0 to disable).")
 }
@@ -149,6 +152,9 @@ func (o *Options) Validate() field.ErrorList {
 	}
 	if o.StartupTimeout <= 0 {
 		errs = append(errs, field.Invalid(field.NewPath("--startup-timeout"), o.StartupTimeout.String(), "must be positive"))
+	}
+	if o.DryRun && o.LeaderElect {
+		errs = append(errs, field.Invalid(field.NewPath("--dry-run"), true, "writes nothing, not even a Lease: run one replica without --leader-elect"))
 	}
 	if o.LeaderElect {
 		if o.LeaseDuration <= o.RenewDeadline {

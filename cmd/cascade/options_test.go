@@ -23,6 +23,7 @@ func TestValidateNamesEveryBadFlag(t *testing.T) {
 		"--kubeconfig=/does/not/exist", "--kube-api-qps=-1", "--workers=0",
 		"--discovery-period=10ms", "--absent-owner-cache-size=0", "--startup-timeout=0s",
 		"--ignored-resources=a/b", "--metrics-bind-address=nope", "--health-probe-bind-address=:99999",
+		"--sync-timeout=0s", "--owner-reverify-period=10ms", "--dry-run", "--leader-elect",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +39,9 @@ func TestValidateNamesEveryBadFlag(t *testing.T) {
 		"invalid --ignored-resources=a/b",
 		"invalid --metrics-bind-address=nope",
 		"invalid --health-probe-bind-address=:99999",
+		"invalid --sync-timeout=0s",
+		"invalid --owner-reverify-period=10ms",
+		"invalid --dry-run=true: writes nothing, not even a Lease",
 	} {
 		if !strings.Contains(line, want) {
 			t.Errorf("error line lacks %q:\n%s", want, line)

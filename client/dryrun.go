@@ -1,0 +1,120 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// Dry-run actions, the label values of cascade_dry_run_actions_total.
+const (
+	ActionDelete           = "delete"
+	ActionRemoveOwnerRefs  = "remove_owner_refs"
+	ActionUnblockOwnerRefs = "unblock_owner_refs"
+	ActionRemoveFinalizer  = "remove_finalizer"
+	ActionPatch            = "patch" // a patch of another shape (none is built today)
+)
+
+// dryRunMemory bounds the (action, object) pairs remembered so each is counted and logged once.
+const dryRunMemory = 100000
+
+// DryRun is an Interface that sends reads and keeps writes: a DELETE or PATCH is not sent but
+// counted (cascade_dry_run_actions_total{action}) and logged at default verbosity, once per
+// action and object, and answered as if it succeeded. It is cascade's shadow mode: decide
+// everything, write nothing. It is safe for concurrent use.
+type DryRun struct {
+	c       Interface
+	actions *prometheus.CounterVec
+	seen    *lru.Cache[string, struct{}]
+}
+
+var _ Interface = (*DryRun)(nil)
+
+// NewDryRun wraps c and registers cascade_dry_run_actions_total on reg.
+func NewDryRun(c Interface, reg prometheus.Registerer) *DryRun {
+	actions := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "cascade",
+		Name:      "dry_run_actions_total",
+		Help:      "Writes cascade would have sent in --dry-run, by action (delete, remove_owner_refs, unblock_owner_refs, remove_finalizer), once per object.",
+	}, []string{"action"})
+	reg.MustRegister(actions)
+	seen, err := lru.New[string, struct{}](dryRunMemory)
+	if err != nil {
+		panic(fmt.Sprintf("dry-run memory: %v", err)) // the size is a positive constant
+	}
+	return &DryRun{c: c, actions: actions, seen: seen}
+}
+
+// Get reads the live object.
+func (d *DryRun) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*metav1.PartialObjectMetadata, error) {
+	return d.c.Get(ctx, gvr, namespace, name)
+}
+
+// Delete records the DELETE it would send.
+func (d *DryRun) Delete(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.DeleteOptions) error {
+	var uid types.UID
+	if opts.Preconditions != nil && opts.Preconditions.UID != nil {
+		uid = *opts.Preconditions.UID
+	}
+	propagation := ""
+	if opts.PropagationPolicy != nil {
+		propagation = string(*opts.PropagationPolicy)
+	}
+	d.record(ctx, ActionDelete, Target{GVR: gvr, Namespace: namespace, Name: name, UID: uid}, "propagation", propagation)
+	return nil
+}
+
+// Patch records the PATCH it would send, classified by what its body changes.
+func (d *DryRun) Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte) (*metav1.PartialObjectMetadata, error) {
+	action, uid := classifyPatch(data)
+	d.record(ctx, action, Target{GVR: gvr, Namespace: namespace, Name: name, UID: uid}, "patchType", string(pt), "patch", string(data))
+	return &metav1.PartialObjectMetadata{}, nil
+}
+
+func (d *DryRun) record(ctx context.Context, action string, t Target, kv ...any) {
+	key := action + " " + t.GVR.String() + " " + t.Namespace + "/" + t.Name
+	if ok, _ := d.seen.ContainsOrAdd(key, struct{}{}); ok {
+		return
+	}
+	d.actions.WithLabelValues(action).Inc()
+	klog.FromContext(ctx).Info("Dry run: not sent", append([]any{"action", action, "resource", t.GVR.String(), "namespace", t.Namespace, "name", t.Name, "uid", t.UID}, kv...)...)
+}
+
+// classifyPatch names what a patch built in patch.go changes, and the UID it is for when the
+// patch carries one.
+func classifyPatch(data []byte) (action string, uid types.UID) {
+	var p struct {
+		Metadata struct {
+			UID             types.UID         `json:"uid"`
+			Finalizers      *[]string         `json:"finalizers"`
+			OwnerReferences []json.RawMessage `json:"ownerReferences"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(data, &p); err != nil {
+		return ActionPatch, ""
+	}
+	m := p.Metadata
+	switch {
+	case m.Finalizers != nil:
+		return ActionRemoveFinalizer, m.UID
+	case m.OwnerReferences == nil:
+		return ActionPatch, m.UID
+	}
+	for _, r := range m.OwnerReferences {
+		var dir deleteDirective
+		if json.Unmarshal(r, &dir) == nil && dir.Patch == "delete" {
+			return ActionRemoveOwnerRefs, m.UID
+		}
+	}
+	if m.UID != "" {
+		return ActionUnblockOwnerRefs, m.UID // the strategic merge patch names only blocking refs
+	}
+	return ActionPatch, m.UID // a JSON merge patch replacing the list: never sent first in dry-run
+}
