@@ -1,0 +1,150 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cascade-gc/cascade/e2e/framework"
+	"github.com/cascade-gc/cascade/e2e/harness"
+)
+
+var dryRunLine = regexp.MustCompile(`"Dry run: not sent" action="([^"]+)" resource="[^"]*" namespace="([^"]*)" name="([^"]+)"`)
+
+// wouldBe returns, by action, the names in ns that cascade's log says it would have written.
+func wouldBe(t *testing.T, c *harness.Cascade, ns string) map[string][]string {
+	t.Helper()
+	data, err := os.ReadFile(c.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, m := range dryRunLine.FindAllStringSubmatch(string(data), -1) {
+		if m[2] == ns {
+			out[m[1]] = append(out[m[1]], m[3])
+		}
+	}
+	for _, names := range out {
+		sort.Strings(names)
+	}
+	return out
+}
+
+func names(prefix string, n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("%s-%d", prefix, i))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestDryRunBesideInTree (issue 13.3): cascade in --dry-run beside kube-controller-manager's
+// collector on the same control plane, through background, foreground and orphan deletions.
+// The in-tree collector does the work; cascade sends no write at all (its own request counter)
+// and would have acted on exactly the objects the in-tree collector deleted or orphaned, and
+// on nothing else in the namespace (besides the owners' GC finalizers). The in-tree collector
+// is throttled (4 QPS, burst 1) so that cascade, which decides without API calls, sees every
+// dependent before it goes.
+func TestDryRunBesideInTree(t *testing.T) {
+	cs := suite.Clients(t)
+	ns := cs.NewNamespace(t)
+	ctx := context.Background()
+	k, err := suite.CP.StartKubeControllerManager("kcm-"+t.Name(), harness.KCMOptions{QPS: 2, Burst: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	framework.StopAtCleanup(t, k.Process)
+	kctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := framework.WaitInTreeGCSynced(kctx, k, 2); err != nil {
+		t.Fatal(err)
+	}
+	c := suite.StartCascade(t, "--dry-run")
+
+	bg := cs.CreateCM(t, ns, "bg")
+	cs.CreateCMs(t, ns, "bg-dep", 6, framework.CMRef(bg))
+	fg := cs.CreateCM(t, ns, "fg")
+	cs.CreateCMs(t, ns, "fg-dep", 4, framework.RefTo("v1", "ConfigMap", fg.Name, fg.UID, true))
+	or := cs.CreateCM(t, ns, "orphan")
+	cs.CreateCMs(t, ns, "orphaned", 4, framework.CMRef(or))
+	bystander := cs.CreateCM(t, ns, "bystander")
+	cs.CreateCM(t, ns, "kept", framework.CMRef(bystander))
+
+	cs.DeleteCM(t, ns, "bg", metav1.DeletePropagationBackground)
+	cs.DeleteCM(t, ns, "fg", metav1.DeletePropagationForeground)
+	cs.DeleteCM(t, ns, "orphan", metav1.DeletePropagationOrphan)
+
+	// The in-tree collector finishes all three.
+	cs.WaitCMCount(t, ns, "bg-dep-", 0, collectTimeout)
+	cs.WaitCMCount(t, ns, "fg-dep-", 0, collectTimeout)
+	cs.WaitCMGone(t, ns, "fg", collectTimeout)
+	cs.WaitCMGone(t, ns, "orphan", collectTimeout)
+	framework.Eventually(t, collectTimeout, "orphaned ConfigMaps released by the in-tree collector", func() (bool, error) {
+		for _, n := range names("orphaned", 4) {
+			cm, err := cs.Kube.CoreV1().ConfigMaps(ns).Get(ctx, n, metav1.GetOptions{})
+			if err != nil || len(cm.OwnerReferences) > 0 {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	// cascade has processed everything up to here once its graph saw the canary's owner go
+	// (in dry run, its dependent is deleted by the in-tree collector; cascade logs the decision).
+	canaryOwner := cs.CreateCM(t, ns, "canary")
+	cs.CreateCM(t, ns, "canary-dep", framework.CMRef(canaryOwner))
+	cs.DeleteCM(t, ns, "canary", metav1.DeletePropagationBackground)
+	framework.Eventually(t, collectTimeout, "cascade's dry-run decision on the canary", func() (bool, error) {
+		return slices.Contains(wouldBe(t, c, ns)["delete"], "canary-dep"), nil
+	})
+
+	got := wouldBe(t, c, ns)
+	wantDeletes := append(append(names("bg-dep", 6), names("fg-dep", 4)...), "canary-dep")
+	sort.Strings(wantDeletes)
+	var divergence []string
+	if !slices.Equal(got["delete"], wantDeletes) {
+		divergence = append(divergence, fmt.Sprintf("deletes: cascade would have deleted %v, the in-tree collector deleted %v", got["delete"], wantDeletes))
+	}
+	if want := names("orphaned", 4); !slices.Equal(got["remove_owner_refs"], want) {
+		divergence = append(divergence, fmt.Sprintf("orphaning: cascade would have released %v, the in-tree collector released %v", got["remove_owner_refs"], want))
+	}
+	for _, n := range got["remove_finalizer"] {
+		if n != "fg" && n != "orphan" {
+			divergence = append(divergence, "cascade would have removed a GC finalizer from "+n)
+		}
+	}
+	for action, objs := range got {
+		if action != "delete" && action != "remove_owner_refs" && action != "remove_finalizer" {
+			divergence = append(divergence, fmt.Sprintf("cascade would have sent %s on %v", action, objs))
+		}
+	}
+	t.Logf("divergence report (%d lines)", len(divergence))
+	for _, d := range divergence {
+		t.Errorf("divergence: %s", d)
+	}
+	if _, err := cs.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "kept", metav1.GetOptions{}); err != nil {
+		t.Errorf("a dependent of a live owner must never be deleted: %v", err)
+	}
+	m := framework.Scrape(t, c)
+	var writes float64
+	for _, s := range m.Samples("cascade_api_requests_total") {
+		if s.Labels["verb"] != "GET" {
+			writes += s.Value
+		}
+	}
+	if writes != 0 {
+		t.Errorf("cascade in --dry-run sent %.0f requests that are not GETs, want 0", writes)
+	}
+	if v, _ := m.Value(`cascade_dry_run_actions_total{action="delete"}`); v < float64(len(wantDeletes)) {
+		t.Errorf("cascade_dry_run_actions_total{action=\"delete\"} = %v, want at least %d", v, len(wantDeletes))
+	}
+}
