@@ -31,20 +31,7 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 	if !ok {
 		return work.Done, nil // no longer watched (CRD removed): never act on what we cannot see
 	}
-	in := policy.Input{
-		Owners:              make([]policy.Owner, 0, len(owners)),
-		HasDependents:       n.Dependents > 0,
-		OrphanFinalizer:     n.Finalizers.Has(graph.FinalizerOrphan),
-		ForegroundFinalizer: n.Finalizers.Has(graph.FinalizerForeground),
-		BeingDeleted:        n.Deleting,
-	}
-	for _, o := range owners {
-		in.Owners = append(in.Owners, policy.Owner{UID: o.UID, State: ownerState(o.State)})
-	}
-	if n.Dependents > 0 {
-		in.DependentDeletingDependents = c.anyDependentDeletingDependents(uid)
-	}
-	d := policy.Decide(in)
+	d := policy.Decide(c.decisionInput(n, owners))
 	logger.V(5).Info("Decided", "decision", d.String())
 	target := client.Target{GVR: res.GVR, Namespace: n.Namespace, Name: n.Name, UID: uid}
 	switch d.Action {
@@ -78,6 +65,25 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 		return c.deleteDependent(ctx, logger, target, n, d.Propagation)
 	}
 	return work.Done, nil
+}
+
+// decisionInput is what policy.Decide looks at for observed node n with owners, from the
+// graph's view (attemptToDelete and Explain decide on the same input).
+func (c *Controller) decisionInput(n graph.NodeView, owners []graph.OwnerView) policy.Input {
+	in := policy.Input{
+		Owners:              make([]policy.Owner, 0, len(owners)),
+		HasDependents:       n.Dependents > 0,
+		OrphanFinalizer:     n.Finalizers.Has(graph.FinalizerOrphan),
+		ForegroundFinalizer: n.Finalizers.Has(graph.FinalizerForeground),
+		BeingDeleted:        n.Deleting,
+	}
+	for _, o := range owners {
+		in.Owners = append(in.Owners, policy.Owner{UID: o.UID, State: ownerState(o.State)})
+	}
+	if n.Dependents > 0 {
+		in.DependentDeletingDependents = c.anyDependentDeletingDependents(n.UID)
+	}
+	return in
 }
 
 // deleteDependent sends the DELETE with the view's UID and resourceVersion. A 409 means the view
