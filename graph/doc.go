@@ -16,8 +16,9 @@
 //
 // Nodes are keyed by UID. A node is exactly one of:
 //   - observed: seen through an informer (EventObserved) and not deleted;
-//   - virtual: named by some observed object's ownerReference but never
-//     observed; its coordinates are the first claim (in-tree behaviour);
+//   - virtual: named by some observed object's ownerReference but not
+//     observed: never observed (its coordinates are the first claim,
+//     in-tree behaviour), or no longer watched (below);
 //   - absent: observed, then observed deleted (EventDeleted), kept as a
 //     tombstone while something still references it. Absence observed
 //     through a watch is authoritative: UIDs are never reused.
@@ -33,6 +34,19 @@
 // DefaultRetainedOrphans): a dependent that reaches the graph later still
 // referencing it gets its orphaned tombstone back, not a virtual node, and
 // no live check (see orphans.go).
+//
+// When the caller stops watching a resource (EventUnwatched: a CRD
+// deleted, a preferred version switched, a group gone), the observed objects
+// of that apiVersion and kind would otherwise stay in the graph as ghosts,
+// solid owners and blocking dependents forever. They are not taken for
+// deleted: each loses its own owner references (it is no longer a dependent
+// anyone knows of), and becomes a virtual node at the coordinates it was
+// observed at if other objects reference it, else it is released. Every
+// claim on it is then verified again; if the object still exists the next
+// list at the new version observes it again and observation decides, as for
+// any virtual node. A virtual node that was observed being deleted with the
+// orphan finalizer keeps that mark: verified absent, it is OwnerOrphaned
+// (see unwatch.go).
 //
 // Each ownerReference is a claim judged on its own (see OwnerState and
 // virtual.go): nothing is decided on coordinates that disagree with what was
@@ -62,17 +76,26 @@
 //     (InvalidNamespace);
 //   - a reference entering Unknown or Mismatch asks for a live check
 //     (VerifyOwner) unless the same check is already pending (the identity
-//     claim of a virtual node that has no answer yet);
+//     claim of a virtual node that has no answer yet); an object that
+//     becomes virtual because its resource is no longer watched also has
+//     its identity claim checked, so that later claims can wait for it;
 //   - an owner entering orphan deletion, or gaining a dependent while in it,
 //     is in AttemptOrphan;
 //   - a foreground owner whose dependent went away, dropped its blocking
-//     reference or cleared blockOwnerDeletion is in RecheckOwner.
+//     reference, cleared blockOwnerDeletion or stopped being watched (its
+//     references are dropped) is in RecheckOwner.
+//
+// Nothing is ever decided because a resource is no longer watched: its
+// objects' dependents wait for the live checks (Unknown never leads to a
+// delete), and no absence is inferred.
 //
 // Effects are edge-triggered; the caller must make each one level-driven
 // (re-read the graph when handling it) and must answer every VerifyOwner
 // with an EventOwnerVerified unless no reference with that claim is still
-// undecided. DeletingOwners supports a periodic level-driven re-check so
-// that a lost transition never leaves an owner stuck.
+// undecided and the claim is not the identity of a virtual node without an
+// answer (later references making that claim wait for it).
+// DeletingOwners supports a periodic level-driven re-check so that a lost
+// transition never leaves an owner stuck.
 //
 // # Invariants
 //
@@ -81,8 +104,10 @@
 //  1. Every live node is exactly one of observed, virtual, absent, and is
 //     indexed by its UID; the index holds nothing else.
 //  2. Only observed nodes have owner references, deletion state and GC
-//     finalizers. Only observed and absent nodes are marked orphaned, and
-//     every observed node being deleted with the orphan finalizer is.
+//     finalizers; virtual nodes have no resourceVersion. Every observed
+//     node being deleted with the orphan finalizer is marked orphaned; a
+//     virtual node is only if it was so observed before its resource
+//     stopped being watched.
 //  3. Every owner reference of D to O has its reverse: D is in O's
 //     dependents list; every entry of O's dependents list is an observed
 //     node with at least one reference to O; the list holds no duplicates.

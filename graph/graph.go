@@ -178,6 +178,8 @@ func (g *Graph) Apply(ev Event) Effects {
 		g.remove(&ev.Object.Ref)
 	case EventOwnerVerified:
 		g.verify(&ev.Owner, ev.Present)
+	case EventUnwatched:
+		g.unwatch(ev.Object.APIVersion, ev.Object.Kind)
 	default:
 		return Effects{}
 	}

@@ -66,8 +66,8 @@ func checkInvariants(g *Graph) error {
 		if kind != fVirtual && n.flags&idMask != 0 {
 			return fmt.Errorf("node %s keeps identity verification but is not virtual", uid)
 		}
-		if kind == fVirtual && n.flags&fOrphaned != 0 {
-			return fmt.Errorf("invariant 2: virtual node %s is marked orphaned", uid)
+		if kind == fVirtual && n.flags&(fRVNum|fRVSide) != 0 {
+			return fmt.Errorf("invariant 2: virtual node %s has a resourceVersion", uid)
 		}
 		if n.waitingOrphan() && n.flags&fOrphaned == 0 {
 			return fmt.Errorf("invariant 2: node %s is being deleted with the orphan finalizer but not marked orphaned", uid)
@@ -272,8 +272,8 @@ func TestCheckInvariantsCatchesCorruption(t *testing.T) {
 			pid, _ := g.lookup(pod1.UID)
 			g.node(pid).flags |= fVirtual
 		},
-		"counter drift":           func(g *Graph, _ uint32) { g.nVirtual++ },
-		"virtual marked orphaned": func(g *Graph, rsID uint32) { g.node(rsID).flags |= fOrphaned },
+		"counter drift":                  func(g *Graph, _ uint32) { g.nVirtual++ },
+		"virtual with a resourceVersion": func(g *Graph, rsID uint32) { g.node(rsID).flags |= fRVNum },
 		"retained UID also a node": func(g *Graph, _ uint32) {
 			pid, _ := g.lookup(pod1.UID)
 			g.retained.push(g, pid, g.node(pid))

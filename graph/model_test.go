@@ -61,7 +61,8 @@ type model struct {
 	fifo []mRetained
 	max  int
 	// How often the interesting paths ran, for the coverage check.
-	recreated, evicted, tombstones int
+	recreated, evicted, tombstones                        int
+	unwatchedVirtual, unwatchedReleased, unwatchedOrphans int
 }
 
 func newModel(max int) *model { return &model{nodes: make(map[types.UID]*mNode), max: max} }
@@ -167,6 +168,9 @@ func (m *model) state(d *mNode, e *mEdge) OwnerState {
 	case vPresent:
 		return OwnerVerifiedPresent
 	case vAbsent:
+		if o.orphaned {
+			return OwnerOrphaned
+		}
 		return OwnerAbsent
 	}
 	return OwnerUnknown
@@ -220,6 +224,10 @@ func (m *model) apply(ev Event) Effects {
 	}
 	var target types.UID
 	var oldOwners []types.UID // the target's owners before the event, in order
+	// EventUnwatched: the owners the unwatched nodes referenced, and the
+	// identities of those that became virtual.
+	var unwatchedOwners []types.UID
+	var unwatchedIDs []Ref
 	if ev.Type == EventObserved || ev.Type == EventDeleted {
 		if n := m.nodes[ev.Object.UID]; n != nil {
 			for _, e := range n.owners {
@@ -243,6 +251,8 @@ func (m *model) apply(ev Event) Effects {
 		m.delete(ev.Object.Ref)
 	case EventOwnerVerified:
 		m.verify(ev.Owner, ev.Present)
+	case EventUnwatched:
+		unwatchedOwners, unwatchedIDs = m.unwatch(ev.Object.APIVersion, ev.Object.Kind)
 	default:
 		return Effects{}
 	}
@@ -254,7 +264,7 @@ func (m *model) apply(ev Event) Effects {
 			m.sweep(uid)
 		}
 	}
-	if ev.Type != EventOwnerVerified {
+	if ev.Type == EventObserved || ev.Type == EventDeleted {
 		m.sweep(target)
 	}
 	var rest []types.UID
@@ -335,6 +345,14 @@ func (m *model) apply(ev Event) Effects {
 				recheck[o] = true
 			}
 		}
+	}
+	for _, o := range unwatchedOwners {
+		if n := m.nodes[o]; n != nil && n.deletingDependents() {
+			recheck[o] = true
+		}
+	}
+	for _, r := range unwatchedIDs {
+		verify[r] = true
 	}
 	fx.AttemptDelete = setToSlice(del)
 	fx.AttemptOrphan = setToSlice(orphan)
@@ -439,6 +457,61 @@ func (m *model) delete(r Ref) {
 	if n.orphaned && len(m.dependents(uid)) > 0 {
 		m.tombstones++
 	}
+}
+
+// unwatch makes every observed node of apiVersion/kind stop being observed
+// (EventUnwatched), in UID order: first each drops its references (owners
+// nobody references any more are released, in reference order), then each
+// is released if nothing references it, else becomes a virtual node at its
+// coordinates with no verification, keeping the orphaned mark. It returns
+// the owners the nodes referenced and the identities of the new virtual
+// nodes.
+func (m *model) unwatch(apiVersion, kind string) (owners []types.UID, ids []Ref) {
+	var xs []types.UID
+	for uid, n := range m.nodes {
+		if n.kind == mObserved && n.ref.APIVersion == apiVersion && n.ref.Kind == kind {
+			xs = append(xs, uid)
+		}
+	}
+	slices.Sort(xs)
+	for _, uid := range xs {
+		n := m.nodes[uid]
+		var own []types.UID
+		for _, e := range n.owners {
+			if !slices.Contains(own, e.UID) {
+				own = append(own, e.UID)
+			}
+		}
+		n.owners = nil
+		for _, o := range own {
+			owners = append(owners, o)
+			if o != uid {
+				m.sweep(o)
+			}
+		}
+	}
+	for _, uid := range xs {
+		n := m.nodes[uid]
+		if len(m.dependents(uid)) == 0 {
+			m.release(uid)
+			m.unwatchedReleased++
+			continue
+		}
+		*n = mNode{kind: mVirtual, ref: n.ref, orphaned: n.orphaned}
+		for _, d := range m.nodes {
+			for i := range d.owners {
+				if d.owners[i].UID == uid {
+					d.owners[i].verify = vNone
+				}
+			}
+		}
+		ids = append(ids, n.ref)
+		m.unwatchedVirtual++
+		if n.orphaned {
+			m.unwatchedOrphans++
+		}
+	}
+	return owners, ids
 }
 
 func (m *model) verify(c Ref, present bool) {
@@ -828,7 +901,15 @@ func (gen *generator) event() Event {
 		}
 		return Event{Type: EventOwnerVerified, Owner: claim, Present: c.intn(2) == 0}
 	default:
-		return Event{Type: EventType(c.intn(2) * 200), Object: Object{Ref: randomRef(c)}}
+		switch c.intn(4) {
+		case 0:
+			return Event{Type: EventType(c.intn(2) * 200), Object: Object{Ref: randomRef(c)}}
+		case 1:
+			// A resource of an apiVersion and kind nobody has.
+			return Event{Type: EventUnwatched, Object: Object{Ref: Ref{APIVersion: "v9", Kind: "Nothing"}}}
+		}
+		gvk := genGVKs[c.intn(len(genGVKs))]
+		return Event{Type: EventUnwatched, Object: Object{Ref: Ref{APIVersion: gvk[0], Kind: gvk[1]}}}
 	}
 }
 
@@ -883,7 +964,7 @@ func TestGraphMatchesModel(t *testing.T) {
 	}
 	// Small FIFOs so that eviction happens, and the default.
 	retains := []int{1, 2, 3, DefaultRetainedOrphans}
-	var recreated, evicted, tombstones int
+	var recreated, evicted, tombstones, unwVirtual, unwReleased, unwOrphans int
 	for seed := range seeds {
 		c := randChooser{rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))}
 		m, err := runSequence(c, length, func() bool { return false }, retains[seed%len(retains)])
@@ -893,6 +974,13 @@ func TestGraphMatchesModel(t *testing.T) {
 		recreated += m.recreated
 		evicted += m.evicted
 		tombstones += m.tombstones
+		unwVirtual += m.unwatchedVirtual
+		unwReleased += m.unwatchedReleased
+		unwOrphans += m.unwatchedOrphans
+	}
+	t.Logf("unwatched objects: %d became virtual (%d orphaned), %d released", unwVirtual, unwOrphans, unwReleased)
+	if unwVirtual == 0 || unwReleased == 0 || unwOrphans == 0 {
+		t.Errorf("the generator did not exercise unwatched resources: %d virtual (%d orphaned), %d released", unwVirtual, unwOrphans, unwReleased)
 	}
 	t.Logf("orphaned tombstones %d, recreated from the FIFO %d, evicted %d", tombstones, recreated, evicted)
 	if recreated == 0 || evicted == 0 || tombstones == 0 {
@@ -932,6 +1020,8 @@ func formatEvent(ev Event) string {
 		return fmt.Sprintf("Deleted %s", ev.Object.Ref)
 	case EventOwnerVerified:
 		return fmt.Sprintf("OwnerVerified %s present=%v", ev.Owner, ev.Present)
+	case EventUnwatched:
+		return fmt.Sprintf("Unwatched %s, Kind=%s", ev.Object.APIVersion, ev.Object.Kind)
 	}
 	return ev.Type.String()
 }

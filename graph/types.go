@@ -100,6 +100,16 @@ const (
 	// EventOwnerVerified: the answer to a VerifyOwner effect, i.e. a live
 	// GET of Owner's coordinates. Uses Owner and Present.
 	EventOwnerVerified
+	// EventUnwatched: the caller stopped watching the resource of
+	// Object.APIVersion and Object.Kind (a CRD deleted, a preferred
+	// version switched, a group gone), and no event about its objects
+	// will come at that apiVersion any more. Only those two fields are
+	// used. Every observed object of that apiVersion and kind stops being
+	// observed, without being taken for deleted: it loses its own owner
+	// references, and becomes a virtual node if other objects reference
+	// it (each claim on it is then verified again) or is released. An
+	// object observed again later, at any apiVersion, is observed anew.
+	EventUnwatched
 )
 
 func (t EventType) String() string {
@@ -110,6 +120,8 @@ func (t EventType) String() string {
 		return "Deleted"
 	case EventOwnerVerified:
 		return "OwnerVerified"
+	case EventUnwatched:
+		return "Unwatched"
 	default:
 		return fmt.Sprintf("EventType(%d)", uint8(t))
 	}
@@ -119,7 +131,8 @@ func (t EventType) String() string {
 type Event struct {
 	Type EventType
 	// Object is the observed object (EventObserved) or the deleted one
-	// (EventDeleted, where Ref is enough).
+	// (EventDeleted, where Ref is enough); for EventUnwatched, its
+	// APIVersion and Kind name the resource no longer watched.
 	Object Object
 	// Owner (EventOwnerVerified) is the claimed identity that was checked:
 	// the coordinates as the dependent's reference states them and the
@@ -166,9 +179,9 @@ type Effects struct {
 	// another namespace (or from a cluster-scoped dependent). Report them.
 	InvalidNamespace []InvalidRef
 	// RecheckOwner: owners in foreground deletion that one of their
-	// dependents stopped blocking (it went away, dropped the reference, or
-	// cleared blockOwnerDeletion). Check whether the foregroundDeletion
-	// finalizer can be removed.
+	// dependents stopped blocking (it went away, dropped the reference,
+	// cleared blockOwnerDeletion, or its resource is no longer watched).
+	// Check whether the foregroundDeletion finalizer can be removed.
 	RecheckOwner []types.UID
 }
 
@@ -184,11 +197,12 @@ func (e *Effects) IsZero() bool {
 type OwnerState uint8
 
 const (
-	// OwnerUnknown: the owner has never been observed (a virtual node) and
-	// this claim has not been verified yet. A VerifyOwner effect was issued;
-	// nothing may be decided on this reference.
+	// OwnerUnknown: the owner is not observed (a virtual node: never
+	// observed, or its resource is no longer watched) and this claim has
+	// not been verified yet. A VerifyOwner effect was issued; nothing may
+	// be decided on this reference.
 	OwnerUnknown OwnerState = iota
-	// OwnerVerifiedPresent: never observed, but a live check found an
+	// OwnerVerifiedPresent: not observed, but a live check found an
 	// object with this UID at the claimed coordinates. Solid.
 	OwnerVerifiedPresent
 	// OwnerPresent: observed, not being deleted. Solid.
@@ -216,7 +230,9 @@ const (
 	// may be decided on this reference.
 	OwnerMismatch
 	// OwnerOrphaned: the owner was observed being deleted with the orphan
-	// finalizer, then observed deleted (authoritative, whatever the claim).
+	// finalizer, then observed deleted (authoritative, whatever the claim),
+	// or, its resource no longer watched since, this claim was verified
+	// absent.
 	// Its dependents were to be orphaned: the collector removes this
 	// reference and never deletes the dependent because of it. The graph
 	// remembers such owners beyond their last dependent (a bounded FIFO, see
@@ -273,8 +289,10 @@ type NodeView struct {
 	Owners     []OwnerRef
 	Deleting   bool
 	Finalizers Finalizers
-	// Virtual: referenced as an owner but never observed. Ref holds the
-	// first claimed identity (in the first dependent's namespace).
+	// Virtual: referenced as an owner but not observed. Ref holds the
+	// first claimed identity (in the first dependent's namespace), or,
+	// for an object whose resource is no longer watched, the identity it
+	// was last observed at.
 	Virtual bool
 	// Absent: observed, then observed deleted; kept as a tombstone while
 	// dependents still reference it. A tombstone recreated for a late

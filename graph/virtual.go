@@ -15,8 +15,10 @@ import "strings"
 //     for a cluster-scoped one (never collectable, reported);
 //   - owner observed, claim disagrees: undecided (OwnerMismatch) until a
 //     live check of those exact coordinates answers;
-//   - owner never observed (virtual): undecided (OwnerUnknown) until a live
-//     check answers; every distinct claim is checked, not just the first;
+//   - owner never observed, or no longer watched (virtual): undecided
+//     (OwnerUnknown) until a live check answers; every distinct claim is
+//     checked, not just the first. Verified absent, an owner last observed
+//     being deleted with the orphan finalizer is orphaned (unwatch.go);
 //   - owner observed deleted (absent tombstone): absent, whatever the claim
 //     (the namespace rules above still apply: the tombstone keeps the
 //     coordinates it was observed at); orphaned instead if it was observed
@@ -120,6 +122,9 @@ func (g *Graph) edgeState(depNS uint32, e *edge) OwnerState {
 	case eVerPresent:
 		return OwnerVerifiedPresent
 	case eVerAbsent:
+		if o.flags&fOrphaned != 0 {
+			return OwnerOrphaned // no longer watched, last observed orphaning (unwatch.go)
+		}
 		return OwnerAbsent
 	}
 	return OwnerUnknown
