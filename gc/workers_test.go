@@ -39,7 +39,8 @@ func newWorkerTestController(t *testing.T, objs ...runtime.Object) (*Controller,
 func newControllerOver(t *testing.T, fake *metadatafake.FakeMetadataClient) *Controller {
 	t.Helper()
 	c := New(Deps{Client: client.New(fake), Metrics: NewMetrics(prometheus.NewRegistry())})
-	m := &monitor{res: Resource{GVR: widgets, Kind: "Widget", Namespaced: true}}
+	m := &monitor{res: Resource{GVR: widgets, Kind: "Widget", Namespaced: true}, store: &graphStore{}}
+	m.store.synced.Store(true)
 	c.monitors.byR[widgets] = m
 	c.monitors.byGK[schema.GroupKind{Group: "example.com", Kind: "Widget"}] = m
 	t.Cleanup(func() { c.deleteQueue.ShutDown(); c.verifyQueue.ShutDown() })

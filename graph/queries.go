@@ -206,3 +206,22 @@ func (g *Graph) ClaimMade(c Ref) bool {
 	}
 	return false
 }
+
+// Find returns the UID of the observed object of apiVersion and kind at namespace/name. It
+// scans the whole graph (O(nodes)): it serves debugging, not the collector.
+func (g *Graph) Find(apiVersion, kind, namespace, name string) (types.UID, bool) {
+	gvk, ok := g.in.lookupGVK(apiVersion, kind)
+	if !ok {
+		return "", false
+	}
+	ns, ok := g.in.lookupNS(namespace)
+	if !ok {
+		return "", false
+	}
+	for id := uint32(1); id <= g.top; id++ {
+		if n := g.node(id); n.flags&fObserved != 0 && n.gvk == gvk && n.ns == ns && n.name == name {
+			return g.uidOf(id), true
+		}
+	}
+	return "", false
+}

@@ -104,3 +104,19 @@ func TestClaimMade(t *testing.T) {
 		t.Error("claim still made after the dependent dropped its reference")
 	}
 }
+
+// TestFind: an observed object is found by its coordinates; virtual owners, other namespaces
+// and other kinds are not.
+func TestFind(t *testing.T) {
+	g := New()
+	p := makeRef("v1", "Pod", "ns1", "p", "u-p")
+	g.Apply(observed(obj(p, owner(makeRef("v1", "ConfigMap", "ns1", "cm", "u-cm")))))
+	if uid, ok := g.Find("v1", "Pod", "ns1", "p"); !ok || uid != "u-p" {
+		t.Errorf("Find(pod) = %q, %t", uid, ok)
+	}
+	for _, c := range [][4]string{{"v1", "ConfigMap", "ns1", "cm"}, {"v1", "Pod", "ns2", "p"}, {"v1", "Secret", "ns1", "p"}, {"v1", "Pod", "ns1", "q"}} {
+		if uid, ok := g.Find(c[0], c[1], c[2], c[3]); ok {
+			t.Errorf("Find(%v) = %q, want nothing", c, uid)
+		}
+	}
+}

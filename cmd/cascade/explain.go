@@ -1,0 +1,144 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/cascade-gc/cascade/gc"
+)
+
+// subcommands run instead of the collector when named first on the command line.
+var subcommands = map[string]func(args []string, out io.Writer) error{
+	"explain": runExplain,
+}
+
+// runExplain is `cascade explain RESOURCE/NAME [-n NAMESPACE] [--url URL] [-o text|json|dot]`:
+// it asks a running cascade (its /debug/graph on the metrics address; reach an in-cluster one
+// with kubectl port-forward) what it knows about one object and what it would do, and prints it.
+func runExplain(args []string, out io.Writer) error {
+	fs := pflag.NewFlagSet("cascade explain", pflag.ContinueOnError)
+	ns := fs.StringP("namespace", "n", "default", "Namespace of the object (ignored for cluster-scoped resources).")
+	base := fs.String("url", "http://127.0.0.1:8080", "cascade's metrics address (--metrics-bind-address), e.g. a kubectl port-forward to it.")
+	format := fs.StringP("output", "o", "text", "text, json or dot.")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: cascade explain RESOURCE[.GROUP]/NAME [-n NAMESPACE] [--url URL] [-o text|json|dot]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	resource, name, ok := strings.Cut(fs.Arg(0), "/")
+	if fs.NArg() != 1 || !ok || resource == "" || name == "" {
+		return errors.New("explain takes one RESOURCE[.GROUP]/NAME, e.g. configmaps/my-config or replicasets.apps/web-1")
+	}
+	if *format != "text" && *format != "json" && *format != "dot" {
+		return fmt.Errorf("invalid -o %q: text, json or dot", *format)
+	}
+	q := url.Values{"resource": {resource}, "namespace": {*ns}, "name": {name}}
+	if *format == "dot" {
+		q.Set("format", "dot")
+	}
+	u := strings.TrimRight(*base, "/") + "/debug/graph?" + q.Encode()
+	c := &http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Get(u) //nolint:noctx // a one-shot command
+	if err != nil {
+		return fmt.Errorf("cannot reach cascade at %s: %v (is --url its --metrics-bind-address?)", *base, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s", strings.TrimSpace(string(body)))
+	}
+	if *format != "text" {
+		_, err = out.Write(body)
+		return err
+	}
+	var e gc.Explanation
+	if err := json.Unmarshal(body, &e); err != nil {
+		return fmt.Errorf("unreadable answer from %s: %v", u, err)
+	}
+	_, err = io.WriteString(out, explainText(e))
+	return err
+}
+
+func objectName(o gc.ExplainedObject) string {
+	if o.Namespace == "" {
+		return fmt.Sprintf("%s %s (%s)", o.Kind, o.Name, o.UID)
+	}
+	return fmt.Sprintf("%s %s/%s (%s)", o.Kind, o.Namespace, o.Name, o.UID)
+}
+
+// explainText is the human form of an explanation.
+func explainText(e gc.Explanation) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s", objectName(e.Object), e.State)
+	if e.Resource != "" {
+		fmt.Fprintf(&b, ", resource %s", e.Resource)
+	}
+	if e.Unsynced {
+		b.WriteString(" (NOT SYNCED: cascade cannot list or watch it)")
+	}
+	if e.Deleting {
+		fmt.Fprintf(&b, ", being deleted, GC finalizers %v", e.Finalizers)
+	}
+	b.WriteString("\n")
+	if len(e.Owners) == 0 {
+		b.WriteString("Owners: none\n")
+	} else {
+		b.WriteString("Owners:\n")
+		for _, o := range e.Owners {
+			flags := ""
+			if o.BlockOwnerDeletion {
+				flags = " [blockOwnerDeletion]"
+			}
+			fin := ""
+			if len(o.Finalizers) > 0 {
+				fin = fmt.Sprintf(" finalizers %v", o.Finalizers)
+			}
+			fmt.Fprintf(&b, "  %s %s/%s (%s)%s: %s%s — %s\n", o.APIVersion, o.Kind, o.Name, o.UID, flags, o.State, fin, o.Meaning)
+		}
+	}
+	if d := e.Decision; d != nil {
+		fmt.Fprintf(&b, "Decision now: %s (%s)", d.Action, d.Reason)
+		if d.Propagation != "" {
+			fmt.Fprintf(&b, ", propagation %s", d.Propagation)
+		}
+		if len(d.Owners) > 0 {
+			fmt.Fprintf(&b, ", references to %v", d.Owners)
+		}
+		b.WriteString("\n")
+	}
+	if len(e.Dependents) > 0 {
+		fmt.Fprintf(&b, "Dependents: %d, %d blocking its foreground deletion\n", len(e.Dependents), e.BlockingDependents)
+		for _, d := range e.Dependents {
+			fmt.Fprintf(&b, "  %s", objectName(d.ExplainedObject))
+			if d.Blocking {
+				b.WriteString(" blocking")
+			}
+			if d.Deleting {
+				fmt.Fprintf(&b, ", being deleted, held by finalizers %v", d.Finalizers)
+			} else if len(d.Finalizers) > 0 {
+				fmt.Fprintf(&b, ", finalizers %v", d.Finalizers)
+			}
+			if d.Unsynced {
+				b.WriteString(", its resource is NOT SYNCED")
+			}
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}

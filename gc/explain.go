@@ -1,0 +1,278 @@
+package gc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/policy"
+)
+
+// Explanation is what cascade knows about one object and what it would do about it now: the
+// ownership subgraph around it (its owners and its dependents) with the graph's verdict on
+// each reference, and the collector's decision. /debug/graph serves it; `cascade explain`
+// prints it.
+type Explanation struct {
+	Object ExplainedObject `json:"object"`
+	// State is observed, virtual (referenced, never observed), absent (observed deleted, still
+	// referenced) or orphaned (absent, deleted with the orphan policy).
+	State string `json:"state"`
+	// Resource is the watched resource of the object's kind ("" when not watched) and whether
+	// its view is incomplete.
+	Resource string `json:"resource,omitempty"`
+	Unsynced bool   `json:"unsynced,omitempty"`
+	// Deleting and Finalizers (the GC ones the graph tracks) of an observed object.
+	Deleting   bool             `json:"deleting,omitempty"`
+	Finalizers []string         `json:"finalizers,omitempty"`
+	Owners     []ExplainedOwner `json:"owners,omitempty"`
+	// Decision is what the collector would decide now (observed objects with owners).
+	Decision *ExplainedDecision `json:"decision,omitempty"`
+	// Dependents are the objects that reference this one; BlockingDependents how many of them
+	// block its foreground deletion.
+	Dependents         []ExplainedDependent `json:"dependents,omitempty"`
+	BlockingDependents int                  `json:"blockingDependents"`
+}
+
+// ExplainedObject identifies an object.
+type ExplainedObject struct {
+	APIVersion string    `json:"apiVersion"`
+	Kind       string    `json:"kind"`
+	Namespace  string    `json:"namespace,omitempty"`
+	Name       string    `json:"name"`
+	UID        types.UID `json:"uid"`
+}
+
+// ExplainedOwner is one owner reference and the graph's verdict on it.
+type ExplainedOwner struct {
+	ExplainedObject
+	Controller         bool `json:"controller,omitempty"`
+	BlockOwnerDeletion bool `json:"blockOwnerDeletion,omitempty"`
+	// State is the graph's verdict (graph.OwnerState) and Meaning says it in words.
+	State   string `json:"state"`
+	Meaning string `json:"meaning"`
+	// UnknownKind: the owner's apiVersion/kind has no REST mapping: never collected on it.
+	UnknownKind bool `json:"unknownKind,omitempty"`
+	// Finalizers of an observed owner being deleted (the GC ones).
+	Finalizers []string `json:"finalizers,omitempty"`
+}
+
+// ExplainedDecision is policy.Decide's answer on the current view.
+type ExplainedDecision struct {
+	Action      string      `json:"action"`
+	Reason      string      `json:"reason"`
+	Owners      []types.UID `json:"owners,omitempty"`
+	Propagation string      `json:"propagation,omitempty"`
+}
+
+// ExplainedDependent is one object that references the explained one.
+type ExplainedDependent struct {
+	ExplainedObject
+	// Blocking: it references the object with blockOwnerDeletion=true.
+	Blocking bool `json:"blocking,omitempty"`
+	Deleting bool `json:"deleting,omitempty"`
+	// Finalizers are the live object's (read for blocking dependents only, at most
+	// maxExplainedReads of them): what holds a dependent that is being deleted.
+	Finalizers []string `json:"finalizers,omitempty"`
+	// Unsynced: its resource's view is incomplete.
+	Unsynced bool `json:"unsynced,omitempty"`
+}
+
+// maxExplainedReads bounds the live GETs one explanation makes.
+const maxExplainedReads = 10
+
+var ownerMeanings = map[graph.OwnerState]string{
+	graph.OwnerUnknown:            "never observed and not verified yet: the dependent waits",
+	graph.OwnerVerifiedPresent:    "never observed (its kind is not watched), found present by a live GET: keeps the dependent",
+	graph.OwnerPresent:            "observed, present: keeps the dependent",
+	graph.OwnerBeingDeleted:       "observed, being deleted (not in the foreground): still keeps the dependent",
+	graph.OwnerDeletingDependents: "observed, being deleted in the foreground: waits for its dependents",
+	graph.OwnerAbsent:             "gone (observed deleted, or verified absent): the reference is dangling",
+	graph.OwnerInvalidNamespace:   "observed in another namespace: invalid for this dependent (OwnerRefInvalidNamespace), counts as gone",
+	graph.OwnerUnresolvable:       "a namespaced owner named by a cluster-scoped dependent: never collected on it",
+	graph.OwnerMismatch:           "its UID is observed at other coordinates; this claim is being verified: the dependent waits",
+	graph.OwnerOrphaned:           "gone, deleted with the orphan policy: the reference is removed, never a reason to delete",
+}
+
+func explainedObject(r graph.Ref) ExplainedObject {
+	return ExplainedObject{APIVersion: r.APIVersion, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, UID: r.UID}
+}
+
+func finalizerNames(f graph.Finalizers) []string {
+	var out []string
+	if f.Has(graph.FinalizerOrphan) {
+		out = append(out, "orphan")
+	}
+	if f.Has(graph.FinalizerForeground) {
+		out = append(out, "foregroundDeletion")
+	}
+	return out
+}
+
+// Explain returns the explanation of uid, or false when the graph does not know it.
+func (c *Controller) Explain(ctx context.Context, uid types.UID) (Explanation, bool) {
+	c.mu.RLock()
+	n, ok := c.g.Node(uid)
+	var owners []graph.OwnerView
+	var deps []graph.Ref
+	var depOwners [][]graph.OwnerView
+	var ownerNodes []graph.NodeView
+	blocking := 0
+	if ok {
+		owners = c.g.Owners(uid)
+		deps = c.g.Dependents(uid)
+		for _, d := range deps {
+			depOwners = append(depOwners, c.g.Owners(d.UID))
+		}
+		for _, o := range owners {
+			on, _ := c.g.Node(o.UID)
+			ownerNodes = append(ownerNodes, on)
+		}
+		blocking = c.g.BlockingDependents(uid)
+	}
+	c.mu.RUnlock()
+	if !ok {
+		return Explanation{}, false
+	}
+	e := Explanation{Object: explainedObject(n.Ref), Deleting: n.Deleting, Finalizers: finalizerNames(n.Finalizers), BlockingDependents: blocking}
+	switch {
+	case n.Virtual:
+		e.State = "virtual"
+	case n.Absent && n.Orphaned:
+		e.State = "orphaned"
+	case n.Absent:
+		e.State = "absent"
+	default:
+		e.State = "observed"
+	}
+	if res, unsynced := c.monitors.kindUnsynced(n.APIVersion, n.Kind); res.GVR.Resource != "" {
+		e.Resource, e.Unsynced = GVRString(res.GVR), unsynced
+	}
+	for i, o := range owners {
+		eo := ExplainedOwner{
+			ExplainedObject:    ExplainedObject{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, UID: o.UID},
+			Controller:         o.Controller,
+			BlockOwnerDeletion: o.BlockOwnerDeletion,
+			State:              o.State.String(),
+			Meaning:            ownerMeanings[o.State],
+		}
+		if on := ownerNodes[i]; !on.Virtual && !on.Absent {
+			eo.Namespace = on.Namespace
+			eo.Finalizers = finalizerNames(on.Finalizers)
+		}
+		if gv, err := schema.ParseGroupVersion(o.APIVersion); err != nil {
+			eo.UnknownKind = true
+		} else if _, err := c.restMapping(gv.WithKind(o.Kind).GroupKind(), gv.Version); err != nil {
+			eo.UnknownKind = true
+			eo.Meaning += " (no REST mapping for this apiVersion/kind: never collected on it)"
+		}
+		e.Owners = append(e.Owners, eo)
+	}
+	if !n.Virtual && !n.Absent && len(owners) > 0 {
+		d := policy.Decide(c.decisionInput(n, owners))
+		e.Decision = &ExplainedDecision{Action: d.Action.String(), Reason: string(d.Reason), Owners: d.Owners, Propagation: string(d.Propagation)}
+	}
+	reads := 0
+	for i, d := range deps {
+		ed := ExplainedDependent{ExplainedObject: explainedObject(d)}
+		ed.Blocking = slices.ContainsFunc(depOwners[i], func(o graph.OwnerView) bool { return o.UID == uid && o.BlockOwnerDeletion })
+		if res, unsynced := c.monitors.kindUnsynced(d.APIVersion, d.Kind); unsynced {
+			ed.Unsynced = true
+		} else if ed.Blocking && reads < maxExplainedReads && res.GVR.Resource != "" {
+			reads++
+			ns := d.Namespace
+			if !res.Namespaced {
+				ns = ""
+			}
+			if live, err := c.deps.Client.Get(ctx, res.GVR, ns, d.Name); err == nil && live.UID == d.UID {
+				ed.Deleting, ed.Finalizers = live.DeletionTimestamp != nil, live.Finalizers
+			}
+		}
+		e.Dependents = append(e.Dependents, ed)
+	}
+	return e, true
+}
+
+// findObject resolves resource (plural, or plural.group) namespace/name to an observed UID.
+func (c *Controller) findObject(resource, namespace, name string) (types.UID, error) {
+	res, group, _ := strings.Cut(resource, ".")
+	var found *Resource
+	for gvr, r := range c.Resources() {
+		if gvr.Resource == res && gvr.Group == group {
+			found = &r
+			break
+		}
+	}
+	if found == nil {
+		return "", fmt.Errorf("resource %q is not watched", resource)
+	}
+	if !found.Namespaced {
+		namespace = ""
+	}
+	c.mu.RLock()
+	uid, ok := c.g.Find(found.GVR.GroupVersion().String(), found.Kind, namespace, name)
+	c.mu.RUnlock()
+	if !ok {
+		return "", fmt.Errorf("%s %s/%s is not in the graph", resource, namespace, name)
+	}
+	return uid, nil
+}
+
+// DebugGraph serves /debug/graph: ?uid=UID, or ?resource=RESOURCE[.GROUP]&namespace=NS&name=NAME,
+// and &format=dot for Graphviz instead of JSON.
+func (c *Controller) DebugGraph(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	uid := types.UID(q.Get("uid"))
+	if uid == "" {
+		if q.Get("resource") == "" || q.Get("name") == "" {
+			http.Error(w, "give uid=, or resource=, name= (and namespace=)", http.StatusBadRequest)
+			return
+		}
+		var err error
+		if uid, err = c.findObject(q.Get("resource"), q.Get("namespace"), q.Get("name")); err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+	}
+	e, ok := c.Explain(r.Context(), uid)
+	if !ok {
+		http.Error(w, fmt.Sprintf("uid %s is not in the graph", uid), http.StatusNotFound)
+		return
+	}
+	if q.Get("format") == "dot" {
+		w.Header().Set("Content-Type", "text/vnd.graphviz")
+		_, _ = w.Write([]byte(e.DOT()))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(e)
+}
+
+// DOT renders the subgraph: owners above, dependents below, one edge per reference.
+func (e Explanation) DOT() string {
+	var b strings.Builder
+	label := func(o ExplainedObject) string {
+		return fmt.Sprintf("%s\\n%s/%s", o.Kind, o.Namespace, o.Name)
+	}
+	fmt.Fprintf(&b, "digraph cascade {\n  rankdir=BT;\n  %q [label=%q, style=bold];\n", e.Object.UID, label(e.Object)+"\\n"+e.State)
+	for _, o := range e.Owners {
+		fmt.Fprintf(&b, "  %q [label=%q];\n  %q -> %q [label=%q];\n", o.UID, label(o.ExplainedObject), e.Object.UID, o.UID, o.State)
+	}
+	for _, d := range e.Dependents {
+		style := ""
+		if d.Blocking {
+			style = ", style=bold"
+		}
+		fmt.Fprintf(&b, "  %q [label=%q];\n  %q -> %q [label=%q%s];\n", d.UID, label(d.ExplainedObject), d.UID, e.Object.UID, "owner", style)
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
