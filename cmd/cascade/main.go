@@ -51,6 +51,12 @@ import (
 const userAgent = "cascade"
 
 func main() {
+	run := run
+	if len(os.Args) > 1 {
+		if sub, ok := subcommands[os.Args[1]]; ok {
+			run = func(args []string) error { return sub(args[1:], os.Stdout) }
+		}
+	}
 	if err := run(os.Args[1:]); err != nil {
 		// One line that says what to fix; details are in the structured log above it.
 		fmt.Fprintf(os.Stderr, "cascade: %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
@@ -163,7 +169,7 @@ func run(args []string) error {
 	})
 
 	var wg sync.WaitGroup
-	servers, err := startServers(ctx, &wg, opts, reg, ctrl)
+	servers, err := startServers(ctx, &wg, opts, reg, ctrl, ctrl.DebugGraph)
 	if err != nil {
 		return err
 	}
@@ -290,7 +296,7 @@ func waitForServer(ctx context.Context, disco discovery.ServerVersionInterface, 
 
 // startServers serves /metrics and /healthz,/readyz on their own ports (either may be disabled
 // with "0"). Listening happens here, so a taken port is an error before work starts.
-func startServers(ctx context.Context, wg *sync.WaitGroup, opts *Options, reg *prometheus.Registry, ready readiness) ([]*http.Server, error) {
+func startServers(ctx context.Context, wg *sync.WaitGroup, opts *Options, reg *prometheus.Registry, ready readiness, debugGraph http.HandlerFunc) ([]*http.Server, error) {
 	logger := klog.FromContext(ctx)
 	var servers []*http.Server
 	serve := func(flagName, addr string, h http.Handler) error {
@@ -313,6 +319,7 @@ func startServers(ctx context.Context, wg *sync.WaitGroup, opts *Options, reg *p
 	}
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	metricsMux.HandleFunc("/debug/graph", debugGraph)
 	if opts.EnableProfiling {
 		metricsMux.HandleFunc("/debug/pprof/", pprof.Index)
 		metricsMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
