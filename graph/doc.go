@@ -76,9 +76,10 @@
 //     (InvalidNamespace);
 //   - a reference entering Unknown or Mismatch asks for a live check
 //     (VerifyOwner) unless the same check is already pending (the identity
-//     claim of a virtual node that has no answer yet); an object that
-//     becomes virtual because its resource is no longer watched also has
-//     its identity claim checked, so that later claims can wait for it;
+//     claim of a virtual node that has no answer yet and whose check was
+//     asked for: an object that becomes virtual because its resource is no
+//     longer watched, and whose identity no reference claims, has none
+//     under way until a reference makes that claim);
 //   - an owner entering orphan deletion, or gaining a dependent while in it,
 //     is in AttemptOrphan;
 //   - a foreground owner whose dependent went away, dropped its blocking

@@ -79,24 +79,25 @@ type node struct {
 // Node flags. Exactly one of fObserved, fVirtual, fAbsent is set on a live
 // node.
 const (
-	fObserved   uint16 = 1 << iota // seen through an informer and not deleted
-	fVirtual                       // referenced, never observed
-	fAbsent                        // observed, then deleted: a tombstone
-	fDeleting                      // deletionTimestamp set (observed only)
-	fOrphan                        // carries the orphan finalizer (observed only)
-	fForeground                    // carries the foregroundDeletion finalizer (observed only)
-	fRVNum                         // rv holds the resourceVersion
-	fRVSide                        // the resourceVersion is in Graph.sideRV
-	fSideUID                       // the UID is in Graph.sideUID
-	fIDPresent                     // virtual: its identity claim was verified present
-	fIDAbsent                      // virtual: its identity claim was verified absent
-	fIDCluster                     // the fID* answer was cluster-wide (any namespace)
-	fFresh                         // created by the Apply in progress
-	fOrphaned                      // observed being deleted with the orphan finalizer, ever (observed or absent only; sticky)
+	fObserved    uint16 = 1 << iota // seen through an informer and not deleted
+	fVirtual                        // referenced, not observed (never, or no longer watched)
+	fAbsent                         // observed, then deleted: a tombstone
+	fDeleting                       // deletionTimestamp set (observed only)
+	fOrphan                         // carries the orphan finalizer (observed only)
+	fForeground                     // carries the foregroundDeletion finalizer (observed only)
+	fRVNum                          // rv holds the resourceVersion
+	fRVSide                         // the resourceVersion is in Graph.sideRV
+	fSideUID                        // the UID is in Graph.sideUID
+	fIDPresent                      // virtual: its identity claim was verified present
+	fIDAbsent                       // virtual: its identity claim was verified absent
+	fIDCluster                      // the fID* answer was cluster-wide (any namespace)
+	fFresh                          // created by the Apply in progress
+	fOrphaned                       // observed being deleted with the orphan finalizer, ever (sticky; virtual only if unwatched so, unwatch.go)
+	fIDUnchecked                    // virtual: no live check of its identity claim is under way (unwatch.go)
 
 	finShift = 4 // fOrphan == FinalizerOrphan << finShift
 	kindMask = fObserved | fVirtual | fAbsent
-	idMask   = fIDPresent | fIDAbsent | fIDCluster
+	idMask   = fIDPresent | fIDAbsent | fIDCluster | fIDUnchecked
 )
 
 // edge is one owner reference of an observed node: the owner's node and the

@@ -45,7 +45,11 @@ type mNode struct {
 	owners     []mEdge
 	idVerify   int  // virtual: answer for its identity claim
 	idCluster  bool // that answer was cluster-wide
-	orphaned   bool // ever observed being deleted with the orphan finalizer
+	// virtual: no check of its identity claim was asked for (it became
+	// virtual when its resource stopped being watched, and no reference
+	// made that claim since).
+	idUnchecked bool
+	orphaned    bool // ever observed being deleted with the orphan finalizer
 }
 
 // mRetained is one slot of the FIFO of retained orphans: a released
@@ -204,6 +208,7 @@ type nodeBefore struct {
 	ref                Ref
 	orphan, foreground bool
 	idVerify           int
+	idUnchecked        bool
 	owners, blocks     map[types.UID]bool
 	dependents         []types.UID
 }
@@ -213,7 +218,7 @@ func (m *model) apply(ev Event) Effects {
 	nb := make(map[types.UID]nodeBefore, len(m.nodes))
 	for uid, n := range m.nodes {
 		b := nodeBefore{kind: n.kind, ref: n.ref, orphan: n.waitingOrphan(), foreground: n.deletingDependents(),
-			idVerify: n.idVerify, owners: map[types.UID]bool{}, blocks: map[types.UID]bool{}}
+			idVerify: n.idVerify, idUnchecked: n.idUnchecked, owners: map[types.UID]bool{}, blocks: map[types.UID]bool{}}
 		for _, e := range n.owners {
 			b.owners[e.UID] = true
 			if e.BlockOwnerDeletion {
@@ -227,7 +232,6 @@ func (m *model) apply(ev Event) Effects {
 	// EventUnwatched: the owners the unwatched nodes referenced, and the
 	// identities of those that became virtual.
 	var unwatchedOwners []types.UID
-	var unwatchedIDs []Ref
 	if ev.Type == EventObserved || ev.Type == EventDeleted {
 		if n := m.nodes[ev.Object.UID]; n != nil {
 			for _, e := range n.owners {
@@ -252,7 +256,7 @@ func (m *model) apply(ev Event) Effects {
 	case EventOwnerVerified:
 		m.verify(ev.Owner, ev.Present)
 	case EventUnwatched:
-		unwatchedOwners, unwatchedIDs = m.unwatch(ev.Object.APIVersion, ev.Object.Kind)
+		unwatchedOwners = m.unwatch(ev.Object.APIVersion, ev.Object.Kind)
 	default:
 		return Effects{}
 	}
@@ -302,7 +306,7 @@ func (m *model) apply(ev Event) Effects {
 			ob, oExisted := nb[k.uid]
 			pending := !existed && oExisted && ob.kind == mVirtual && o.kind == mVirtual &&
 				sameCoords(k.apiVersion, k.kind, k.name, o.ref) && a.dep.ref.Namespace == o.ref.Namespace &&
-				ob.idVerify == vNone
+				ob.idVerify == vNone && !ob.idUnchecked
 			if !pending {
 				verify[Ref{APIVersion: k.apiVersion, Kind: k.kind, Namespace: a.dep.ref.Namespace, Name: k.name, UID: k.uid}] = true
 			}
@@ -351,8 +355,11 @@ func (m *model) apply(ev Event) Effects {
 			recheck[o] = true
 		}
 	}
-	for _, r := range unwatchedIDs {
-		verify[r] = true
+	// A check of a virtual node's identity is under way once asked for.
+	for r := range verify {
+		if o := m.nodes[r.UID]; o != nil && o.kind == mVirtual && sameCoords(r.APIVersion, r.Kind, r.Name, o.ref) && r.Namespace == o.ref.Namespace {
+			o.idUnchecked = false
+		}
 	}
 	fx.AttemptDelete = setToSlice(del)
 	fx.AttemptOrphan = setToSlice(orphan)
@@ -453,7 +460,7 @@ func (m *model) delete(r Ref) {
 		n.ref = r
 	}
 	// With no dependents left, apply's sweep releases the tombstone.
-	n.kind, n.deleting, n.finalizers, n.idVerify, n.idCluster = mAbsent, false, 0, vNone, false
+	n.kind, n.deleting, n.finalizers, n.idVerify, n.idCluster, n.idUnchecked = mAbsent, false, 0, vNone, false, false
 	if n.orphaned && len(m.dependents(uid)) > 0 {
 		m.tombstones++
 	}
@@ -463,10 +470,9 @@ func (m *model) delete(r Ref) {
 // (EventUnwatched), in UID order: first each drops its references (owners
 // nobody references any more are released, in reference order), then each
 // is released if nothing references it, else becomes a virtual node at its
-// coordinates with no verification, keeping the orphaned mark. It returns
-// the owners the nodes referenced and the identities of the new virtual
-// nodes.
-func (m *model) unwatch(apiVersion, kind string) (owners []types.UID, ids []Ref) {
+// coordinates with no verification and no check of its identity asked for,
+// keeping the orphaned mark. It returns the owners the nodes referenced.
+func (m *model) unwatch(apiVersion, kind string) (owners []types.UID) {
 	var xs []types.UID
 	for uid, n := range m.nodes {
 		if n.kind == mObserved && n.ref.APIVersion == apiVersion && n.ref.Kind == kind {
@@ -497,7 +503,7 @@ func (m *model) unwatch(apiVersion, kind string) (owners []types.UID, ids []Ref)
 			m.unwatchedReleased++
 			continue
 		}
-		*n = mNode{kind: mVirtual, ref: n.ref, orphaned: n.orphaned}
+		*n = mNode{kind: mVirtual, ref: n.ref, orphaned: n.orphaned, idUnchecked: true}
 		for _, d := range m.nodes {
 			for i := range d.owners {
 				if d.owners[i].UID == uid {
@@ -505,13 +511,12 @@ func (m *model) unwatch(apiVersion, kind string) (owners []types.UID, ids []Ref)
 				}
 			}
 		}
-		ids = append(ids, n.ref)
 		m.unwatchedVirtual++
 		if n.orphaned {
 			m.unwatchedOrphans++
 		}
 	}
-	return owners, ids
+	return owners
 }
 
 func (m *model) verify(c Ref, present bool) {
@@ -539,7 +544,7 @@ func (m *model) verify(c Ref, present bool) {
 		}
 	}
 	if o.kind == mVirtual && sameCoords(c.APIVersion, c.Kind, c.Name, o.ref) && (c.Namespace == "" || c.Namespace == o.ref.Namespace) {
-		o.idVerify, o.idCluster = v, c.Namespace == ""
+		o.idVerify, o.idCluster, o.idUnchecked = v, c.Namespace == "", false
 	}
 }
 

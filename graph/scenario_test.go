@@ -1004,28 +1004,41 @@ func TestScenarios(t *testing.T) {
 			},
 		},
 		{
-			name: "unwatched: a new dependent waits for the pending check of the identity",
+			name: "unwatched: the identity nobody claims is checked once a reference claims it",
 			steps: []step{
 				processEvent(observed(obj(widget1v1))),
 				processEvent(observed(obj(cm2, owner(widget1v2)))),
 				// Only cm2 refers to widget1, at v2, and its check is still
-				// pending (it was a mismatch): widget1's identity (v1) is
-				// checked so that later claims of it can wait for that.
+				// pending (a mismatch): nothing new to ask. Nobody claims
+				// widget1's identity (v1): no GET nobody needs.
 				processEvent(unwatched("example.com/v1", "Widget")),
 				assertState(state{
-					nodes:   []NodeView{makeNode(widget1v1, virtual), makeNode(cm2, withOwners(owner(widget1v2)))},
-					effects: Effects{VerifyOwner: []Ref{widget1v1}},
-					owners:  map[types.UID][]OwnerState{cm2.UID: {OwnerUnknown}},
+					nodes:  []NodeView{makeNode(widget1v1, virtual), makeNode(cm2, withOwners(owner(widget1v2)))},
+					owners: map[types.UID][]OwnerState{cm2.UID: {OwnerUnknown}},
 				}),
+				// The first reference claiming it asks for the check...
 				processEvent(observed(obj(cm1, owner(widget1v1)))),
 				assertState(state{
-					nodes:  []NodeView{makeNode(widget1v1, virtual), makeNode(cm1, withOwners(owner(widget1v1))), makeNode(cm2, withOwners(owner(widget1v2)))},
-					owners: map[types.UID][]OwnerState{cm1.UID: {OwnerUnknown}},
+					nodes:   []NodeView{makeNode(widget1v1, virtual), makeNode(cm1, withOwners(owner(widget1v1))), makeNode(cm2, withOwners(owner(widget1v2)))},
+					effects: Effects{VerifyOwner: []Ref{widget1v1}},
+					owners:  map[types.UID][]OwnerState{cm1.UID: {OwnerUnknown}},
+				}),
+				// ...the next one waits for that answer, and inherits it.
+				processEvent(observed(obj(pod1ns1, owner(widget1v1)))),
+				assertState(state{
+					nodes: []NodeView{
+						makeNode(widget1v1, virtual), makeNode(cm1, withOwners(owner(widget1v1))),
+						makeNode(cm2, withOwners(owner(widget1v2))), makeNode(pod1ns1, withOwners(owner(widget1v1))),
+					},
+					owners: map[types.UID][]OwnerState{pod1ns1.UID: {OwnerUnknown}},
 				}),
 				processEvent(verified(widget1v1, true)),
 				assertState(state{
-					nodes:  []NodeView{makeNode(widget1v1, virtual), makeNode(cm1, withOwners(owner(widget1v1))), makeNode(cm2, withOwners(owner(widget1v2)))},
-					owners: map[types.UID][]OwnerState{cm1.UID: {OwnerVerifiedPresent}, cm2.UID: {OwnerUnknown}},
+					nodes: []NodeView{
+						makeNode(widget1v1, virtual), makeNode(cm1, withOwners(owner(widget1v1))),
+						makeNode(cm2, withOwners(owner(widget1v2))), makeNode(pod1ns1, withOwners(owner(widget1v1))),
+					},
+					owners: map[types.UID][]OwnerState{cm1.UID: {OwnerVerifiedPresent}, cm2.UID: {OwnerUnknown}, pod1ns1.UID: {OwnerVerifiedPresent}},
 				}),
 			},
 		},

@@ -25,11 +25,13 @@ import (
 //   - becomes a virtual node if other objects still reference it, at the
 //     coordinates it was observed at, with no verification: every
 //     reference to it is Unknown and each distinct claim gets a live check
-//     (VerifyOwner), and so does its identity claim, so that a dependent
-//     that arrives later making that claim waits for that answer as it does
-//     for any virtual owner. It keeps the orphaned mark if it was observed
-//     being deleted with the orphan finalizer: a claim on it verified absent
-//     is then OwnerOrphaned, never a reason to delete;
+//     (VerifyOwner). Its identity is checked only if a reference makes
+//     that claim (no GET that nobody needs): until one does, the node is
+//     marked unchecked, so that the first reference that makes it later
+//     asks for the check instead of waiting for one that never comes. It
+//     keeps the orphaned mark if it was observed being deleted with the
+//     orphan finalizer: a claim on it verified absent is then
+//     OwnerOrphaned, never a reason to delete;
 //   - is released otherwise (an orphaned one goes to the FIFO of retained
 //     orphans, as any released orphaned owner).
 //
@@ -100,7 +102,7 @@ func (g *Graph) unwatch(apiVersion, kind string) {
 			delete(g.sideRV, t.id)
 		}
 		n.rv = 0
-		n.flags = n.flags&(fSideUID|fFresh|fOrphaned) | fVirtual
+		n.flags = n.flags&(fSideUID|fFresh|fOrphaned) | fVirtual | fIDUnchecked
 		g.account(n, 1)
 		for _, d := range g.depIDs(n) {
 			dn := g.node(d)
@@ -110,7 +112,6 @@ func (g *Graph) unwatch(apiVersion, kind string) {
 				}
 			}
 		}
-		g.incomingTransitions()
-		g.fx.verify = append(g.fx.verify, g.ref(t.id, n))
+		g.incomingTransitions() // a reference making the identity claim clears fIDUnchecked
 	}
 }

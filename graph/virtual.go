@@ -67,11 +67,12 @@ func (g *Graph) inherit(d, o *node, gvk uint32, name string) uint32 {
 
 // verificationPending reports whether a new reference e from d makes a
 // claim whose check is already under way: the identity claim of a virtual
-// node that existed before this event and has no answer yet. No second
-// VerifyOwner is issued for it.
+// node that existed before this event and has no answer yet, unless no
+// check of it was ever asked for (fIDUnchecked). No second VerifyOwner is
+// issued for it.
 func (g *Graph) verificationPending(d *node, e *edge) bool {
 	o := g.node(e.owner)
-	return o.flags&(fVirtual|fFresh|fIDPresent|fIDAbsent) == fVirtual &&
+	return o.flags&(fVirtual|fFresh|fIDPresent|fIDAbsent|fIDUnchecked) == fVirtual &&
 		e.gvk() == o.gvk && e.name == o.name && d.ns == o.ns
 }
 
@@ -163,6 +164,9 @@ func (g *Graph) transition(dep uint32, dn *node, e *edge, before, after OwnerSta
 	}
 	if after.Undecided() && (isNew || !before.Undecided()) && !pending {
 		g.fx.verify = append(g.fx.verify, g.claim(dn, e))
+		if o := g.node(e.owner); o.flags&fIDUnchecked != 0 && e.gvk() == o.gvk && e.name == o.name && dn.ns == o.ns {
+			o.flags &^= fIDUnchecked // its identity is being checked now
+		}
 	}
 }
 
