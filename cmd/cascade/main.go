@@ -73,11 +73,16 @@ func run(args []string) error {
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
+	showVersion := fs.Bool("version", false, "Print the version and commit, and exit.")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil
 		}
 		return fmt.Errorf("%w (see --help)", err)
+	}
+	if *showVersion {
+		_, err := fmt.Fprintln(stdout, versionLine())
+		return err
 	}
 	if errs := opts.Validate(); len(errs) > 0 {
 		return errors.New(oneLine(errs))
