@@ -25,6 +25,7 @@ func (p *Processor) foreground(ctx context.Context, logger klog.Logger, owner cl
 	if blocking := p.view.BlockingDependents(owner.UID); blocking > 0 {
 		logger.V(5).Info("Waiting for blocking dependents", "blocking", blocking)
 		p.reportUnsyncedBlockers(logger, owner, pr)
+		p.reportStuck(ctx, logger, owner, pr, metav1.FinalizerDeleteDependents)
 		return work.Retry, nil
 	}
 	removed, err := p.removeFinalizer(ctx, owner, metav1.FinalizerDeleteDependents)

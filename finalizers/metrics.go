@@ -18,6 +18,9 @@ type Metrics struct {
 	// BlockedByUnsynced counts foreground owners found waiting on a blocking dependent of a
 	// resource whose view is incomplete, by resource (once per owner and resource).
 	BlockedByUnsynced *prometheus.CounterVec
+	// OldestWaiting is how long the oldest owner being deleted with each GC finalizer has
+	// waited (since this process found it waiting), updated every resync period.
+	OldestWaiting *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them on reg.
@@ -43,8 +46,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name:      "foreground_blocked_by_unsynced_total",
 			Help:      "Owners being deleted in the foreground found waiting on a blocking dependent of a resource cascade cannot list or watch, by resource (once per owner).",
 		}, []string{"resource"}),
+		OldestWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: gc.MetricsNamespace,
+			Name:      "oldest_waiting_owner_seconds",
+			Help:      "Seconds the oldest owner being deleted with each GC finalizer (orphan, foregroundDeletion) has waited, since cascade found it waiting; 0 when none waits. Updated every --finalizer-resync-period.",
+		}, []string{"finalizer"}),
 	}
-	reg.MustRegister(m.FinalizersRemoved, m.OrphanedDependents, m.Errors, m.BlockedByUnsynced)
+	reg.MustRegister(m.FinalizersRemoved, m.OrphanedDependents, m.Errors, m.BlockedByUnsynced, m.OldestWaiting)
 	return m
 }
 

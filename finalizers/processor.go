@@ -52,6 +52,9 @@ type Options struct {
 	Metrics *Metrics
 	// WorkMetrics, when set, count the workers' failed attempts.
 	WorkMetrics *work.Metrics
+	// StuckAfter is how long an owner waits on its GC finalizer before a Warning Event names
+	// what holds it (and again at most every StuckAfter).
+	StuckAfter time.Duration
 	// Recorder, when set, emits Warning Events on owners (a foreground owner blocked by a
 	// dependent of an unsynced resource).
 	Recorder record.EventRecorder
@@ -90,6 +93,9 @@ type progress struct {
 	patched map[types.UID]struct{}
 	// reported holds the unsynced resources already reported as blocking this owner.
 	reported map[string]struct{}
+	// since is when this process first found the owner waiting; stuckReported when its last
+	// stuck-deletion Event went out.
+	since, stuckReported time.Time
 }
 
 // New builds a processor; nothing runs until Run, but Enqueue may be called at once.
@@ -102,6 +108,9 @@ func New(opts Options) *Processor {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.StuckAfter <= 0 {
+		opts.StuckAfter = DefaultStuckAfter
 	}
 	return &Processor{
 		opts: opts,
@@ -186,6 +195,7 @@ func (p *Processor) resync() {
 		}
 	}
 	p.mu.Unlock()
+	p.updateOldestWaiting(owners)
 }
 
 // process examines one owner from the graph's view and does what its GC finalizers need.
@@ -214,8 +224,10 @@ func (p *Processor) process(ctx context.Context, uid types.UID) (work.Outcome, e
 		owner.Namespace = ""
 	}
 	if todo.Orphan {
-		if err := p.orphan(ctx, logger, owner, p.progressOf(uid)); err != nil {
+		pr := p.progressOf(uid)
+		if err := p.orphan(ctx, logger, owner, pr); err != nil {
 			p.opts.Metrics.failed(metav1.FinalizerOrphanDependents)
+			p.reportStuck(ctx, logger, owner, pr, metav1.FinalizerOrphanDependents)
 			return work.Retry, fmt.Errorf("orphaning: %w", err)
 		}
 	}
@@ -230,7 +242,7 @@ func (p *Processor) progressOf(uid types.UID) *progress {
 	defer p.mu.Unlock()
 	pr, ok := p.progress[uid]
 	if !ok {
-		pr = &progress{patched: map[types.UID]struct{}{}, reported: map[string]struct{}{}}
+		pr = &progress{patched: map[types.UID]struct{}{}, reported: map[string]struct{}{}, since: p.opts.Clock.Now()}
 		p.progress[uid] = pr
 	}
 	return pr

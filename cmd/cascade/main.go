@@ -152,6 +152,7 @@ func run(args []string) error {
 		Metrics:      finalizers.NewMetrics(reg),
 		WorkMetrics:  workMetrics,
 		Recorder:     recorder,
+		StuckAfter:   opts.StuckAfter,
 	})
 	elected := make(chan struct{})
 	ctrl := gc.New(gc.Deps{

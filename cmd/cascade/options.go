@@ -29,6 +29,9 @@ type Options struct {
 	// OwnerReverifyPeriod is how often owners cascade never observed but found present are
 	// checked again.
 	OwnerReverifyPeriod time.Duration
+	// StuckAfter is how long an owner may wait on its GC finalizer before cascade says what
+	// holds it.
+	StuckAfter time.Duration
 	// SyncTimeout bounds the wait for the initial lists before cascade proceeds with the
 	// resources that synced.
 	SyncTimeout time.Duration
@@ -76,6 +79,7 @@ func NewOptions() *Options {
 		Workers:                      20,
 		DiscoveryPeriod:              30 * time.Second,
 		SyncTimeout:                  30 * time.Second,
+		StuckAfter:                   5 * time.Minute,
 		OwnerReverifyPeriod:          30 * time.Second,
 		IgnoredResources:             []string{"events", "events.events.k8s.io"},
 		AbsentOwnerCacheSize:         10000,
@@ -102,6 +106,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.AbsentOwnerCacheSize, "absent-owner-cache-size", o.AbsentOwnerCacheSize, "Entries in the cache of owners verified absent.")
 	fs.DurationVar(&o.SyncTimeout, "sync-timeout", o.SyncTimeout, "How long to wait for every resource's initial list before proceeding with those that synced; the others are named in /readyz, the metrics and the log, and decisions that need them wait.")
 	fs.DurationVar(&o.OwnerReverifyPeriod, "owner-reverify-period", o.OwnerReverifyPeriod, "How often an owner cascade never observes (ignored or unwatchable kind), once found present by a live GET, is checked again while dependents reference it; the interval doubles after each check up to 16 periods.")
+	fs.DurationVar(&o.StuckAfter, "stuck-deletion-threshold", o.StuckAfter, "How long an owner may wait on its orphan or foregroundDeletion finalizer before a Warning Event names up to 5 dependents it waits for and what holds each (repeated at most as often).")
 	fs.DurationVar(&o.FinalizerResyncPeriod, "finalizer-resync-period", o.FinalizerResyncPeriod, "How often every owner being deleted with the orphan or foregroundDeletion finalizer is re-checked, whatever events arrived.")
 	fs.DurationVar(&o.StartupTimeout, "startup-timeout", o.StartupTimeout, "How long to try reaching the API server at start before giving up.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address for /metrics (host:port, or 0 to disable).")
@@ -140,6 +145,9 @@ func (o *Options) Validate() field.ErrorList {
 	}
 	if o.SyncTimeout < time.Second {
 		errs = append(errs, field.Invalid(field.NewPath("--sync-timeout"), o.SyncTimeout.String(), "must be at least 1s"))
+	}
+	if o.StuckAfter < time.Second {
+		errs = append(errs, field.Invalid(field.NewPath("--stuck-deletion-threshold"), o.StuckAfter.String(), "must be at least 1s"))
 	}
 	if o.OwnerReverifyPeriod < time.Second {
 		errs = append(errs, field.Invalid(field.NewPath("--owner-reverify-period"), o.OwnerReverifyPeriod.String(), "must be at least 1s"))
