@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -86,6 +87,17 @@ type Input struct {
 	ForegroundFinalizer bool
 	// BeingDeleted is true when the dependent has a deletionTimestamp.
 	BeingDeleted bool
+
+	// Collect is the policy's collect rule for the dependent (its resource and namespace). The
+	// zero value collects as built in. Collect rules only ever turn a Delete into something
+	// milder: they never cause a delete the built-in rules would not.
+	Collect Collect
+	// OrphanedAt is when cascade first found every owner of the dependent gone, as recorded on
+	// the dependent (OrphanedAtAnnotation); zero when unknown or not read. Only collect: After
+	// reads it.
+	OrphanedAt time.Time
+	// Now is the clock, read only by time-based rules (collect: After).
+	Now time.Time
 }
 
 // Action is what the caller must do with the dependent.
@@ -101,6 +113,12 @@ const (
 	RemoveRefs
 	// Delete: delete the dependent with Decision.Propagation.
 	Delete
+	// Requeue: keep the dependent for now and decide again after Decision.After.
+	Requeue
+	// RecordOrphanedAt: the decision needs Input.OrphanedAt. Read it from the live dependent;
+	// if it is not recorded there, record Input.Now (OrphanedAtAnnotation) and decide again
+	// after Decision.After.
+	RecordOrphanedAt
 )
 
 func (a Action) String() string {
@@ -113,6 +131,10 @@ func (a Action) String() string {
 		return "RemoveRefs"
 	case Delete:
 		return "Delete"
+	case Requeue:
+		return "Requeue"
+	case RecordOrphanedAt:
+		return "RecordOrphanedAt"
 	default:
 		return fmt.Sprintf("Action(%d)", int(a))
 	}
@@ -146,6 +168,12 @@ const (
 	ReasonOwnerWaitingForDependents Reason = "OwnerWaitingForDependents"
 	// ReasonOwnersGone: every owner is verified dangling or waiting.
 	ReasonOwnersGone Reason = "OwnersGone"
+	// ReasonCollectNever: every owner is gone and the policy says collect: Never for the
+	// dependent; the references to the owners are removed instead of deleting it.
+	ReasonCollectNever Reason = "CollectNever"
+	// ReasonCollectAfter: every owner is gone and the policy says collect: After for the
+	// dependent, whose delay has not passed yet.
+	ReasonCollectAfter Reason = "CollectAfter"
 	// ReasonUndecided: no rule matched. The default chain is total, so this
 	// only appears with a custom Chain.
 	ReasonUndecided Reason = "Undecided"
@@ -169,6 +197,8 @@ type Decision struct {
 	// a potential cycle of objects all waiting for each other in the
 	// foreground. The in-tree GC notes the detection has false positives.
 	UnblockOwnerRefs bool
+	// After is when to decide again (Requeue and RecordOrphanedAt only).
+	After time.Duration
 }
 
 func (d Decision) String() string {
@@ -180,6 +210,8 @@ func (d Decision) String() string {
 		return fmt.Sprintf("%s(%s) owners=%v", d.Action, d.Reason, d.Owners)
 	case Delete:
 		return fmt.Sprintf("%s(%s) propagation=%s unblock=%t", d.Action, d.Reason, d.Propagation, d.UnblockOwnerRefs)
+	case Requeue, RecordOrphanedAt:
+		return fmt.Sprintf("%s(%s) after=%s", d.Action, d.Reason, d.After)
 	default:
 		return fmt.Sprintf("%s(%s)", d.Action, d.Reason)
 	}
@@ -206,7 +238,8 @@ func (c Chain) Evaluate(in Input) Decision {
 }
 
 // AttemptToDelete is the in-tree attemptToDeleteItem decision (reference
-// §1.7 and §2.5) plus cascade's rule for owners it could not verify.
+// §1.7 and §2.5) plus cascade's rule for owners it could not verify and the
+// policy's collect rules, which apply only where a delete would follow.
 var AttemptToDelete = Chain{
 	removeOrphanedRefs,     // an owner deleted with the orphan policy: remove the refs to it, never delete for it
 	keepBeingDeleted,       // a deletionTimestamp is a one-way trip; foreground owners belong to finalizers/
@@ -214,6 +247,8 @@ var AttemptToDelete = Chain{
 	keepWithSolidOwner,     // a solid owner and nothing removable: in-tree "at least one existing owner"
 	removeStaleRefs,        // a solid owner plus verified dangling/waiting refs: patch those refs out
 	waitForUnknownOwner,    // no solid owner and one we cannot verify: never delete, retry later
+	collectNever,           // policy collect: Never: remove the refs to the gone owners instead of deleting
+	collectAfter,           // policy collect: After d: keep until d after the owners were found gone
 	deleteInForeground,     // an owner waits for dependents and the item has dependents: cascade foreground
 	deleteWithOwnFinalizer, // every owner gone or waiting: policy from the item's own finalizers
 }

@@ -1,10 +1,13 @@
 package policy
 
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 // DefaultIgnoredResources returns the resources the in-tree garbage collector
 // ignores: core and events.k8s.io events. Their REST strategies report
 // garbage collection as unsupported, so they never get GC finalizers, and
 // watching them would only cost memory. The result is a new slice on every
-// call.
+// call. (They are the default of --ignored-resources; a policy's
+// ignoredResources add to that flag.)
 func DefaultIgnoredResources() []GroupResource {
 	return []GroupResource{
 		{Group: "", Resource: "events"},
@@ -12,10 +15,16 @@ func DefaultIgnoredResources() []GroupResource {
 	}
 }
 
-// SetDefaults fills the fields of cfg that were left unset. It does not
-// validate.
-func SetDefaults(cfg *Config) {
-	if cfg.IgnoredResources == nil {
-		cfg.IgnoredResources = DefaultIgnoredResources()
+// BuiltinPropagation is what kube-apiserver does with the dependents of an
+// object of gr deleted without a propagation policy (and without a GC
+// finalizer): Orphan for replicationcontrollers and jobs.batch (for every
+// version still served; Job deletes also get a warning), Background for every
+// other resource, custom resources included.
+func BuiltinPropagation(gr GroupResource) metav1.DeletionPropagation {
+	switch gr {
+	case GroupResource{Resource: "replicationcontrollers"}, GroupResource{Group: "batch", Resource: "jobs"}:
+		return metav1.DeletePropagationOrphan
+	default:
+		return metav1.DeletePropagationBackground
 	}
 }

@@ -3,6 +3,8 @@ package policy
 import (
 	"slices"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestDefaultIgnoredResources(t *testing.T) {
@@ -17,28 +19,19 @@ func TestDefaultIgnoredResources(t *testing.T) {
 	}
 }
 
-func TestSetDefaults(t *testing.T) {
-	tests := []struct {
-		name string
-		in   Config
-		want []GroupResource
+func TestBuiltinPropagation(t *testing.T) {
+	for _, tt := range []struct {
+		gr   GroupResource
+		want metav1.DeletionPropagation
 	}{
-		{name: "nil ignored resources become the defaults", in: Config{}, want: DefaultIgnoredResources()},
-		{name: "an empty list ignores nothing", in: Config{IgnoredResources: []GroupResource{}}, want: []GroupResource{}},
-		{
-			name: "an explicit list is kept",
-			in:   Config{IgnoredResources: []GroupResource{{Group: "example.com", Resource: "widgets"}}},
-			want: []GroupResource{{Group: "example.com", Resource: "widgets"}},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg := tt.in
-			SetDefaults(&cfg)
-			if !slices.Equal(cfg.IgnoredResources, tt.want) || (cfg.IgnoredResources == nil) != (tt.want == nil) {
-				t.Errorf("IgnoredResources = %#v, want %#v", cfg.IgnoredResources, tt.want)
-			}
-		})
+		{GroupResource{Resource: "replicationcontrollers"}, metav1.DeletePropagationOrphan},
+		{GroupResource{Group: "batch", Resource: "jobs"}, metav1.DeletePropagationOrphan},
+		{GroupResource{Group: "apps", Resource: "replicasets"}, metav1.DeletePropagationBackground},
+		{GroupResource{Group: "example.com", Resource: "jobs"}, metav1.DeletePropagationBackground},
+	} {
+		if got := BuiltinPropagation(tt.gr); got != tt.want {
+			t.Errorf("BuiltinPropagation(%s) = %s, want %s", tt.gr, got, tt.want)
+		}
 	}
 }
 

@@ -1,14 +1,17 @@
-// Package policy holds cascade's garbage-collection policy: the per-resource
-// configuration (types, defaults and validation) and the pure decision
-// functions that say what to do with a dependent whose owners have been
-// classified.
+// Package policy holds cascade's garbage-collection policy: the per-resource policy document
+// (types.go; Decode reads it strictly, Validate collects every error with its field path,
+// Warnings what depends on the cluster, Compile indexes it for decisions) and the pure decision
+// functions that say what to do with a dependent whose owners have been classified (decide.go,
+// and collect.go for the policy's collect rules).
 //
 // Invariants:
 //   - Nothing here performs I/O, reads a clock or starts a goroutine. Every
-//     function is a pure function of its arguments, so the whole package is
-//     safe for concurrent use and is tested without an API server.
+//     function is a pure function of its arguments (the clock is Input.Now), so
+//     the whole package is safe for concurrent use and is tested without an API
+//     server. A Compiled policy is immutable.
 //   - The only dependencies are apimachinery value types (UIDs, deletion
-//     propagation constants, field paths); never client-go.
+//     propagation constants, label selectors, field paths) and the decoders;
+//     never client-go.
 //   - Safety first: an owner the caller could not classify (Unknown, the zero
 //     value of OwnerState) never leads to a Delete. A dependent is deleted only
 //     when every one of its owners has been verified to be gone or to be
@@ -16,4 +19,10 @@
 //   - An owner deleted with the orphan policy (Orphaned, recorded by the
 //     graph) is never a reason to delete: the first rule of AttemptToDelete
 //     removes the references to it, whatever the other owners are.
+//   - The policy only ever makes collection milder: a collect rule replaces a
+//     Delete by removing references (Never) or by waiting (After), and nothing
+//     else; an empty, absent or rejected policy is the built-in behaviour. So no
+//     policy causes a delete the built-in rules would not make.
+//   - defaultPropagation rules are decoded, validated and reported
+//     (Compiled.DefaultPropagations) but not applied yet.
 package policy
