@@ -99,6 +99,7 @@ type Controller struct {
 
 	monitors *monitors
 	absent   *AbsentCache
+	latency  *latencyTracker // nil without metrics
 
 	// deleteQueue holds dependents to decide on; verifyQueue claimed owner identities that
 	// need a live check.
@@ -149,6 +150,7 @@ func New(deps Deps) *Controller {
 	c.leading.Store(deps.Elected == nil)
 	if deps.Metrics != nil {
 		deps.Metrics.registerGraph(c)
+		c.latency = newLatencyTracker(deps.Metrics.CollectionDuration, time.Now)
 	}
 	return c
 }
@@ -367,6 +369,7 @@ func (c *Controller) apply(ev graph.Event) {
 	c.mu.Lock()
 	eff := c.g.Apply(ev)
 	c.mu.Unlock()
+	c.latency.observe(ev, eff)
 	if eff.IsZero() {
 		return
 	}
