@@ -1,6 +1,7 @@
 // Package client is cascade's API edge: the one place that writes to the API server. Every
-// DELETE, ownerReference patch and finalizer removal cascade sends is built and sent here, with
-// its preconditions, so a new patch type or precondition touches this package only.
+// DELETE, ownerReference patch, finalizer removal and annotation of its own (SetAnnotation)
+// cascade sends is built and sent here, with its preconditions, so a new patch type or
+// precondition touches this package only.
 //
 // Invariants:
 //   - Every write names the object it means by UID: a DELETE carries Preconditions{UID} (and the

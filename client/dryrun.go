@@ -19,6 +19,7 @@ const (
 	ActionRemoveOwnerRefs  = "remove_owner_refs"
 	ActionUnblockOwnerRefs = "unblock_owner_refs"
 	ActionRemoveFinalizer  = "remove_finalizer"
+	ActionAnnotate         = "annotate" // cascade's bookkeeping (policy.OrphanedAtAnnotation)
 	ActionPatch            = "patch" // a patch of another shape (none is built today)
 )
 
@@ -42,7 +43,7 @@ func NewDryRun(c Interface, reg prometheus.Registerer) *DryRun {
 	actions := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "cascade",
 		Name:      "dry_run_actions_total",
-		Help:      "Writes cascade would have sent in --dry-run, by action (delete, remove_owner_refs, unblock_owner_refs, remove_finalizer), once per object.",
+		Help:      "Writes cascade would have sent in --dry-run, by action (delete, remove_owner_refs, unblock_owner_refs, remove_finalizer, annotate), once per object.",
 	}, []string{"action"})
 	reg.MustRegister(actions)
 	seen, err := lru.New[string, struct{}](dryRunMemory)
@@ -94,6 +95,7 @@ func classifyPatch(data []byte) (action string, uid types.UID) {
 		Metadata struct {
 			UID             types.UID         `json:"uid"`
 			Finalizers      *[]string         `json:"finalizers"`
+			Annotations     map[string]string `json:"annotations"`
 			OwnerReferences []json.RawMessage `json:"ownerReferences"`
 		} `json:"metadata"`
 	}
@@ -104,6 +106,8 @@ func classifyPatch(data []byte) (action string, uid types.UID) {
 	switch {
 	case m.Finalizers != nil:
 		return ActionRemoveFinalizer, m.UID
+	case m.Annotations != nil:
+		return ActionAnnotate, m.UID
 	case m.OwnerReferences == nil:
 		return ActionPatch, m.UID
 	}

@@ -32,6 +32,9 @@ func TestDryRunWritesNothing(t *testing.T) {
 		if err := UnblockOwnerRefs(ctx, d, dep, fake2refs()); err != nil {
 			t.Fatal(err)
 		}
+		if err := SetAnnotation(ctx, d, dep, "cascade.dev/orphaned-at", "2026-01-01T00:00:00Z owners=o2"); err != nil {
+			t.Fatal(err)
+		}
 		if err := Delete(ctx, d, dep, "7", metav1.DeletePropagationBackground); err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +48,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 	}) {
 		t.Errorf("requests that reached the server: %q, want only the reads", got)
 	}
-	for _, action := range []string{ActionRemoveOwnerRefs, ActionUnblockOwnerRefs, ActionDelete, ActionRemoveFinalizer} {
+	for _, action := range []string{ActionRemoveOwnerRefs, ActionUnblockOwnerRefs, ActionAnnotate, ActionDelete, ActionRemoveFinalizer} {
 		if v := testutil.ToFloat64(d.actions.WithLabelValues(action)); v != 1 {
 			t.Errorf("dry_run_actions_total{action=%q} = %v, want 1", action, v)
 		}

@@ -109,6 +109,11 @@ func (q *Queue[T]) Name() string { return q.name }
 // Add asks for item to be processed. It never blocks.
 func (q *Queue[T]) Add(item T) { q.q.Add(item) }
 
+// AddAfter asks for item to be processed once d has passed (on the queue's clock), for a worker
+// that knows when to look again: it then returns Done. If the item is added meanwhile, it is
+// processed then too. It never blocks.
+func (q *Queue[T]) AddAfter(item T, d time.Duration) { q.q.AddAfter(item, d) }
+
 // Len is the number of items waiting.
 func (q *Queue[T]) Len() int { return q.q.Len() }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // logLines captures what a logger at default verbosity prints.
@@ -154,5 +155,27 @@ func TestRunStopsWithContext(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after ctx ended")
+	}
+}
+
+// TestAddAfter: an item added for later is processed once the queue's clock passed the delay,
+// not before.
+func TestAddAfter(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	q := NewQueue("later", Options[string]{Clock: clk})
+	defer q.ShutDown()
+	q.AddAfter("a", time.Minute)
+	clk.Step(59 * time.Second)
+	time.Sleep(20 * time.Millisecond)
+	if n := q.Len(); n != 0 {
+		t.Fatalf("%d items ready before the delay", n)
+	}
+	clk.Step(time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for q.Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the item never became ready after its delay")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
