@@ -20,7 +20,7 @@ const (
 	ActionUnblockOwnerRefs = "unblock_owner_refs"
 	ActionRemoveFinalizer  = "remove_finalizer"
 	ActionAnnotate         = "annotate" // cascade's bookkeeping (policy.OrphanedAtAnnotation)
-	ActionPatch            = "patch" // a patch of another shape (none is built today)
+	ActionPatch            = "patch"    // a patch of another shape (none is built today)
 )
 
 // dryRunMemory bounds the (action, object) pairs remembered so each is counted and logged once.
