@@ -44,7 +44,6 @@ import (
 	"github.com/cascade-gc/cascade/client"
 	"github.com/cascade-gc/cascade/finalizers"
 	"github.com/cascade-gc/cascade/gc"
-	"github.com/cascade-gc/cascade/work"
 )
 
 // userAgent identifies cascade's requests in the API server's logs and metrics.
@@ -110,15 +109,10 @@ func run(args []string) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: gc.MetricsNamespace,
-		Name:      "api_requests_total",
-		Help:      "Requests cascade sent to the API server, by verb and response code.",
-	}, []string{"verb", "code"})
-	reg.MustRegister(requests)
-	cfg.Wrap(countRequests(requests))
-	workqueue.SetProvider(work.NewQueueMetrics(reg)) // before any queue is created
-	workMetrics := work.NewMetrics(reg)
+	ms := newMetricSet(reg)
+	cfg.Wrap(countRequests(ms.requests))
+	workqueue.SetProvider(ms.queues) // before any queue is created
+	workMetrics := ms.work
 
 	metaClient, err := metadata.NewForConfig(cfg)
 	if err != nil {
@@ -149,7 +143,7 @@ func run(args []string) error {
 		Client:       objects,
 		ResyncPeriod: opts.FinalizerResyncPeriod,
 		PatchWorkers: opts.Workers,
-		Metrics:      finalizers.NewMetrics(reg),
+		Metrics:      ms.finalizers,
 		WorkMetrics:  workMetrics,
 		Recorder:     recorder,
 		StuckAfter:   opts.StuckAfter,
@@ -162,7 +156,7 @@ func run(args []string) error {
 		Client:                 objects,
 		Mapper:                 restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
 		Recorder:               recorder,
-		Metrics:                gc.NewMetrics(reg),
+		Metrics:                ms.gc,
 		WorkMetrics:            workMetrics,
 		Ignored:                opts.IgnoredGroupResources(),
 		DiscoveryPeriod:        opts.DiscoveryPeriod,

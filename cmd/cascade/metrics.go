@@ -1,0 +1,37 @@
+package main
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cascade-gc/cascade/finalizers"
+	"github.com/cascade-gc/cascade/gc"
+	"github.com/cascade-gc/cascade/work"
+)
+
+// metricSet is every metric cascade registers up front, one constructor per package, all on
+// one injected registerer. (The scrape-time collector of the graph is registered by gc.New,
+// and cascade_dry_run_actions_total by client.NewDryRun, in --dry-run only.) docs/metrics.md
+// is generated from it (TestMetricsDoc).
+type metricSet struct {
+	requests   *prometheus.CounterVec
+	queues     *work.QueueMetrics
+	work       *work.Metrics
+	gc         *gc.Metrics
+	finalizers *finalizers.Metrics
+}
+
+func newMetricSet(reg prometheus.Registerer) metricSet {
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: gc.MetricsNamespace,
+		Name:      "api_requests_total",
+		Help:      "Requests cascade sent to the API server, by verb and response code.",
+	}, []string{"verb", "code"})
+	reg.MustRegister(requests)
+	return metricSet{
+		requests:   requests,
+		queues:     work.NewQueueMetrics(reg),
+		work:       work.NewMetrics(reg),
+		gc:         gc.NewMetrics(reg),
+		finalizers: finalizers.NewMetrics(reg),
+	}
+}
