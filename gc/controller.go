@@ -340,6 +340,8 @@ func (c *Controller) syncResources(ctx context.Context) {
 		c.deps.Metrics.ResourceWatched.WithLabelValues(gvr.Group, gvr.Version, gvr.Resource).Set(1)
 		logger.V(2).Info("Watching resource", "resource", GVRString(gvr), "kind", r.Kind, "namespaced", r.Namespaced)
 	}
+	// The objects of resources stopped now or in an earlier round (ghosts.go).
+	c.unwatchStopped(ctx)
 	c.resMu.Lock()
 	c.resources = next
 	c.resMu.Unlock()

@@ -38,6 +38,9 @@ type monitors struct {
 	mu   sync.RWMutex
 	byR  map[schema.GroupVersionResource]*monitor
 	byGK map[schema.GroupKind]*monitor // the watched version of each kind
+	// stopped are the resources stop ended whose objects the graph still holds as observed: it is
+	// told (graph.EventUnwatched) once unwatchDue says so.
+	stopped []Resource
 }
 
 func newMonitors(client metadata.Interface, g graphWriter) *monitors {
@@ -93,7 +96,9 @@ func (ms *monitors) start(ctx context.Context, r Resource) error {
 	return nil
 }
 
-// stop ends the monitor of gvr, removing its handler first so no event arrives after.
+// stop ends the monitor of gvr, removing its handler first so no event arrives after. Its
+// resource waits in stopped until the graph can be told its objects are no longer watched
+// (unwatchDue).
 func (ms *monitors) stop(gvr schema.GroupVersionResource) {
 	ms.mu.Lock()
 	m, ok := ms.byR[gvr]
@@ -103,6 +108,7 @@ func (ms *monitors) stop(gvr schema.GroupVersionResource) {
 		if ms.byGK[gk] == m {
 			delete(ms.byGK, gk)
 		}
+		ms.stopped = append(ms.stopped, m.res)
 	}
 	ms.mu.Unlock()
 	if !ok {
@@ -110,6 +116,44 @@ func (ms *monitors) stop(gvr schema.GroupVersionResource) {
 	}
 	m.cancel()
 	<-m.done
+}
+
+// unwatchDue returns the stopped resources whose objects the graph is to stop holding as
+// observed now (graph.EventUnwatched), and forgets them. Their monitors have returned, so no
+// late event of theirs can follow. A stopped resource is due
+//   - at once when no version of its kind is watched any more (its CRD was deleted, its group
+//     went away, it lost a verb);
+//   - when another version of its kind is watched (the preferred version switched), only once
+//     that version's monitor has synced: its complete list has then observed again, at the new
+//     version, every object that still exists, and what is left at the old version is what
+//     went while neither version was watched. Until then the objects stay observed as they
+//     were: they keep their dependents and hold foreground owners, a wait on an incomplete view
+//     that never deletes anything (and a new version that cannot be listed is reported
+//     unsynced).
+//
+// A resource whose own version is watched again is forgotten: that monitor's lists decide
+// about its objects, including those that vanished.
+func (ms *monitors) unwatchDue() []Resource {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	var due []Resource
+	waiting := ms.stopped[:0]
+	for _, r := range ms.stopped {
+		m, ok := ms.byGK[schema.GroupKind{Group: r.GVR.Group, Kind: r.Kind}]
+		switch {
+		case !ok:
+			due = append(due, r)
+		case m.res.GVR.Version == r.GVR.Version:
+			// watched again at its version
+		case m.synced():
+			due = append(due, r)
+		default:
+			waiting = append(waiting, r)
+		}
+	}
+	clear(ms.stopped[len(waiting):])
+	ms.stopped = waiting
+	return due
 }
 
 // stopAll ends every monitor (shutdown).
@@ -123,6 +167,9 @@ func (ms *monitors) stopAll() {
 	for _, gvr := range gvrs {
 		ms.stop(gvr)
 	}
+	ms.mu.Lock()
+	ms.stopped = nil // shutting down: nothing to tell the graph
+	ms.mu.Unlock()
 }
 
 // allSynced reports whether every monitor has delivered its initial list.
