@@ -1,0 +1,436 @@
+package gc
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cascade-gc/cascade/graph"
+)
+
+// Scenarios of the collector (harness in scenario_harness_test.go). Each names the bug it
+// guards against and what must never be deleted, and its e2e counterpart where there is one.
+
+// TestScenarioUnsyncedResource (issue 10, item 1): gizmos cannot be listed (a conversion
+// webhook is missing). Unsynced names it; an owner of that kind is never answered for while
+// it is unsynced (verify waits for sync, no GET), so its dependent is never deleted, however
+// often it is handed to the workers. Once gizmos lists, the claim is checked: the owner does
+// not exist, and the dependent is collected. (e2e: TestUnsyncedResourceDoesNotStall.)
+func TestScenarioUnsyncedResource(t *testing.T) {
+	g := scObj(scGizmos, "g", "u-g", "1")
+	dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(g))
+	s := newScenario(t, scenarioSetup{
+		watched: []Resource{scWidgets}, unlisted: []Resource{scGizmos},
+		objects: []runtime.Object{dep}, // g does not exist: a GET would answer 404
+	})
+	s.failStore(scGizmos, errors.New(`conversion webhook for example.com/v1, Kind=Gizmo failed: service "nowhere" not found`))
+	s.assertUnsynced(`gizmos.v1.example.com synced=false err=conversion webhook for example.com/v1, Kind=Gizmo failed: service "nowhere" not found`)
+	s.assertMetric("cascade_resource_unsynced", 1, "group", "example.com", "version", "v1", "resource", "gizmos")
+
+	s.observe(dep)
+	s.assertQueued(nil, []graph.Ref{scClaim(g, "ns")})
+	s.assertOwnerStates("u-dep", graph.OwnerUnknown)
+	s.processVerifies()
+	s.assertOutcomes("verify u-g: WaitForSync")
+	s.assertActions() // not even a GET
+	s.assertOwnerStates("u-dep", graph.OwnerUnknown)
+
+	// The dependent handed over (a resync) is kept: its owner is undecided.
+	s.enqueueDelete("u-dep")
+	s.processDeletes()
+	s.assertOutcomes("delete u-dep: Done")
+	s.assertActions()
+
+	// Still unsynced when the claim comes back.
+	s.retryPending()
+	s.processVerifies()
+	s.assertOutcomes("verify u-g: WaitForSync")
+	s.assertActions()
+	s.assertLive(dep, "u-g")
+
+	// gizmos lists (without g): the claim is checked, the owner is absent.
+	s.relist(scGizmos)
+	s.assertUnsynced()
+	s.retryPending()
+	s.processVerifies()
+	s.assertOutcomes("verify u-g: Done")
+	s.assertActions("GET gizmos ns/g")
+	s.assertOwnerStates("u-dep", graph.OwnerAbsent)
+	s.assertQueued([]types.UID{"u-dep"}, nil)
+	s.processDeletes()
+	s.assertOutcomes("delete u-dep: Done")
+	s.assertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+}
+
+// TestScenarioVirtualOwnerReverified (issue 10, item 2): the owner is a ConfigMap, a kind
+// cascade does not watch. Verified present, the dependent is kept, and the claim is checked
+// again one period later, then after 2 periods more (backing off). The ConfigMap is deleted
+// with no event cascade could see; the next re-verification answers absent and the dependent
+// is deleted with the graph's UID and resourceVersion as preconditions.
+// (e2e: TestIgnoredOwnerReverified.)
+func TestScenarioVirtualOwnerReverified(t *testing.T) {
+	const period = 10 * time.Second
+	cm := scObj(scConfigMaps, "cm", "u-cm", "1")
+	dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(cm))
+	s := newScenario(t, scenarioSetup{
+		watched: []Resource{scWidgets}, mapped: []Resource{scConfigMaps},
+		objects: []runtime.Object{cm, dep}, reverifyPeriod: period,
+	})
+	s.observe(dep)
+	s.assertQueued(nil, []graph.Ref{scClaim(cm, "ns")})
+	s.settle()
+	s.assertOutcomes("verify u-cm: Done")
+	s.assertActions("GET configmaps ns/cm")
+	s.assertOwnerStates("u-dep", graph.OwnerVerifiedPresent)
+
+	s.reverifyAt(0) // first listed: due one period later
+	s.assertQueued(nil, nil)
+	s.reverifyAt(period)
+	s.assertQueued(nil, []graph.Ref{scClaim(cm, "ns")})
+	s.settle()
+	s.assertOutcomes("verify u-cm: Done")
+	s.assertActions("GET configmaps ns/cm")
+	s.assertOwnerStates("u-dep", graph.OwnerVerifiedPresent)
+	s.assertLive(dep, "u-cm")
+
+	s.deleteLive(cm) // nothing cascade watches tells it
+	s.reverifyAt(2 * period)
+	s.assertQueued(nil, nil) // backing off: next at 3 periods
+	s.reverifyAt(3 * period)
+	s.assertQueued(nil, []graph.Ref{scClaim(cm, "ns")})
+	s.processVerifies()
+	s.assertOutcomes("verify u-cm: Done")
+	s.assertActions("GET configmaps ns/cm")
+	s.assertOwnerStates("u-dep", graph.OwnerAbsent)
+	s.assertQueued([]types.UID{"u-dep"}, nil)
+	s.processDeletes()
+	s.assertOutcomes("delete u-dep: Done")
+	s.assertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+	s.assertMetric("cascade_owner_verifications_total", 2, "result", "present")
+	s.assertMetric("cascade_owner_verifications_total", 1, "result", "absent")
+	s.assertMetric("cascade_collected_total", 1, "action", "delete")
+
+	s.observeDeleted(dep)
+	s.assertNoNode("u-cm")
+	s.reverifyAt(4 * period)
+	s.assertQueued(nil, nil)
+}
+
+// TestScenarioStandbySilence (issue 10, item 5): a standby's graph finds a reference to an
+// owner in another namespace. Until it leads, it sends no Event and makes no API call (its
+// workers do not run; the metric counts at once). Leading, it emits exactly one Event, then
+// collects the dependent as in-tree does. (e2e: TestStandbyStaysSilent.)
+func TestScenarioStandbySilence(t *testing.T) {
+	owner := scWith(scObj(scWidgets, "owner", "u-owner", "1"), func(o *metav1.PartialObjectMetadata) { o.Namespace = "other" })
+	dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(owner))
+	s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{owner, dep}, standby: true})
+	s.observe(owner, dep)
+	s.assertOwnerStates("u-dep", graph.OwnerInvalidNamespace)
+	s.assertQueued([]types.UID{"u-dep"}, nil) // queued, but a standby runs no worker
+	s.assertEvents()
+	s.assertActions()
+	s.assertMetric("cascade_invalid_namespace_refs_total", 1)
+
+	s.lead()
+	s.assertEvents(`Warning OwnerRefInvalidNamespace ownerRef [example.com/v1/Widget, namespace: ns, name: owner, uid: u-owner] does not exist in namespace "ns"`)
+	s.processDeletes()
+	s.assertOutcomes("delete u-dep: Done")
+	s.assertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+	s.assertEvents() // exactly one
+}
+
+// TestScenarioDuplicateOwnerRefs (issue 10, item 6): a dependent names its owner twice with
+// identical references, and only the second blocks. The graph keeps one reference that blocks:
+// a foreground owner waits for the dependent (BlockingDependents 1), which is deleted (a failed
+// DELETE is retried, and the foreground resync hands the dependent over again), and the owner
+// is handed back to the finalizers when it goes.
+func TestScenarioDuplicateOwnerRefs(t *testing.T) {
+	owner := scObj(scWidgets, "owner", "u-owner", "1")
+	dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(owner), scBlocking(scRefTo(owner)))
+	s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{owner, dep}})
+	s.observe(owner, dep)
+	s.assertOwnerStates("u-dep", graph.OwnerPresent)
+	s.assertBlocking("u-owner", 1)
+	s.assertQueued(nil, nil)
+
+	fg := scDeleting(owner, "2", metav1.FinalizerDeleteDependents)
+	s.setLive(fg)
+	s.observe(fg)
+	s.assertHandedOver("u-owner")
+	s.assertOwnerStates("u-dep", graph.OwnerDeletingDependents)
+	s.assertBlocking("u-owner", 1) // the owner waits: its finalizer stays
+	s.assertQueued([]types.UID{"u-dep"}, nil)
+	s.failNext("delete", apierrors.NewInternalError(errors.New("etcd is down")))
+	s.processDeletes()
+	s.assertOutcomes("delete u-dep: Retry error")
+	s.assertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+	s.assertLive(dep, "u-owner", "u-owner")
+	s.resyncForeground() // level-driven: the waiting owner's dependents are handed over again
+	s.assertQueued([]types.UID{"u-dep"}, nil)
+	s.processDeletes()
+	s.assertOutcomes("delete u-dep: Done")
+	s.assertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+	s.observeDeleted(dep)
+	s.assertBlocking("u-owner", 0)
+	s.assertHandedOver("u-owner") // RecheckOwner: the finalizer may go now
+}
+
+// TestScenarioVerify404ForThePath (issue 10, item 6): the owner of a watched, synced kind was
+// never observed. A 404 whose status does not name it (the server does not serve the path) is
+// an error: retried, the owner stays Unknown and the dependent is kept however often it is
+// handed over. The next answer, a 404 naming the owner, is absence: the dependent is deleted.
+// The dependent's two identical references (the second blocking) are one claim, checked once.
+func TestScenarioVerify404ForThePath(t *testing.T) {
+	g := scObj(scGizmos, "g", "u-g", "1")
+	dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(g), scBlocking(scRefTo(g)))
+	s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets, scGizmos}, objects: []runtime.Object{dep}})
+	s.observe(dep)
+	s.assertQueued(nil, []graph.Ref{scClaim(g, "ns")})
+	s.failNext("get", notFoundForPath())
+	s.processVerifies()
+	s.assertOutcomes("verify u-g: Retry error")
+	s.assertActions("GET gizmos ns/g")
+	s.assertOwnerStates("u-dep", graph.OwnerUnknown)
+	s.assertMetric("cascade_owner_verifications_total", 1, "result", "error")
+	s.assertMetric("cascade_worker_errors_total", 1, "queue", "verify_owner")
+	s.enqueueDelete("u-dep")
+	s.processDeletes()
+	s.assertOutcomes("delete u-dep: Done")
+	s.assertActions()
+	s.assertLive(dep, "u-g", "u-g")
+
+	s.retryPending()
+	s.processVerifies() // the fake's own 404 names g
+	s.assertOutcomes("verify u-g: Done")
+	s.assertActions("GET gizmos ns/g")
+	s.assertOwnerStates("u-dep", graph.OwnerAbsent)
+	s.assertMetric("cascade_owner_verifications_total", 1, "result", "absent")
+	s.processDeletes()
+	s.assertOutcomes("delete u-dep: Done")
+	s.assertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+}
+
+// TestScenarioOrphanLateDependent (issue 9): the owner is deleted with the orphan policy while
+// the graph knows none of its dependents, so its tombstone is released at once. A dependent
+// created just before the delete reaches the graph afterwards: it loses its reference by a
+// strategic merge patch (UID precondition) and is never deleted, nor is the owner verified.
+// (e2e: TestFinalizersOrphanDependentsCreatedJustBefore.)
+func TestScenarioOrphanLateDependent(t *testing.T) {
+	owner := scObj(scWidgets, "owner", "u-owner", "1")
+	late := scObj(scWidgets, "late", "u-late", "3", scRefTo(owner))
+	s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{late}})
+	s.observe(owner)
+	s.observe(scDeleting(owner, "2", metav1.FinalizerOrphanDependents))
+	s.assertHandedOver("u-owner")
+	s.observe(scDeleting(owner, "3")) // the finalizers removed the orphan finalizer
+	s.observeDeleted(owner)
+	s.assertNoNode("u-owner")
+	s.assertStats(func(st graph.Stats) error {
+		if st.RetainedOrphans != 1 {
+			return fmt.Errorf("retained orphans %d, want 1", st.RetainedOrphans)
+		}
+		return nil
+	})
+
+	s.observe(late)
+	s.assertOwnerStates("u-late", graph.OwnerOrphaned)
+	s.assertQueued([]types.UID{"u-late"}, nil) // no claim to verify
+	s.settle()
+	s.assertOutcomes("delete u-late: Done")
+	s.assertActions(`PATCH widgets ns/late strategic {"metadata":{"uid":"u-late","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`)
+	s.assertMetric("cascade_collected_total", 1, "action", "remove_refs")
+	s.assertMetric("cascade_collected_total", 0, "action", "delete")
+	s.deliver(late)
+	s.assertQueued(nil, nil)
+	s.assertLive(late)
+
+	// Handed over again (a resync), it has nothing left to decide.
+	s.enqueueDelete("u-late")
+	s.processDeletes()
+	s.assertOutcomes("delete u-late: Done")
+	s.assertActions()
+}
+
+// TestScenarioDeleteConflict (issue 10, item 6): the DELETE carries the graph's resourceVersion.
+// When the live object changed its owner references meanwhile, the server answers 409, a GET
+// shows the change and no second DELETE is sent: the watch event on its way is decided on
+// (here: a new live owner, so only the dangling reference goes). When only the
+// resourceVersion changed, the DELETE is sent again at the live resourceVersion.
+func TestScenarioDeleteConflict(t *testing.T) {
+	t.Run("owners changed", func(t *testing.T) {
+		owner := scObj(scWidgets, "owner", "u-owner", "1")
+		adopter := scObj(scWidgets, "adopter", "u-adopter", "1")
+		dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(owner))
+		s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{adopter, dep}})
+		s.observe(owner, adopter, dep)
+		s.observeDeleted(owner)
+		s.assertQueued([]types.UID{"u-dep"}, nil)
+		adopted := scWith(dep, func(o *metav1.PartialObjectMetadata) {
+			o.ResourceVersion = "4"
+			o.OwnerReferences = append(o.OwnerReferences, scRefTo(adopter))
+		})
+		s.setLive(adopted) // the watch has not delivered it yet
+		s.processDeletes()
+		s.assertOutcomes("delete u-dep: Retry")
+		s.assertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background", "GET widgets ns/dep")
+		s.assertLive(dep, "u-owner", "u-adopter")
+
+		s.deliver(dep)
+		s.assertOwnerStates("u-dep", graph.OwnerAbsent, graph.OwnerPresent)
+		s.retryPending()
+		s.processDeletes()
+		s.assertOutcomes("delete u-dep: Done")
+		s.assertActions(`PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`)
+		s.assertLive(dep, "u-adopter")
+	})
+	t.Run("only resourceVersion changed", func(t *testing.T) {
+		owner := scObj(scWidgets, "owner", "u-owner", "1")
+		dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(owner))
+		s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{dep}})
+		s.observe(owner, dep)
+		s.observeDeleted(owner)
+		s.setLive(scWith(dep, func(o *metav1.PartialObjectMetadata) { o.ResourceVersion = "4" })) // a label changed
+		s.processDeletes()
+		s.assertOutcomes("delete u-dep: Done")
+		s.assertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background", "GET widgets ns/dep",
+			"DELETE widgets ns/dep uid=u-dep rv=4 propagation=Background")
+	})
+	t.Run("only resourceVersion changed, duplicate references", func(t *testing.T) {
+		// sameOwners (gc/workers.go) compares the live references with the graph's, in which
+		// identical duplicates are collapsed: the lengths differ, the owners look changed, and
+		// the DELETE waits for the watch event instead of going again at the live
+		// resourceVersion. Safe (nothing is deleted on a stale view), one round slower.
+		t.Skip("known: sameOwners does not collapse identical duplicates as the graph does (reported, issue 10 item 6)")
+		owner := scObj(scWidgets, "owner", "u-owner", "1")
+		dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(owner), scBlocking(scRefTo(owner)))
+		s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{dep}})
+		s.observe(owner, dep)
+		s.observeDeleted(owner)
+		s.setLive(scWith(dep, func(o *metav1.PartialObjectMetadata) { o.ResourceVersion = "4" }))
+		s.processDeletes()
+		s.assertOutcomes("delete u-dep: Done")
+		s.assertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background", "GET widgets ns/dep",
+			"DELETE widgets ns/dep uid=u-dep rv=4 propagation=Background")
+	})
+}
+
+// TestScenarioUnreferencedClaimDropped (issue 10, item 3): a claim on an owner whose kind has no
+// REST mapping is retried (never answered); once no dependent makes it any more, it leaves the
+// queue without a GET, so the verify queue holds nothing nobody needs.
+func TestScenarioUnreferencedClaimDropped(t *testing.T) {
+	thing := &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "example.com/v1", Kind: "Thing"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "t", UID: "u-t"},
+	}
+	dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(thing))
+	s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{dep}})
+	s.observe(dep)
+	s.processVerifies()
+	s.assertOutcomes("verify u-t: Retry error")
+	s.assertActions()
+	s.assertMetric("cascade_rest_mapping_errors_total", 1)
+	s.enqueueDelete("u-dep")
+	s.processDeletes()
+	s.assertOutcomes("delete u-dep: Done")
+	s.assertActions()
+
+	s.observeDeleted(dep)
+	s.assertNoNode("u-t")
+	s.retryPending()
+	s.processVerifies()
+	s.assertOutcomes("verify u-t: Done")
+	s.assertActions()
+	s.assertMetric("cascade_owner_verifications_total", 1, "result", "unreferenced")
+	s.assertMetric("cascade_rest_mapping_errors_total", 1)
+	s.assertQueued(nil, nil)
+}
+
+// TestScenarioGhosts (issue 10, item 4): gizmos stops being watched (its preferred version
+// switched, its group went) while cascade had observed a Gizmo owner and a blocking Gizmo
+// dependent. They must not stay as ghosts: the owner becomes virtual and its claim is verified
+// again (present: the dependent is kept), the foreground owner the Gizmo dependent blocked is
+// handed back to the finalizers (nothing cascade can see blocks it now), and the queued Gizmo
+// dependent is never acted on. When the Gizmo owner really goes, the re-verification finds it
+// and the dependent is collected.
+func TestScenarioGhosts(t *testing.T) {
+	const period = 10 * time.Second
+	g := scObj(scGizmos, "g", "u-g", "1")
+	dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(g))
+	fg := scDeleting(scObj(scWidgets, "fg", "u-fg", "1"), "2", metav1.FinalizerDeleteDependents)
+	gd := scObj(scGizmos, "gd", "u-gd", "2", scBlocking(scRefTo(fg)))
+	s := newScenario(t, scenarioSetup{
+		watched: []Resource{scWidgets, scGizmos}, objects: []runtime.Object{g, dep, fg, gd}, reverifyPeriod: period,
+	})
+	s.observe(g, dep, fg, gd)
+	s.assertHandedOver("u-fg")
+	s.assertBlocking("u-fg", 1)
+	s.assertOwnerStates("u-dep", graph.OwnerPresent)
+	s.assertQueued([]types.UID{"u-gd"}, nil) // the foreground owner's dependent
+
+	s.unwatch(scGizmos)
+	s.assertHandedOver("u-fg") // RecheckOwner
+	s.assertBlocking("u-fg", 0)
+	s.assertNoNode("u-gd")
+	s.assertOwnerStates("u-dep", graph.OwnerUnknown)
+	s.assertQueued([]types.UID{"u-gd"}, []graph.Ref{scClaim(g, "ns")})
+	s.settle()
+	s.assertOutcomes("verify u-g: Done", "delete u-gd: Done")
+	s.assertActions("GET gizmos ns/g") // and nothing on gd
+	s.assertOwnerStates("u-dep", graph.OwnerVerifiedPresent)
+	s.assertLive(dep, "u-g")
+	s.assertLive(gd, "u-fg")
+
+	s.deleteLive(g)
+	s.reverifyAt(0)
+	s.reverifyAt(period)
+	s.settle()
+	s.assertOutcomes("verify u-g: Done", "delete u-dep: Done")
+	s.assertActions("GET gizmos ns/g", "DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+}
+
+// TestCheckGraphSeesInconsistency: the harness's consistency check is not vacuous: a universe
+// that misses a node the graph holds makes the counts disagree.
+func TestCheckGraphSeesInconsistency(t *testing.T) {
+	g := graph.New()
+	dep := graph.Object{Ref: graph.Ref{APIVersion: "example.com/v1", Kind: "Widget", Namespace: "ns", Name: "dep", UID: "u-dep"}, ResourceVersion: "1",
+		Owners: []graph.OwnerRef{{APIVersion: "example.com/v1", Kind: "Widget", Name: "o", UID: "u-o"}}}
+	g.Apply(graph.Event{Type: graph.EventObserved, Object: dep})
+	if err := checkGraph(g, map[types.UID]struct{}{"u-dep": {}, "u-o": {}}); err != nil {
+		t.Errorf("consistent graph: %v", err)
+	}
+	if err := checkGraph(g, map[types.UID]struct{}{"u-dep": {}}); err == nil {
+		t.Error("a virtual node outside the universe went unnoticed")
+	}
+}
+
+// TestScenarioGhostOrphaningOwner (issue 10 item 4, issue 9): a Gizmo owner observed being
+// deleted with the orphan policy, then gizmos stops being watched before its deletion is seen.
+// The owner becomes virtual but keeps its mark: when its claim is verified absent, the
+// dependent loses the reference and is never deleted.
+func TestScenarioGhostOrphaningOwner(t *testing.T) {
+	g := scObj(scGizmos, "g", "u-g", "1")
+	dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(g))
+	s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets, scGizmos}, objects: []runtime.Object{dep}})
+	s.observe(scDeleting(g, "2", metav1.FinalizerOrphanDependents), dep)
+	s.assertHandedOver("u-g", "u-g") // entering orphan deletion, then gaining a dependent
+	s.assertOwnerStates("u-dep", graph.OwnerBeingDeleted)
+
+	s.unwatch(scGizmos) // g is gone from the API too, unseen
+	s.assertOwnerStates("u-dep", graph.OwnerUnknown)
+	s.assertQueued(nil, []graph.Ref{scClaim(g, "ns")})
+	s.settle()
+	s.assertOutcomes("verify u-g: Done", "delete u-dep: Done")
+	s.assertActions("GET gizmos ns/g",
+		`PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","ownerReferences":[{"$patch":"delete","uid":"u-g"}]}}`)
+	s.assertOwnerStates("u-dep", graph.OwnerOrphaned)
+	s.assertMetric("cascade_collected_total", 0, "action", "delete")
+	s.deliver(dep)
+	s.assertNoNode("u-g")
+	s.assertLive(dep)
+}
