@@ -17,9 +17,11 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/cascade-gc/cascade/client"
 	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/policy"
 	"github.com/cascade-gc/cascade/work"
 )
 
@@ -65,6 +67,13 @@ type Deps struct {
 	// foreground processing). Without it such owners are left to whoever handles them. Data
 	// flows one way: the controller hands owners over and never asks anything back.
 	Finalizers OwnerQueue
+	// Policy, when set, returns the policy in force (policywatch.Watcher.Policy): its
+	// ignoredResources add to Ignored every discovery round, and its collect rules feed the
+	// decision on every dependent. Nil, or a nil policy, is the built-in behaviour.
+	Policy func() *policy.Compiled
+	// Clock is the clock of time-based policy rules and of the delete queue's delays
+	// (clock.RealClock when nil); tests inject a fake one.
+	Clock clock.WithTicker
 }
 
 const (
@@ -99,7 +108,8 @@ type Controller struct {
 
 	monitors *monitors
 	absent   *AbsentCache
-	latency  *latencyTracker // nil without metrics
+	nsLabels *namespaceLabels // for the policy's namespace selectors
+	latency  *latencyTracker  // nil without metrics
 
 	// deleteQueue holds dependents to decide on; verifyQueue claimed owner identities that
 	// need a live check.
@@ -138,12 +148,16 @@ func New(deps Deps) *Controller {
 	if deps.OwnerReverifyPeriod <= 0 {
 		deps.OwnerReverifyPeriod = DefaultOwnerReverifyPeriod
 	}
+	if deps.Clock == nil {
+		deps.Clock = clock.RealClock{}
+	}
 	c := &Controller{
 		deps:        deps,
 		g:           graph.New(),
 		resources:   ResourceSet{},
 		absent:      NewAbsentCache(deps.AbsentCacheSize),
-		deleteQueue: work.NewQueue("attempt_to_delete", work.Options[types.UID]{Metrics: deps.WorkMetrics}),
+		nsLabels:    newNamespaceLabels(deps.Clock),
+		deleteQueue: work.NewQueue("attempt_to_delete", work.Options[types.UID]{Metrics: deps.WorkMetrics, Clock: deps.Clock}),
 		verifyQueue: work.NewQueue("verify_owner", work.Options[graph.Ref]{Metrics: deps.WorkMetrics}),
 	}
 	c.monitors = newMonitors(deps.Metadata, c)
@@ -299,7 +313,7 @@ func (c *Controller) Resources() ResourceSet {
 // watched nor stops collection elsewhere.
 func (c *Controller) syncResources(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	res, err := DiscoverDeletable(ctx, c.deps.Discovery, c.deps.Ignored)
+	res, err := DiscoverDeletable(ctx, c.deps.Discovery, c.ignored())
 	if err != nil {
 		c.deps.Metrics.DiscoveryErrors.WithLabelValues("all").Inc()
 		logger.Error(err, "Discovery failed; keeping the resources already watched")

@@ -18,5 +18,10 @@
 //     (graph.OwnerOrphaned), and the dependents of owners deleted in the
 //     foreground are handed to the workers again every
 //     ForegroundResyncPeriod by gc, not by finalizers.
+//   - The policy (Deps.Policy, swapped whole by package policywatch) is read,
+//     never written: its ignoredResources every discovery round, its collect
+//     rules on every dependent about to be decided (policy.go). A collect: After
+//     rule is the one case that reads the live dependent before deciding (its
+//     cascade.dev/orphaned-at annotation, so the delay survives a restart).
 //   - AbsentCache is safe for concurrent use.
 package gc

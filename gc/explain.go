@@ -175,7 +175,11 @@ func (c *Controller) Explain(ctx context.Context, uid types.UID) (Explanation, b
 		e.Owners = append(e.Owners, eo)
 	}
 	if !n.Virtual && !n.Absent && len(owners) > 0 {
-		d := policy.Decide(c.decisionInput(n, owners))
+		in := c.decisionInput(n, owners)
+		if res, ok := c.monitors.resourceFor(n.APIVersion, n.Kind); ok {
+			_ = c.collectInput(ctx, res, n, &in) // the policy's collect rule; without it, the built-in decision
+		}
+		d := policy.Decide(in)
 		e.Decision = &ExplainedDecision{Action: d.Action.String(), Reason: string(d.Reason), Owners: d.Owners, Propagation: string(d.Propagation)}
 	}
 	reads := 0

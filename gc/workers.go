@@ -31,7 +31,11 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 	if !ok {
 		return work.Done, nil // no longer watched (CRD removed): never act on what we cannot see
 	}
-	d := policy.Decide(c.decisionInput(n, owners))
+	in := c.decisionInput(n, owners)
+	if err := c.collectInput(ctx, res, n, &in); err != nil { // the policy's collect rule (policy.go)
+		return work.Retry, err
+	}
+	d := policy.Decide(in)
 	logger.V(5).Info("Decided", "decision", d.String())
 	target := client.Target{GVR: res.GVR, Namespace: n.Namespace, Name: n.Name, UID: uid}
 	switch d.Action {
@@ -46,6 +50,9 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 		}
 		c.deps.Metrics.Collected.WithLabelValues("remove_refs").Inc()
 		logger.V(2).Info("Removed owner references", "owners", d.Owners, "reason", d.Reason)
+		if d.Reason == policy.ReasonCollectNever {
+			c.reportCollectNever(n, d, in.Collect.Rule)
+		}
 		if d.DecideAgain {
 			// Other references remain that this decision did not settle; the patch event
 			// changes none of their states, so nothing else would bring the dependent back.
@@ -53,18 +60,29 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 		}
 		return work.Done, nil
 	case policy.Delete:
-		if d.UnblockOwnerRefs {
-			refs := make([]metav1.OwnerReference, 0, len(n.Owners))
-			for _, o := range n.Owners {
-				refs = append(refs, fromGraphOwnerRef(o))
-			}
-			if err := client.UnblockOwnerRefs(ctx, c.deps.Client, target, refs); err != nil {
-				return work.Retry, fmt.Errorf("unblocking owner references: %w", err)
-			}
-		}
-		return c.deleteDependent(ctx, logger, target, n, d.Propagation)
+		return c.collect(ctx, logger, target, n, d)
+	case policy.Requeue:
+		c.deleteQueue.AddAfter(uid, d.After)
+		return work.Done, nil
+	case policy.RecordOrphanedAt: // the policy's collect: After (policy.go)
+		return c.recordOrphanedAt(ctx, logger, target, n, in)
 	}
 	return work.Done, nil
+}
+
+// collect carries out a Delete decision: unblock the owner references first when the decision
+// asks (a potential foreground cycle), then DELETE.
+func (c *Controller) collect(ctx context.Context, logger klog.Logger, target client.Target, n graph.NodeView, d policy.Decision) (work.Outcome, error) {
+	if d.UnblockOwnerRefs {
+		refs := make([]metav1.OwnerReference, 0, len(n.Owners))
+		for _, o := range n.Owners {
+			refs = append(refs, fromGraphOwnerRef(o))
+		}
+		if err := client.UnblockOwnerRefs(ctx, c.deps.Client, target, refs); err != nil {
+			return work.Retry, fmt.Errorf("unblocking owner references: %w", err)
+		}
+	}
+	return c.deleteDependent(ctx, logger, target, n, d.Propagation)
 }
 
 // decisionInput is what policy.Decide looks at for observed node n with owners, from the

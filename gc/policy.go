@@ -1,0 +1,216 @@
+package gc
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/cascade-gc/cascade/client"
+	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/policy"
+	"github.com/cascade-gc/cascade/work"
+)
+
+// The policy's collect rules (package policy decides; this file gathers the decision's inputs
+// and carries out what only a collect rule asks for).
+
+// Event reasons of the collect rules, on the dependent (type Normal: the policy doing its job).
+const (
+	// EventReasonCollectNever: the owners are gone and collect: Never kept the object; the
+	// references to them were removed.
+	EventReasonCollectNever = "PolicyCollectNever"
+	// EventReasonCollectAfter: the owners are gone and collect: After keeps the object until
+	// the time the message names.
+	EventReasonCollectAfter = "PolicyCollectAfter"
+)
+
+// namespaceLabelsTTL is how long the labels of a namespace, read for a rule's namespace
+// selector, are reused; maxCachedNamespaces bounds the cache (it is emptied when full).
+const (
+	namespaceLabelsTTL  = 30 * time.Second
+	maxCachedNamespaces = 4096
+)
+
+var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+// currentPolicy is the policy in force: nil (built in) without Deps.Policy.
+func (c *Controller) currentPolicy() *policy.Compiled {
+	if c.deps.Policy == nil {
+		return nil
+	}
+	return c.deps.Policy()
+}
+
+// ignored is --ignored-resources plus the policy's ignoredResources, read every discovery
+// round: a resource the policy starts ignoring stops being watched at the next round.
+func (c *Controller) ignored() map[schema.GroupResource]struct{} {
+	extra := c.currentPolicy().Ignored()
+	if len(extra) == 0 {
+		return c.deps.Ignored
+	}
+	out := make(map[schema.GroupResource]struct{}, len(c.deps.Ignored)+len(extra))
+	for gr := range c.deps.Ignored {
+		out[gr] = struct{}{}
+	}
+	for _, gr := range extra {
+		out[schema.GroupResource{Group: gr.Group, Resource: gr.Resource}] = struct{}{}
+	}
+	return out
+}
+
+// collectInput sets the collect rule of dependent n (of resource res) on in, with the clock
+// when the rule needs it. The common case, no rule for the resource, is one map lookup. An
+// error (the namespace's labels could not be read for a selector) means: decide later.
+func (c *Controller) collectInput(ctx context.Context, res Resource, n graph.NodeView, in *policy.Input) error {
+	rules := c.currentPolicy().CollectRules(policy.GroupResource{Group: res.GVR.Group, Resource: res.GVR.Resource})
+	if rules == nil {
+		return nil
+	}
+	var nsLabels labels.Labels
+	if rules.NeedNamespaceLabels() && n.Namespace != "" {
+		l, err := c.nsLabels.get(ctx, c.deps.Client, n.Namespace)
+		if err != nil {
+			return fmt.Errorf("reading the labels of namespace %s for the policy's namespace selector: %w", n.Namespace, err)
+		}
+		nsLabels = l
+	}
+	in.Collect = rules.For(n.Namespace, nsLabels)
+	if in.Collect.Mode == policy.CollectAfter {
+		in.Now = c.deps.Clock.Now()
+	}
+	return nil
+}
+
+// recordOrphanedAt carries out policy.RecordOrphanedAt: the decision needs the time the
+// dependent's owners were found gone, kept on the dependent so that it survives a restart.
+// One GET (only dependents of resources with a collect: After rule get here) reads it; if it
+// is not there for these owners, now is recorded. Then the decision is taken again: wait for
+// what is left of the delay, or delete, with the live resourceVersion.
+func (c *Controller) recordOrphanedAt(ctx context.Context, logger klog.Logger, t client.Target, n graph.NodeView, in policy.Input) (work.Outcome, error) {
+	live, err := c.deps.Client.Get(ctx, t.GVR, t.Namespace, t.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return work.Done, nil
+	case err != nil:
+		return work.Retry, fmt.Errorf("reading %s for the policy's collect: After: %w", policy.OrphanedAtAnnotation, err)
+	case live.UID != n.UID:
+		return work.Done, nil // replaced by another object of the same name
+	case live.DeletionTimestamp != nil || !sameOwners(live.OwnerReferences, n.Owners):
+		return work.Retry, nil // the graph's view is behind: decide again on the next one
+	}
+	owners := make([]types.UID, 0, len(live.OwnerReferences))
+	for _, r := range live.OwnerReferences {
+		owners = append(owners, r.UID)
+	}
+	recorded := false
+	at, ok := policy.ParseOrphanedAt(live.Annotations[policy.OrphanedAtAnnotation], owners)
+	if !ok {
+		value := policy.FormatOrphanedAt(in.Now, owners)
+		if err := client.SetAnnotation(ctx, c.deps.Client, t, policy.OrphanedAtAnnotation, value); err != nil {
+			return work.Retry, fmt.Errorf("recording %s: %w", policy.OrphanedAtAnnotation, err)
+		}
+		at, _ = policy.ParseOrphanedAt(value, owners)
+		recorded = true
+	}
+	in.OrphanedAt = at
+	d := policy.Decide(in)
+	logger.V(5).Info("Decided with the time the owners were found gone", "orphanedAt", at, "decision", d.String())
+	switch d.Action {
+	case policy.Requeue:
+		if recorded {
+			until := at.Add(in.Collect.After)
+			logger.V(2).Info("Keeping dependent whose owners are gone, by policy", "until", until, "rule", in.Collect.Rule)
+			c.policyEvent(n, EventReasonCollectAfter, "Every owner is gone; kept until %s by the cascade policy's %s, then collected",
+				until.UTC().Format(time.RFC3339), in.Collect.Rule)
+		}
+		c.deleteQueue.AddAfter(n.UID, d.After)
+		return work.Done, nil
+	case policy.Delete:
+		n.ResourceVersion = live.ResourceVersion
+		return c.collect(ctx, logger, t, n, d)
+	default:
+		return work.Retry, nil // the view changed under the decision: decide again
+	}
+}
+
+// reportCollectNever says on the dependent that the policy kept it: the references to its gone
+// owners were removed instead of deleting it.
+func (c *Controller) reportCollectNever(n graph.NodeView, d policy.Decision, rule string) {
+	var gone []string
+	for _, o := range n.Owners {
+		for _, uid := range d.Owners {
+			if o.UID == uid {
+				gone = append(gone, fmt.Sprintf("%s %s (uid %s)", o.Kind, o.Name, o.UID))
+				break
+			}
+		}
+	}
+	c.policyEvent(n, EventReasonCollectNever, "Every owner is gone; kept by the cascade policy's %s: removed the owner references to %s instead of deleting",
+		rule, strings.Join(gone, ", "))
+}
+
+func (c *Controller) policyEvent(n graph.NodeView, reason, format string, args ...any) {
+	if c.deps.Recorder == nil {
+		return
+	}
+	involved := &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: n.APIVersion, Kind: n.Kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: n.Namespace, Name: n.Name, UID: n.UID},
+	}
+	c.deps.Recorder.Eventf(involved, "Normal", reason, format, args...)
+}
+
+// namespaceLabels caches the labels of namespaces for the policy's namespace selectors: one
+// GET per namespace per namespaceLabelsTTL, at most maxCachedNamespaces entries. It is safe for
+// concurrent use.
+type namespaceLabels struct {
+	clock   clock.PassiveClock
+	mu      sync.Mutex
+	entries map[string]namespaceEntry // guarded by mu
+}
+
+type namespaceEntry struct {
+	labels  labels.Set
+	fetched time.Time
+}
+
+func newNamespaceLabels(clk clock.PassiveClock) *namespaceLabels {
+	return &namespaceLabels{clock: clk, entries: map[string]namespaceEntry{}}
+}
+
+// get returns the labels of namespace ns; a namespace that does not exist has none.
+func (l *namespaceLabels) get(ctx context.Context, c client.Interface, ns string) (labels.Set, error) {
+	now := l.clock.Now()
+	l.mu.Lock()
+	e, ok := l.entries[ns]
+	l.mu.Unlock()
+	if ok && now.Sub(e.fetched) < namespaceLabelsTTL {
+		return e.labels, nil
+	}
+	obj, err := c.Get(ctx, namespacesGVR, "", ns)
+	var set labels.Set
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, err
+	default:
+		set = labels.Set(obj.Labels)
+	}
+	l.mu.Lock()
+	if len(l.entries) >= maxCachedNamespaces {
+		clear(l.entries)
+	}
+	l.entries[ns] = namespaceEntry{labels: set, fetched: now}
+	l.mu.Unlock()
+	return set, nil
+}
