@@ -148,7 +148,10 @@ func newScenario(t *testing.T, setup scenarioSetup) *scenario {
 		s.c.verifyQueue.ShutDown()
 	})
 	for _, r := range slices.Concat(setup.watched, setup.unlisted) {
-		m := &monitor{res: r, store: &graphStore{res: r, graph: s.c}}
+		// No reflector: the scenario is the watch. cancel and done let monitors.stop end it.
+		done := make(chan struct{})
+		close(done)
+		m := &monitor{res: r, store: &graphStore{res: r, graph: s.c}, cancel: func() {}, done: done}
 		m.store.synced.Store(!slices.Contains(setup.unlisted, r))
 		s.c.monitors.byR[r.GVR] = m
 		s.c.monitors.byGK[schema.GroupKind{Group: r.GVR.Group, Kind: r.Kind}] = m
@@ -316,14 +319,41 @@ func (s *scenario) relist(r Resource, objs ...*metav1.PartialObjectMetadata) {
 	s.end()
 }
 
-// unwatch stops watching r as the discovery loop does when r goes (its monitor removed) and
-// tells the graph (EventUnwatched): r's objects are ghosts no more.
+// watch starts watching r as the discovery loop does when discovery lists it (a new preferred
+// version, say); its initial list is not in yet (relist).
+func (s *scenario) watch(r Resource) {
+	s.t.Helper()
+	s.begin("watch %s", GVRString(r.GVR))
+	if _, ok := s.byKind[r.GVR.GroupVersion().WithKind(r.Kind)]; !ok {
+		s.fatalf("%s is not mapped in this scenario", GVRString(r.GVR))
+	}
+	done := make(chan struct{})
+	close(done)
+	m := &monitor{res: r, store: &graphStore{res: r, graph: s.c}, cancel: func() {}, done: done}
+	s.c.monitors.mu.Lock()
+	s.c.monitors.byR[r.GVR] = m
+	s.c.monitors.byGK[schema.GroupKind{Group: r.GVR.Group, Kind: r.Kind}] = m
+	s.c.monitors.mu.Unlock()
+	s.end()
+}
+
+// discoveryRound hands the graph the stopped resources that are due now (the end of a discovery
+// round: unwatchStopped).
+func (s *scenario) discoveryRound() {
+	s.t.Helper()
+	s.begin("discoveryRound")
+	s.c.unwatchStopped(context.Background())
+	s.end()
+}
+
+// unwatch stops watching r as the discovery loop does when discovery no longer lists it: its
+// monitor is stopped, then the stopped resources that are due are handed to the graph
+// (unwatchStopped, graph.EventUnwatched).
 func (s *scenario) unwatch(r Resource) {
 	s.t.Helper()
 	s.begin("unwatch %s", GVRString(r.GVR))
-	delete(s.c.monitors.byR, r.GVR)
-	delete(s.c.monitors.byGK, schema.GroupKind{Group: r.GVR.Group, Kind: r.Kind})
-	s.c.apply(graph.Event{Type: graph.EventUnwatched, Object: graph.Object{Ref: graph.Ref{APIVersion: r.GVR.GroupVersion().String(), Kind: r.Kind}}})
+	s.c.monitors.stop(r.GVR)
+	s.c.unwatchStopped(context.Background())
 	s.end()
 }
 

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cascade-gc/cascade/graph"
@@ -357,7 +358,7 @@ func TestScenarioUnreferencedClaimDropped(t *testing.T) {
 // again (present: the dependent is kept), the foreground owner the Gizmo dependent blocked is
 // handed back to the finalizers (nothing cascade can see blocks it now), and the queued Gizmo
 // dependent is never acted on. When the Gizmo owner really goes, the re-verification finds it
-// and the dependent is collected.
+// and the dependent is collected. (e2e: TestCRDDeletedDependentsCollected.)
 func TestScenarioGhosts(t *testing.T) {
 	const period = 10 * time.Second
 	g := scObj(scGizmos, "g", "u-g", "1")
@@ -433,4 +434,44 @@ func TestScenarioGhostOrphaningOwner(t *testing.T) {
 	s.deliver(dep)
 	s.assertNoNode("u-g")
 	s.assertLive(dep)
+}
+
+// TestScenarioGhostsVersionSwitch (issue 10, item 4): gizmos' preferred version switches from
+// v1 to v2. Until v2's initial list is in, the objects observed at v1 stay as they were (they
+// keep their dependents; nothing is decided on an incomplete view). Then what v2 listed is
+// observed again, and only what went in between becomes virtual and is verified: absent, its
+// dependent is collected; the dependent of the Gizmo that still exists is kept.
+// (e2e: TestPreferredVersionSwitch.)
+func TestScenarioGhostsVersionSwitch(t *testing.T) {
+	gizmosV2 := Resource{GVR: schema.GroupVersionResource{Group: "example.com", Version: "v2", Resource: "gizmos"}, Kind: "Gizmo", Namespaced: true}
+	g := scObj(scGizmos, "g", "u-g", "1")
+	gone := scObj(scGizmos, "gone", "u-gone", "1")
+	depG := scObj(scWidgets, "dep-g", "u-dep-g", "3", scRefTo(g))
+	depGone := scObj(scWidgets, "dep-gone", "u-dep-gone", "3", scRefTo(gone))
+	s := newScenario(t, scenarioSetup{
+		watched: []Resource{scWidgets, scGizmos}, mapped: []Resource{gizmosV2},
+		objects: []runtime.Object{g, depG, depGone}, // gone was deleted while no version was watched
+	})
+	s.observe(g, gone, depG, depGone)
+
+	s.watch(gizmosV2)
+	s.unwatch(scGizmos)
+	s.assertOwnerStates("u-dep-g", graph.OwnerPresent)
+	s.assertOwnerStates("u-dep-gone", graph.OwnerPresent)
+	s.assertQueued(nil, nil)
+	s.discoveryRound() // v2 has not listed yet: still not due
+	s.assertOwnerStates("u-dep-gone", graph.OwnerPresent)
+
+	s.relist(gizmosV2, scWith(g, func(o *metav1.PartialObjectMetadata) { o.APIVersion = "example.com/v2" }))
+	// g is observed at v2: dep-g's reference names v1, coordinates that disagree, checked once
+	// (in-tree compares apiVersion exactly too). Its dependent is never decided on meanwhile.
+	s.assertOwnerStates("u-dep-g", graph.OwnerMismatch)
+	s.discoveryRound()
+	s.assertOwnerStates("u-dep-gone", graph.OwnerUnknown)
+	s.assertQueued(nil, []graph.Ref{scClaim(g, "ns"), scClaim(gone, "ns")})
+	s.settle()
+	s.assertOutcomes("verify u-g: Done", "verify u-gone: Done", "delete u-dep-gone: Done")
+	s.assertActions("GET gizmos ns/g", "GET gizmos ns/gone", "DELETE widgets ns/dep-gone uid=u-dep-gone rv=3 propagation=Background")
+	s.assertOwnerStates("u-dep-g", graph.OwnerPresent) // the claim holds: observation decides
+	s.assertLive(depG, "u-g")
 }
