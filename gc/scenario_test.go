@@ -475,3 +475,64 @@ func TestScenarioGhostsVersionSwitch(t *testing.T) {
 	s.assertOwnerStates("u-dep-g", graph.OwnerPresent) // the claim holds: observation decides
 	s.assertLive(depG, "u-g")
 }
+
+// TestScenarioClusterScopedVirtualOwner: an owner of a cluster-scoped kind cascade does not
+// watch, referenced from two namespaces. A present answer holds cluster-wide: a dependent in a
+// third namespace needs no check, the re-verification checks the owner once per period, and
+// when it goes, one GET collects every dependent; dependents arriving later are decided from
+// the graph's answer, or once the graph forgot the owner from the absent cache, without a GET.
+func TestScenarioClusterScopedVirtualOwner(t *testing.T) {
+	const period = 10 * time.Second
+	things := Resource{GVR: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "things"}, Kind: "Thing"}
+	th := scObj(things, "th", "u-th", "1")
+	in := func(ns, name string) *metav1.PartialObjectMetadata {
+		return scWith(scObj(scWidgets, name, types.UID("u-"+name), "3", scRefTo(th)), func(o *metav1.PartialObjectMetadata) { o.Namespace = ns })
+	}
+	d1, d2, d3, d4, d5 := in("ns1", "d1"), in("ns2", "d2"), in("ns3", "d3"), in("ns4", "d4"), in("ns5", "d5")
+	s := newScenario(t, scenarioSetup{
+		watched: []Resource{scWidgets}, mapped: []Resource{things},
+		objects: []runtime.Object{th, d1, d2, d3, d4, d5}, reverifyPeriod: period,
+	})
+	s.observe(d1, d2)
+	s.assertQueued(nil, []graph.Ref{scClaim(th, "ns1"), scClaim(th, "ns2")}) // the graph does not know the scope
+	s.settle()
+	// The first answer holds for both; the second claim is checked all the same (a redundant
+	// GET: verifyOwner does not ask whether the claim is still undecided).
+	s.assertOutcomes("verify u-th: Done", "verify u-th: Done")
+	s.assertActions("GET things /th", "GET things /th")
+	s.assertOwnerStates("u-d1", graph.OwnerVerifiedPresent)
+	s.assertOwnerStates("u-d2", graph.OwnerVerifiedPresent)
+	s.observe(d3)
+	s.assertOwnerStates("u-d3", graph.OwnerVerifiedPresent)
+	s.assertQueued(nil, nil)
+
+	s.reverifyAt(0)
+	s.reverifyAt(period)
+	s.assertQueued(nil, []graph.Ref{scClaim(th, "")}) // one claim, cluster-wide
+	s.settle()
+	s.assertOutcomes("verify u-th: Done")
+	s.assertActions("GET things /th")
+
+	s.deleteLive(th)
+	s.reverifyAt(3 * period)
+	s.settle()
+	s.assertOutcomes("verify u-th: Done", "delete u-d1: Done", "delete u-d2: Done", "delete u-d3: Done")
+	s.assertActions("GET things /th",
+		"DELETE widgets ns1/d1 uid=u-d1 rv=3 propagation=Background",
+		"DELETE widgets ns2/d2 uid=u-d2 rv=3 propagation=Background",
+		"DELETE widgets ns3/d3 uid=u-d3 rv=3 propagation=Background")
+
+	s.observe(d4) // the graph still holds the answer
+	s.settle()
+	s.assertOutcomes("delete u-d4: Done")
+	s.assertActions("DELETE widgets ns4/d4 uid=u-d4 rv=3 propagation=Background")
+
+	s.observeDeleted(d1, d2, d3, d4)
+	s.assertNoNode("u-th")
+	s.observe(d5) // the graph forgot the owner; the absent cache did not
+	s.assertQueued(nil, []graph.Ref{scClaim(th, "ns5")})
+	s.settle()
+	s.assertOutcomes("verify u-th: Done", "delete u-d5: Done")
+	s.assertActions("DELETE widgets ns5/d5 uid=u-d5 rv=3 propagation=Background")
+	s.assertMetric("cascade_owner_verifications_total", 1, "result", "cached_absent")
+}
