@@ -303,11 +303,8 @@ func TestScenarioDeleteConflict(t *testing.T) {
 			"DELETE widgets ns/dep uid=u-dep rv=4 propagation=Background")
 	})
 	t.Run("only resourceVersion changed, duplicate references", func(t *testing.T) {
-		// sameOwners (gc/workers.go) compares the live references with the graph's, in which
-		// identical duplicates are collapsed: the lengths differ, the owners look changed, and
-		// the DELETE waits for the watch event instead of going again at the live
-		// resourceVersion. Safe (nothing is deleted on a stale view), one round slower.
-		t.Skip("known: sameOwners does not collapse identical duplicates as the graph does (reported, issue 10 item 6)")
+		// sameOwners (gc/workers.go) collapses identical duplicates as the graph does, so the
+		// DELETE goes again at the live resourceVersion instead of waiting for the watch event.
 		owner := scObj(scWidgets, "owner", "u-owner", "1")
 		dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(owner), scBlocking(scRefTo(owner)))
 		s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{dep}})

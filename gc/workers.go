@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -259,16 +260,24 @@ func ownerState(s graph.OwnerState) policy.OwnerState {
 	}
 }
 
+// sameOwners reports whether the live object's references are the graph's view of them: with
+// identical references collapsed to the first, which keeps the strongest flags, as the graph
+// keeps them.
 func sameOwners(live []metav1.OwnerReference, view []graph.OwnerRef) bool {
-	if len(live) != len(view) {
-		return false
-	}
-	for i := range live {
-		if toGraphOwnerRef(live[i]) != view[i] {
-			return false
+	merged := make([]graph.OwnerRef, 0, len(live))
+	for _, r := range live {
+		o := toGraphOwnerRef(r)
+		i := slices.IndexFunc(merged, func(m graph.OwnerRef) bool {
+			return m.UID == o.UID && m.Name == o.Name && m.APIVersion == o.APIVersion && m.Kind == o.Kind
+		})
+		if i < 0 {
+			merged = append(merged, o)
+			continue
 		}
+		merged[i].Controller = merged[i].Controller || o.Controller
+		merged[i].BlockOwnerDeletion = merged[i].BlockOwnerDeletion || o.BlockOwnerDeletion
 	}
-	return true
+	return slices.Equal(merged, view)
 }
 
 func fromGraphOwnerRef(o graph.OwnerRef) metav1.OwnerReference {
