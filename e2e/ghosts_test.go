@@ -213,3 +213,57 @@ func TestPreferredVersionSwitch(t *testing.T) {
 		t.Errorf("%v Spectres still observed at v2, which cascade no longer watches", n)
 	}
 }
+
+// TestCRDDeletedBlockerReleasesForegroundOwner: a custom resource blocks a ConfigMap deleted in
+// the foreground, and cascade sees neither its deletion nor the ConfigMap's finish on its own:
+// the CRD's preferred version moved to v2, which cannot be listed (its conversion webhook is
+// missing), so no version of the kind is watched that could report the blocker's deletion.
+// The CRD is then deleted (the apiserver deletes the blocker with it, discovery drops the
+// kind): the blocker must not stay a ghost blocking the owner, which finishes. Before issue
+// 10.4 the blocker stayed observed at v1 in cascade's graph for good and the owner stayed
+// Terminating.
+func TestCRDDeletedBlockerReleasesForegroundOwner(t *testing.T) {
+	const group, kind = "wraiths.e2e.cascade.dev", "Wraith"
+	cs := suite.Clients(t)
+	ns := cs.NewNamespace(t)
+	v1 := createCRD(t, cs, group, kind, "Namespaced")
+	v2 := v1
+	v2.Version = "v2"
+	crdName := v1.Resource + "." + group
+	c := suite.StartCascade(t, "--discovery-period=2s")
+	waitWatchedOnly(t, c, v1)
+
+	owner := cs.CreateCM(t, ns, "fg-owner")
+	createCR(t, cs, v1, kind, ns, "blocker", framework.RefTo("v1", "ConfigMap", owner.Name, owner.UID, true))
+	framework.Eventually(t, collectTimeout, "the blocker observed", func() (bool, error) {
+		return observedObjects(t, c, group+"/v1", kind) == 1, nil
+	})
+
+	// v2, which cannot be listed, becomes the preferred version.
+	updateCRD(t, cs, crdName, func(crd *unstructured.Unstructured) error {
+		if err := unstructured.SetNestedSlice(crd.Object, []any{crdVersion("v1", true), crdVersion("v2", false)}, "spec", "versions"); err != nil {
+			return err
+		}
+		return unstructured.SetNestedField(crd.Object, map[string]any{
+			"strategy": "Webhook",
+			"webhook": map[string]any{
+				"conversionReviewVersions": []any{"v1"},
+				"clientConfig": map[string]any{"service": map[string]any{
+					"namespace": "no-such-namespace", "name": "no-such-webhook", "path": "/convert", "port": int64(443),
+				}},
+			},
+		}, "spec", "conversion")
+	})
+	waitWatchedOnly(t, c, v2, v1)
+	framework.WaitForMetric(t, c, fmt.Sprintf(`cascade_resource_unsynced{group=%q,resource=%q,version=%q}`, v2.Group, v2.Resource, v2.Version), 1, collectTimeout)
+
+	// The owner waits for the blocker, whose resource cascade cannot list.
+	cs.DeleteCM(t, ns, "fg-owner", metav1.DeletePropagationForeground)
+	framework.WaitForMetric(t, c, "cascade_foreground_blocked_by_unsynced_total", 1, collectTimeout)
+	if cm := cs.MustExistCM(t, ns, "fg-owner"); cm.DeletionTimestamp == nil {
+		t.Fatalf("fg-owner is not being deleted")
+	}
+
+	deleteCRD(t, cs, crdName)
+	cs.WaitCMGone(t, ns, "fg-owner", collectTimeout)
+}
