@@ -2,6 +2,7 @@ package finalizers
 
 import (
 	"context"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +29,20 @@ func (p *Processor) foreground(ctx context.Context, logger klog.Logger, owner cl
 		p.reportStuck(ctx, logger, owner, pr, metav1.FinalizerDeleteDependents)
 		return work.Retry, nil
 	}
+	if unsynced := p.view.Unsynced(); len(unsynced) > 0 && !pr.finishedUnsyncedReported {
+		// After --sync-timeout cascade proceeds with what synced (in-tree does the same): a
+		// blocking dependent in a resource that never listed cannot be waited for. Say so.
+		pr.finishedUnsyncedReported = true
+		var names []string
+		for _, u := range unsynced {
+			names = append(names, gc.GVRString(u.Resource.GVR))
+		}
+		logger.Info("Finishing a foreground deletion while resources are not synced: blocking dependents there, if any, are not waited for", "unsynced", names)
+		if p.opts.Recorder != nil {
+			p.opts.Recorder.Eventf(ownerObject(owner, p.view), corev1.EventTypeWarning, EventReasonFinishedUnsynced,
+				"No known dependent blocks this owner, but %s cannot be listed or watched: blocking dependents there, if any, are not waited for", strings.Join(names, ", "))
+		}
+	}
 	removed, err := p.removeFinalizer(ctx, owner, metav1.FinalizerDeleteDependents)
 	if err != nil {
 		p.opts.Metrics.failed(metav1.FinalizerDeleteDependents)
@@ -38,6 +53,10 @@ func (p *Processor) foreground(ctx context.Context, logger klog.Logger, owner cl
 	}
 	return work.Done, nil
 }
+
+// EventReasonFinishedUnsynced is the reason of the Warning Event on a foreground owner whose
+// finalizer cascade removes while some resources are unsynced.
+const EventReasonFinishedUnsynced = "ForegroundDeletionFinishedWithUnsyncedResources"
 
 // EventReasonBlockedByUnsynced is the reason of the Warning Event on a foreground owner that
 // waits for a dependent whose resource cascade cannot list or watch.

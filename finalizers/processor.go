@@ -96,6 +96,8 @@ type progress struct {
 	// since is when this process first found the owner waiting; stuckReported when its last
 	// stuck-deletion Event went out.
 	since, stuckReported time.Time
+	// finishedUnsyncedReported: the Warning about finishing with unsynced resources went out.
+	finishedUnsyncedReported bool
 }
 
 // New builds a processor; nothing runs until Run, but Enqueue may be called at once.

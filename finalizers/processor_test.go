@@ -60,6 +60,19 @@ func (v *fakeView) Owners(uid types.UID) []graph.OwnerView {
 	defer v.mu.Unlock()
 	return slices.Clone(v.owners[uid])
 }
+func (v *fakeView) Unsynced() []gc.Unsynced {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []gc.Unsynced
+	for k, unsynced := range v.unsynced {
+		if unsynced {
+			i := strings.LastIndex(k, "/")
+			res, _ := testResolve(k[:i], k[i+1:])
+			out = append(out, gc.Unsynced{Resource: res})
+		}
+	}
+	return out
+}
 func (v *fakeView) UnsyncedKind(apiVersion, kind string) (gc.Resource, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -655,5 +668,30 @@ func TestRun(t *testing.T) {
 	case <-stopped:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after ctx ended")
+	}
+}
+
+// TestForegroundFinishedWithUnsyncedResources: with no known blocking dependent the finalizer
+// goes (cascade proceeds with what synced), and while a resource is unsynced the owner gets one
+// Warning saying blocking dependents there were not waited for.
+func TestForegroundFinishedWithUnsyncedResources(t *testing.T) {
+	fake := newFakeClient(widget("owner", "u-owner", "5", true, []string{metav1.FinalizerDeleteDependents}))
+	view := newFakeView()
+	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerForeground)
+	view.unsynced["example.com/v1/Gizmo"] = true
+	rec := record.NewFakeRecorder(10)
+	p := newTestProcessor(t, view, fake, Options{Recorder: rec})
+	if got, err := p.process(context.Background(), "u-owner"); got != work.Done || err != nil {
+		t.Fatalf("process() = %v, %v; want Done", got, err)
+	}
+	if n := len(rec.Events); n != 1 {
+		t.Fatalf("%d events, want 1", n)
+	}
+	want := "Warning " + EventReasonFinishedUnsynced + " No known dependent blocks this owner, but gizmos.v1.example.com cannot be listed or watched: blocking dependents there, if any, are not waited for"
+	if got := <-rec.Events; got != want {
+		t.Errorf("event %q\nwant  %q", got, want)
+	}
+	if f := live(t, fake, "owner").Finalizers; len(f) != 0 {
+		t.Errorf("finalizers %v, want the foregroundDeletion finalizer removed", f)
 	}
 }

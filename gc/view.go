@@ -29,6 +29,8 @@ type View interface {
 	// UnsyncedKind returns the watched resource of apiVersion/kind and whether its view is
 	// incomplete (initial list missing, or listing or watching it failing).
 	UnsyncedKind(apiVersion, kind string) (Resource, bool)
+	// Unsynced returns every watched resource whose view is incomplete.
+	Unsynced() []Unsynced
 }
 
 var _ View = (*Controller)(nil)
