@@ -384,8 +384,8 @@ func (c *Controller) observedOf(apiVersion, kind string) []graph.Ref {
 func (c *Controller) apply(ev graph.Event) {
 	c.mu.Lock()
 	eff := c.g.Apply(ev)
+	c.latency.observe(ev, eff) // under the lock: it sees events in the graph's order
 	c.mu.Unlock()
-	c.latency.observe(ev, eff)
 	if eff.IsZero() {
 		return
 	}
