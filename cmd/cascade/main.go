@@ -149,7 +149,12 @@ func run(args []string) error {
 		StuckAfter:   opts.StuckAfter,
 	})
 	elected := make(chan struct{})
+	inForce, err := startPolicy(ctx, opts, kube, disco, recorder, elected, ms.policy) // policy.go
+	if err != nil {
+		return err
+	}
 	ctrl := gc.New(gc.Deps{
+		Policy:                 inForce,
 		Elected:                elected,
 		Discovery:              disco,
 		Metadata:               metaClient,

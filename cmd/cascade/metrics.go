@@ -5,6 +5,7 @@ import (
 
 	"github.com/cascade-gc/cascade/finalizers"
 	"github.com/cascade-gc/cascade/gc"
+	"github.com/cascade-gc/cascade/policywatch"
 	"github.com/cascade-gc/cascade/work"
 )
 
@@ -18,6 +19,7 @@ type metricSet struct {
 	work       *work.Metrics
 	gc         *gc.Metrics
 	finalizers *finalizers.Metrics
+	policy     *policywatch.Metrics
 }
 
 func newMetricSet(reg prometheus.Registerer) metricSet {
@@ -33,5 +35,6 @@ func newMetricSet(reg prometheus.Registerer) metricSet {
 		work:       work.NewMetrics(reg),
 		gc:         gc.NewMetrics(reg),
 		finalizers: finalizers.NewMetrics(reg),
+		policy:     policywatch.NewMetrics(reg),
 	}
 }

@@ -12,10 +12,12 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/cascade-gc/cascade/policywatch"
 )
 
 // Options are cascade's process flags. GC policy does not live here: it comes from the policy
-// ConfigMap (a later issue).
+// ConfigMap (--policy-configmap, package policywatch).
 type Options struct {
 	Kubeconfig string
 	// QPS and Burst are the client-side budget for every request cascade makes. QPS 0 means
@@ -51,6 +53,9 @@ type Options struct {
 	EnableProfiling bool
 	// DryRun decides everything and writes nothing (shadow mode).
 	DryRun bool
+	// PolicyConfigMap is the policy ConfigMap, NAMESPACE/NAME (key policy.yaml); empty: the
+	// built-in policy.
+	PolicyConfigMap string
 
 	// Leader election: one replica collects; standbys keep their graph warm.
 	LeaderElect                  bool
@@ -116,6 +121,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often to try to take or renew the Lease.")
 	fs.StringVar(&o.LeaderElectResourceName, "leader-elect-resource-name", o.LeaderElectResourceName, "Name of the Lease.")
 	fs.StringVar(&o.LeaderElectResourceNamespace, "leader-elect-resource-namespace", o.LeaderElectResourceNamespace, "Namespace of the Lease (default: the pod's namespace in a cluster, else kube-system).")
+	fs.StringVar(&o.PolicyConfigMap, "policy-configmap", o.PolicyConfigMap, "The policy ConfigMap, NAMESPACE/NAME (key policy.yaml), watched and reloaded without a restart; a rejected edit keeps the last good policy. Empty: the built-in policy. Check a policy with `cascade policy validate -f FILE`.")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Shadow mode: decide everything, write nothing (no DELETE, PATCH, Event or Lease); count and log every write cascade would have sent (cascade_dry_run_actions_total).")
 	fs.BoolVar(&o.EnableProfiling, "enable-profiling", o.EnableProfiling, "Serve Go's /debug/pprof on --metrics-bind-address.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address for /healthz and /readyz (host:port, or 0 to disable).")
@@ -160,6 +166,11 @@ func (o *Options) Validate() field.ErrorList {
 	}
 	if o.StartupTimeout <= 0 {
 		errs = append(errs, field.Invalid(field.NewPath("--startup-timeout"), o.StartupTimeout.String(), "must be positive"))
+	}
+	if o.PolicyConfigMap != "" {
+		if _, _, err := policywatch.ParseName(o.PolicyConfigMap); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("--policy-configmap"), o.PolicyConfigMap, err.Error()))
+		}
 	}
 	if o.DryRun && o.LeaderElect {
 		errs = append(errs, field.Invalid(field.NewPath("--dry-run"), true, "writes nothing, not even a Lease: run one replica without --leader-elect"))

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cascade-gc/cascade/policy"
+	"github.com/cascade-gc/cascade/policywatch"
+)
+
+func init() {
+	subcommands["policy"] = runPolicy
+}
+
+const policyUsage = `Usage:
+  cascade policy validate -f FILE [--kubeconfig PATH]
+      Decode FILE strictly and validate it; print every error, warning and note; exit 1 on
+      errors. FILE is a policy document (apiVersion: cascade.dev/v1alpha1, kind: Policy) or a
+      ConfigMap manifest holding one under data.policy.yaml; "-" reads stdin. With
+      --kubeconfig, rules for resources the cluster does not serve are warned about.
+  cascade policy render -f FILE
+      Not built yet: defaultPropagation rules are validated but not applied, so there are no
+      admission objects to render.`
+
+// runPolicy is `cascade policy validate|render ...`.
+func runPolicy(args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("policy takes a command: validate or render\n" + policyUsage)
+	}
+	switch args[0] {
+	case "validate":
+		return runPolicyValidate(args[1:], out)
+	case "render":
+		return errors.New("policy render is not built yet: defaultPropagation rules are validated and reported but not applied " +
+			"(no MutatingAdmissionPolicy is generated), so there is nothing to render")
+	case "-h", "--help", "help":
+		_, err := fmt.Fprintln(out, policyUsage)
+		return err
+	default:
+		return fmt.Errorf("unknown policy command %q\n%s", args[0], policyUsage)
+	}
+}
+
+func runPolicyValidate(args []string, out io.Writer) error {
+	fs := pflag.NewFlagSet("cascade policy validate", pflag.ContinueOnError)
+	file := fs.StringP("filename", "f", "", `The policy document or ConfigMap manifest ("-": stdin).`)
+	kubeconfig := fs.String("kubeconfig", "", "Check the resources the policy names against this cluster (optional).")
+	fs.Usage = func() { fmt.Fprintln(fs.Output(), policyUsage) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if *file == "" || fs.NArg() > 0 {
+		return errors.New("policy validate takes -f FILE and nothing else")
+	}
+	var data []byte
+	var err error
+	if *file == "-" {
+		data, err = io.ReadAll(io.LimitReader(os.Stdin, 2*policy.MaxDocumentSize))
+	} else {
+		data, err = os.ReadFile(*file)
+	}
+	if err != nil {
+		return fmt.Errorf("cannot read the policy: %v", err)
+	}
+	doc, from, err := policyDocument(data)
+	if err != nil {
+		return fmt.Errorf("%s: %v", *file, err)
+	}
+	var served policy.Served
+	if *kubeconfig != "" {
+		opts := NewOptions()
+		opts.Kubeconfig = *kubeconfig
+		cfg, err := restConfig(opts)
+		if err != nil {
+			return err
+		}
+		disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("build discovery client: %w", err)
+		}
+		if served, err = policywatch.ServedBy(disco)(context.Background()); err != nil {
+			return fmt.Errorf("cannot list the resources %s serves: %v", cfg.Host, err)
+		}
+	}
+	return validatePolicy(out, *file+from, doc, served)
+}
+
+// policyDocument returns the policy document in data: data itself, or the policy.yaml of a
+// ConfigMap manifest (from says so).
+func policyDocument(data []byte) (doc []byte, from string, err error) {
+	var head struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Data map[string]string `json:"data"`
+	}
+	if yaml.Unmarshal(data, &head) != nil || head.Kind != "ConfigMap" {
+		return data, "", nil
+	}
+	d, ok := head.Data[policy.ConfigMapKey]
+	if !ok {
+		return nil, "", fmt.Errorf("ConfigMap %s has no data.%s", head.Metadata.Name, policy.ConfigMapKey)
+	}
+	return []byte(d), " (ConfigMap " + head.Metadata.Name + ", data." + policy.ConfigMapKey + ")", nil
+}
+
+// validatePolicy prints every finding about doc and returns an error when there are errors.
+func validatePolicy(out io.Writer, name string, doc []byte, served policy.Served) error {
+	c, p, errs := policy.Parse(doc)
+	var b strings.Builder
+	for _, e := range errs {
+		fmt.Fprintf(&b, "error: %s\n", e.Error())
+	}
+	if p != nil {
+		for _, w := range policy.Warnings(p, served) {
+			fmt.Fprintf(&b, "warning: %s\n", w.Error())
+		}
+	}
+	if c != nil {
+		for _, d := range c.DefaultPropagations() {
+			where := ""
+			if d.NamespaceSelector != "" {
+				where = " in namespaces " + d.NamespaceSelector
+			}
+			fmt.Fprintf(&b, "note: %s: defaultPropagation %s for %s%s is validated but not applied yet: deletes that name no propagation policy keep kube-apiserver's defaults\n",
+				d.Rule, d.Propagation, d.Resource, where)
+		}
+		if served.Resource == nil {
+			b.WriteString("note: resources not checked against a cluster (pass --kubeconfig to check)\n")
+		}
+		fmt.Fprintf(&b, "%s: valid: %d rules, %d ignored resources\n", name, c.Rules(), len(c.Ignored()))
+	}
+	if _, err := io.WriteString(out, b.String()); err != nil {
+		return err
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s: %d errors", name, len(errs))
+	}
+	return nil
+}
+
+// startPolicy starts watching --policy-configmap and returns the policy in force (nil without
+// the flag: the built-in policy). It waits for the first read of the ConfigMap, at most
+// --startup-timeout.
+func startPolicy(ctx context.Context, opts *Options, kube kubernetes.Interface, disco discovery.ServerResourcesInterface,
+	recorder record.EventRecorder, elected <-chan struct{}, m *policywatch.Metrics) (func() *policy.Compiled, error) {
+	if opts.PolicyConfigMap == "" {
+		return nil, nil
+	}
+	ns, name, _ := policywatch.ParseName(opts.PolicyConfigMap) // validated with the flags
+	w := policywatch.New(policywatch.Options{
+		Client: kube, Namespace: ns, Name: name, Recorder: recorder, Elected: elected, Metrics: m,
+		Served: policywatch.ServedBy(disco),
+	})
+	timeout := max(opts.StartupTimeout, time.Second)
+	if err := w.Start(ctx, timeout); err != nil {
+		return nil, fmt.Errorf("%v (--policy-configmap=%s; cascade needs get, list and watch on it)", err, opts.PolicyConfigMap)
+	}
+	return w.Policy, nil
+}

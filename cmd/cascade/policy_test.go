@@ -1,0 +1,123 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestPolicyValidate: `cascade policy validate -f FILE` prints every finding and fails on
+// errors; it reads a policy document or the ConfigMap that holds one.
+func TestPolicyValidate(t *testing.T) {
+	const good = "apiVersion: cascade.dev/v1alpha1\nkind: Policy\nrules:\n- resource: configmaps\n  collect: Never\n- resource: widgets.example.com\n  defaultPropagation: Orphan\n"
+	tests := []struct {
+		name    string
+		body    string
+		wantErr string
+		want    []string
+	}{
+		{
+			name: "valid document",
+			body: good,
+			want: []string{
+				"note: rules[1]: defaultPropagation Orphan for widgets.example.com is validated but not applied yet",
+				"note: resources not checked against a cluster",
+				"valid: 2 rules, 0 ignored resources",
+			},
+		},
+		{
+			name:    "every error",
+			body:    "apiVersion: cascade.dev/v1alpha1\nkind: Policy\nrules:\n- resource: jobs.batch\n  defaultPropagation: Background\n  colect: Never\n",
+			wantErr: "2 errors",
+			want: []string{
+				"error: rules[0].colect: Forbidden: unknown field",
+				"error: rules[0].defaultPropagation: Invalid value: \"Background\": kube-apiserver orphans the dependents of jobs.batch",
+			},
+		},
+		{
+			name: "a ConfigMap manifest",
+			body: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cascade-policy\ndata:\n  policy.yaml: |\n" + indent(good, "    "),
+			want: []string{"(ConfigMap cascade-policy, data.policy.yaml): valid: 2 rules"},
+		},
+		{
+			name:    "a ConfigMap without the key",
+			body:    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cascade-policy\ndata:\n  other: x\n",
+			wantErr: "ConfigMap cascade-policy has no data.policy.yaml",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out strings.Builder
+			err := runPolicy([]string{"validate", "-f", writeFile(t, tt.body)}, &out)
+			if (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Errorf("error = %v, want %q", err, tt.wantErr)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, out.String())
+				}
+			}
+		})
+	}
+}
+
+func TestPolicyCommands(t *testing.T) {
+	var out strings.Builder
+	for _, tt := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{nil, "validate or render"},
+		{[]string{"render", "-f", "x"}, "not built yet"},
+		{[]string{"apply"}, `unknown policy command "apply"`},
+		{[]string{"validate"}, "takes -f FILE"},
+		{[]string{"validate", "-f", "/does/not/exist"}, "cannot read the policy"},
+	} {
+		err := runPolicy(tt.args, &out)
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("policy %v: %v, want %q", tt.args, err, tt.wantErr)
+		}
+	}
+	if _, ok := subcommands["policy"]; !ok {
+		t.Error("policy is not a subcommand")
+	}
+}
+
+func TestPolicyConfigMapFlag(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		ok    bool
+	}{
+		{"cascade-system/cascade-policy", true},
+		{"cascade-policy", false},
+		{"ns/", false},
+	} {
+		o := NewOptions()
+		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse([]string{"--policy-configmap=" + tt.value}); err != nil {
+			t.Fatal(err)
+		}
+		line := oneLine(o.Validate())
+		if tt.ok != (line == "") || (!tt.ok && !strings.Contains(line, "invalid --policy-configmap="+tt.value)) {
+			t.Errorf("--policy-configmap=%s: %q", tt.value, line)
+		}
+	}
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return prefix + strings.Join(lines, "\n"+prefix) + "\n"
+}

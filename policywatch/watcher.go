@@ -1,0 +1,289 @@
+package policywatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/cascade-gc/cascade/policy"
+)
+
+// Event reasons on the policy ConfigMap.
+const (
+	// EventReasonRejected (Warning): a version of the ConfigMap was rejected; the message
+	// names every error and the policy that stays in force.
+	EventReasonRejected = "PolicyRejected"
+	// EventReasonLoaded (Normal): a version of the ConfigMap is in force.
+	EventReasonLoaded = "PolicyLoaded"
+)
+
+// maxEventMessage bounds an Event's message (the API's limit for a note is 1 KiB).
+const maxEventMessage = 1000
+
+// Options configure a Watcher.
+type Options struct {
+	// Client reads the ConfigMap.
+	Client kubernetes.Interface
+	// Namespace and Name are the policy ConfigMap's.
+	Namespace, Name string
+	// Recorder, when set, receives the Events on the ConfigMap.
+	Recorder record.EventRecorder
+	// Elected, when set, holds Events back until it is closed: only the leader reports, so
+	// replicas do not repeat each other. Nil: report at once.
+	Elected <-chan struct{}
+	// Metrics, when set, count loads.
+	Metrics *Metrics
+	// Served, when set, says what the cluster serves, for the warnings of a loaded policy (a
+	// rule for a resource not served yet).
+	Served func(ctx context.Context) (policy.Served, error)
+}
+
+// Watcher keeps the policy of one ConfigMap in force.
+//
+// Concurrency: the informer's handlers run on one goroutine; mu guards the bookkeeping they
+// and Start share. The policy in force is an atomic pointer, read by any goroutine.
+type Watcher struct {
+	opts    Options
+	current atomic.Pointer[policy.Compiled]
+	listErr atomic.Pointer[error] // the last list or watch failure, for Start's error
+
+	mu          sync.Mutex
+	generation  int     // guarded by mu: policies put in force since start
+	handled     *string // guarded by mu: the document of the last version handled (nil: none or absent)
+	loaded      bool    // guarded by mu: the policy in force is the ConfigMap's (not the built-in one)
+	loadedRV    string  // guarded by mu: the resourceVersion it was loaded from
+	present     bool    // guarded by mu: the ConfigMap exists
+	missingSaid bool    // guarded by mu: its absence was reported
+}
+
+// New returns a Watcher whose policy is the built-in one until Start.
+func New(opts Options) *Watcher {
+	w := &Watcher{opts: opts}
+	w.current.Store(policy.Builtin())
+	return w
+}
+
+// Policy returns the policy in force. It is safe for concurrent use.
+func (w *Watcher) Policy() *policy.Compiled { return w.current.Load() }
+
+// Name is the ConfigMap's NAMESPACE/NAME.
+func (w *Watcher) Name() string { return w.opts.Namespace + "/" + w.opts.Name }
+
+// Start watches the ConfigMap until ctx ends and waits, at most timeout, for its first list to
+// be handled: the policy in force is then the ConfigMap's, or the built-in one when it does not
+// exist. If the ConfigMap cannot be listed in time (RBAC, a broken API server) it returns an
+// error naming why: running on without the policy an operator configured could collect what
+// the policy keeps.
+func (w *Watcher) Start(ctx context.Context, timeout time.Duration) error {
+	factory := informers.NewSharedInformerFactoryWithOptions(w.opts.Client, 0,
+		informers.WithNamespace(w.opts.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", w.opts.Name).String()
+		}))
+	inf := factory.Core().V1().ConfigMaps().Informer()
+	if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		w.listErr.Store(&err)
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}); err != nil {
+		return err
+	}
+	reg, err := inf.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.observe(ctx, obj) },
+		UpdateFunc: func(_, obj any) { w.observe(ctx, obj) },
+		DeleteFunc: func(obj any) { w.gone(ctx, obj) },
+	}, cache.HandlerOptions{})
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	go func() { <-ctx.Done(); factory.Shutdown() }()
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return reg.HasSynced(), nil
+	})
+	if err != nil {
+		why := "no answer"
+		if p := w.listErr.Load(); p != nil {
+			why = (*p).Error()
+		}
+		return fmt.Errorf("cannot read the policy ConfigMap %s within %s: %s", w.Name(), timeout, why)
+	}
+	w.mu.Lock()
+	absent := !w.present
+	w.mu.Unlock()
+	if absent {
+		w.missing(ctx, "not found")
+	}
+	return nil
+}
+
+func (w *Watcher) observe(ctx context.Context, obj any) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok || cm.Name != w.opts.Name {
+		return
+	}
+	w.load(ctx, cm)
+}
+
+func (w *Watcher) gone(ctx context.Context, obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name != w.opts.Name {
+		return
+	}
+	w.missing(ctx, "deleted")
+}
+
+// load handles one version of the ConfigMap.
+func (w *Watcher) load(ctx context.Context, cm *corev1.ConfigMap) {
+	logger := klog.FromContext(ctx).WithValues("configmap", w.Name(), "resourceVersion", cm.ResourceVersion)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.present, w.missingSaid = true, false
+	doc, hasKey := cm.Data[policy.ConfigMapKey]
+	if w.handled != nil && hasKey && *w.handled == doc {
+		return // another field changed (labels, annotations): the document is the one handled
+	}
+	w.handled = &doc
+	var (
+		c    *policy.Compiled
+		p    *policy.Policy
+		errs field.ErrorList
+	)
+	if hasKey {
+		c, p, errs = policy.Parse([]byte(doc))
+	} else {
+		errs = field.ErrorList{field.Required(field.NewPath("data").Key(policy.ConfigMapKey), "the policy document goes under this key")}
+	}
+	if len(errs) > 0 {
+		w.reject(logger, cm, errs)
+		return
+	}
+	w.generation++
+	w.loaded, w.loadedRV = true, cm.ResourceVersion
+	w.current.Store(c)
+	if m := w.opts.Metrics; m != nil {
+		m.Generation.Set(float64(w.generation))
+		m.LastLoadSuccess.Set(1)
+	}
+	msg := fmt.Sprintf("generation %d in force: %d rules, %d ignored resources", w.generation, c.Rules(), len(c.Ignored()))
+	logger.Info("Policy loaded", "generation", w.generation, "rules", c.Rules(), "ignoredResources", len(c.Ignored()))
+	if notes := w.notes(ctx, p, c); len(notes) > 0 {
+		logger.Info("Policy notes", "generation", w.generation, "notes", strings.Join(notes, "; "))
+		msg += "; " + strings.Join(notes, "; ")
+	}
+	w.event(cm, corev1.EventTypeNormal, EventReasonLoaded, msg)
+}
+
+// notes are what an accepted policy will not do (yet): rules for resources the cluster does
+// not serve, and defaultPropagation, which is validated but not applied.
+func (w *Watcher) notes(ctx context.Context, p *policy.Policy, c *policy.Compiled) []string {
+	var notes []string
+	if w.opts.Served != nil {
+		served, err := w.opts.Served(ctx)
+		if err != nil {
+			klog.FromContext(ctx).V(2).Info("Cannot tell which resources the cluster serves; no warnings for the policy", "err", err)
+		}
+		for _, warn := range policy.Warnings(p, served) {
+			notes = append(notes, "warning: "+warn.Error())
+		}
+	}
+	if d := c.DefaultPropagations(); len(d) > 0 {
+		rules := make([]string, 0, len(d))
+		for _, r := range d {
+			rules = append(rules, r.Rule)
+		}
+		notes = append(notes, "defaultPropagation ("+strings.Join(rules, ", ")+") is validated but not applied yet: deletes that name no propagation policy keep kube-apiserver's defaults")
+	}
+	return notes
+}
+
+// reject keeps the policy in force and says why, once per version of the document.
+func (w *Watcher) reject(logger klog.Logger, cm *corev1.ConfigMap, errs field.ErrorList) {
+	if m := w.opts.Metrics; m != nil {
+		m.LoadErrors.Inc()
+		m.LastLoadSuccess.Set(0)
+	}
+	kept := "the built-in policy"
+	if w.loaded {
+		kept = fmt.Sprintf("generation %d (resourceVersion %s)", w.generation, w.loadedRV)
+	}
+	msgs := make([]string, 0, len(errs))
+	for _, e := range errs {
+		msgs = append(msgs, e.Error())
+	}
+	all := strings.Join(msgs, "; ")
+	logger.Error(nil, "Policy rejected; keeping the policy in force", "kept", kept, "errors", len(errs), "why", all)
+	w.event(cm, corev1.EventTypeWarning, EventReasonRejected,
+		fmt.Sprintf("%s rejected (%d errors), keeping %s; check it with `cascade policy validate -f FILE`: %s", policy.ConfigMapKey, len(errs), kept, all))
+}
+
+// missing puts the built-in policy in force when the ConfigMap does not exist, said once.
+func (w *Watcher) missing(ctx context.Context, how string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.present, w.handled = false, nil
+	if w.missingSaid {
+		return
+	}
+	w.missingSaid = true
+	if w.loaded {
+		w.generation++
+		w.loaded, w.loadedRV = false, ""
+		w.current.Store(policy.Builtin())
+	}
+	if m := w.opts.Metrics; m != nil {
+		m.Generation.Set(float64(w.generation))
+		m.LastLoadSuccess.Set(1)
+	}
+	klog.FromContext(ctx).Info("Policy ConfigMap "+how+"; the built-in policy is in force until it exists",
+		"configmap", w.Name(), "generation", w.generation)
+}
+
+func (w *Watcher) event(cm *corev1.ConfigMap, typ, reason, msg string) {
+	if w.opts.Recorder == nil {
+		return
+	}
+	if w.opts.Elected != nil {
+		select {
+		case <-w.opts.Elected:
+		default:
+			return
+		}
+	}
+	if len(msg) > maxEventMessage {
+		msg = msg[:maxEventMessage-3] + "..."
+	}
+	w.opts.Recorder.Event(cm, typ, reason, msg)
+}
+
+// ParseName reads --policy-configmap: NAMESPACE/NAME.
+func ParseName(s string) (namespace, name string, err error) {
+	namespace, name, ok := strings.Cut(s, "/")
+	if !ok || namespace == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", errors.New("want NAMESPACE/NAME, for example cascade-system/cascade-policy")
+	}
+	if msgs := validation.IsDNS1123Label(namespace); len(msgs) > 0 {
+		return "", "", fmt.Errorf("namespace %q: %s", namespace, strings.Join(msgs, "; "))
+	}
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return "", "", fmt.Errorf("name %q: %s", name, strings.Join(msgs, "; "))
+	}
+	return namespace, name, nil
+}

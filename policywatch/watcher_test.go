@@ -1,0 +1,259 @@
+package policywatch
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/cascade-gc/cascade/policy"
+)
+
+const (
+	goodDoc = "apiVersion: cascade.dev/v1alpha1\nkind: Policy\nrules:\n- resource: configmaps\n  collect: Never\n"
+	badDoc  = "apiVersion: cascade.dev/v1alpha1\nkind: Policy\nrules:\n- resource: configmaps\n  colect: Never\n  defaultPropagation: Sideways\n"
+	// withDefault sets a default propagation, which is reported as not applied yet.
+	withDefault = "apiVersion: cascade.dev/v1alpha1\nkind: Policy\nignoredResources: [podtemplates]\nrules:\n- resource: widgets.example.com\n  defaultPropagation: Orphan\n"
+)
+
+// logLines captures log lines at default verbosity.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) ctx(parent context.Context) context.Context {
+	return klog.NewContext(parent, funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.lines = append(l.lines, prefix+" "+args)
+	}, funcr.Options{Verbosity: 0}))
+}
+
+func (l *logLines) count(sub string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.Contains(line, sub) {
+			n++
+		}
+	}
+	return n
+}
+
+func policyCM(doc string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "cascade-system", Name: "cascade-policy"}, Data: map[string]string{policy.ConfigMapKey: doc}}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func drainEvents(rec *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+type harness struct {
+	w    *Watcher
+	cs   *fake.Clientset
+	rec  *record.FakeRecorder
+	m    *Metrics
+	logs *logLines
+	ctx  context.Context
+}
+
+func start(t *testing.T, objs ...runtime.Object) *harness {
+	t.Helper()
+	h := &harness{cs: fake.NewClientset(objs...), rec: record.NewFakeRecorder(20), m: NewMetrics(prometheus.NewRegistry()), logs: &logLines{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	h.ctx = h.logs.ctx(ctx)
+	h.w = New(Options{Client: h.cs, Namespace: "cascade-system", Name: "cascade-policy", Recorder: h.rec, Metrics: h.m})
+	if err := h.w.Start(h.ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (h *harness) update(t *testing.T, cm *corev1.ConfigMap) {
+	t.Helper()
+	if _, err := h.cs.CoreV1().ConfigMaps(cm.Namespace).Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *harness) generation() float64 { return testutil.ToFloat64(h.m.Generation) }
+
+// TestLifecycle: missing (said once) → created → bad edit (kept, said once per version) →
+// fixed → deleted (built in again, said once).
+func TestLifecycle(t *testing.T) {
+	h := start(t)
+	if h.w.Policy().Rules() != 0 || h.generation() != 0 || testutil.ToFloat64(h.m.LastLoadSuccess) != 1 {
+		t.Fatalf("without the ConfigMap: %d rules, generation %v", h.w.Policy().Rules(), h.generation())
+	}
+	if n := h.logs.count("Policy ConfigMap not found"); n != 1 {
+		t.Errorf("missing ConfigMap said %d times, want once", n)
+	}
+
+	if _, err := h.cs.CoreV1().ConfigMaps("cascade-system").Create(context.Background(), policyCM(goodDoc), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "generation 1", func() bool { return h.generation() == 1 })
+	good := h.w.Policy()
+	if good.CollectRules(policy.GroupResource{Resource: "configmaps"}) == nil {
+		t.Fatal("the loaded policy has no rule for configmaps")
+	}
+	if evs := drainEvents(h.rec); len(evs) != 1 || !strings.HasPrefix(evs[0], "Normal PolicyLoaded generation 1 in force: 1 rules") {
+		t.Errorf("events %q, want PolicyLoaded", evs)
+	}
+
+	h.update(t, policyCM(badDoc))
+	eventually(t, "a load error", func() bool { return testutil.ToFloat64(h.m.LoadErrors) == 1 })
+	if h.w.Policy() != good || h.generation() != 1 || testutil.ToFloat64(h.m.LastLoadSuccess) != 0 {
+		t.Errorf("after a bad edit: generation %v, success %v; want the last good policy in force", h.generation(), testutil.ToFloat64(h.m.LastLoadSuccess))
+	}
+	evs := drainEvents(h.rec)
+	if len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning PolicyRejected policy.yaml rejected (2 errors), keeping generation 1") ||
+		!strings.Contains(evs[0], "rules[0].colect: Forbidden: unknown field") || !strings.Contains(evs[0], "rules[0].defaultPropagation: Unsupported value") {
+		t.Errorf("events %q, want one PolicyRejected naming both errors", evs)
+	}
+	if n := h.logs.count("Policy rejected"); n != 1 {
+		t.Errorf("rejection logged %d times, want once", n)
+	}
+
+	// The same document again (a label changed): nothing new is said.
+	cm := policyCM(badDoc)
+	cm.Labels = map[string]string{"touched": "yes"}
+	h.update(t, cm)
+	h.update(t, policyCM(goodDoc))
+	eventually(t, "generation 2", func() bool { return h.generation() == 2 })
+	if testutil.ToFloat64(h.m.LoadErrors) != 1 || testutil.ToFloat64(h.m.LastLoadSuccess) != 1 {
+		t.Errorf("load errors %v, success %v after the fix", testutil.ToFloat64(h.m.LoadErrors), testutil.ToFloat64(h.m.LastLoadSuccess))
+	}
+
+	if err := h.cs.CoreV1().ConfigMaps("cascade-system").Delete(context.Background(), "cascade-policy", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "generation 3", func() bool { return h.generation() == 3 })
+	if h.w.Policy().Rules() != 0 {
+		t.Error("the built-in policy is not in force after the ConfigMap went")
+	}
+	if n := h.logs.count("Policy ConfigMap deleted"); n != 1 {
+		t.Errorf("deletion said %d times, want once", n)
+	}
+}
+
+// TestMissingKeyIsRejected: a ConfigMap without policy.yaml is a bad edit, not an empty policy.
+func TestMissingKeyIsRejected(t *testing.T) {
+	cm := policyCM(goodDoc)
+	cm.Data = map[string]string{"policy.yml": goodDoc}
+	h := start(t, cm)
+	if testutil.ToFloat64(h.m.LoadErrors) != 1 || h.generation() != 0 {
+		t.Errorf("load errors %v, generation %v", testutil.ToFloat64(h.m.LoadErrors), h.generation())
+	}
+	if evs := drainEvents(h.rec); len(evs) != 1 || !strings.Contains(evs[0], "data[policy.yaml]: Required value") || !strings.Contains(evs[0], "keeping the built-in policy") {
+		t.Errorf("events %q", evs)
+	}
+}
+
+// TestNotesAndWarnings: an accepted policy says what it will not do: a resource the cluster does
+// not serve (a warning), and defaultPropagation (validated, not applied yet).
+func TestNotesAndWarnings(t *testing.T) {
+	cs := fake.NewClientset(policyCM(withDefault))
+	cs.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{
+		{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "podtemplates"}, {Name: "pods/status"}}},
+	}
+	rec := record.NewFakeRecorder(5)
+	w := New(Options{Client: cs, Namespace: "cascade-system", Name: "cascade-policy", Recorder: rec, Served: ServedBy(cs.Discovery())})
+	if err := w.Start(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	evs := drainEvents(rec)
+	if len(evs) != 1 || !strings.Contains(evs[0], "warning: rules[0].resource: Invalid value: \"widgets.example.com\": the cluster does not serve widgets.example.com (yet)") ||
+		!strings.Contains(evs[0], "defaultPropagation (rules[0]) is validated but not applied yet") || strings.Contains(evs[0], "podtemplates") {
+		t.Errorf("events %q", evs)
+	}
+	if got := w.Policy().Ignored(); len(got) != 1 || got[0].Resource != "podtemplates" {
+		t.Errorf("ignored %v", got)
+	}
+}
+
+// TestStartFailsWhenUnreadable: a ConfigMap that cannot be read (RBAC) stops the start with
+// the reason, rather than running without the configured policy.
+func TestStartFailsWhenUnreadable(t *testing.T) {
+	cs := fake.NewClientset()
+	cs.PrependReactor("list", "configmaps", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", nil)
+	})
+	w := New(Options{Client: cs, Namespace: "cascade-system", Name: "cascade-policy"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err := w.Start(ctx, 500*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "cannot read the policy ConfigMap cascade-system/cascade-policy") || !strings.Contains(err.Error(), "forbidden") {
+		t.Errorf("Start() = %v, want the reason", err)
+	}
+}
+
+// TestEventsWaitForElection: a standby reports nothing; the metrics still count.
+func TestEventsWaitForElection(t *testing.T) {
+	rec := record.NewFakeRecorder(5)
+	m := NewMetrics(prometheus.NewRegistry())
+	w := New(Options{Client: fake.NewClientset(policyCM(badDoc)), Namespace: "cascade-system", Name: "cascade-policy", Recorder: rec, Metrics: m, Elected: make(chan struct{})})
+	if err := w.Start(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if evs := drainEvents(rec); len(evs) != 0 || testutil.ToFloat64(m.LoadErrors) != 1 {
+		t.Errorf("standby: events %q, load errors %v", evs, testutil.ToFloat64(m.LoadErrors))
+	}
+}
+
+func TestParseName(t *testing.T) {
+	for _, tt := range []struct {
+		in       string
+		ns, name string
+		ok       bool
+	}{
+		{"cascade-system/cascade-policy", "cascade-system", "cascade-policy", true},
+		{"cascade-policy", "", "", false},
+		{"/x", "", "", false},
+		{"a/b/c", "", "", false},
+		{"Bad_NS/x", "", "", false},
+		{"ns/Bad_Name", "", "", false},
+	} {
+		ns, name, err := ParseName(tt.in)
+		if ns != tt.ns || name != tt.name || (err == nil) != tt.ok {
+			t.Errorf("ParseName(%q) = %q, %q, %v", tt.in, ns, name, err)
+		}
+	}
+}
