@@ -27,14 +27,68 @@ GOLANGCI_LINT := $(BIN)/golangci-lint
 E2E_TIMEOUT ?= 60m
 QUICK ?=
 
+# Version and commit stamped into cascade (`cascade --version`) and used as the image's tag.
+# Override on the command line: make image VERSION=v0.1.0.
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+endif
+ifeq ($(origin COMMIT),undefined)
+COMMIT := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+endif
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
+# The container image (Dockerfile): `make image` tags $(IMAGE):$(VERSION) and $(IMAGE):latest,
+# the name deploy/base's Deployment uses. It is built with podman from Debian's packages (`make
+# podman` installs them when missing): as root with runc, cgroupfs (no systemd here) and ulimits
+# below the host's (podman's default, the host maximum, is refused on these machines).
+IMAGE ?= ghcr.io/cascade-gc/cascade
+PODMAN ?= podman
+PODMAN_FLAGS ?= --runtime runc --cgroup-manager cgroupfs --events-backend file
+PODMAN_ULIMITS ?= --ulimit nofile=1024:1024 --ulimit nproc=1024:1024
+PODMAN_PACKAGES := podman runc uidmap fuse-overlayfs slirp4netns catatonit
+IMAGE_ARCHIVE ?= $(BIN)/cascade-image-$(VERSION).oci.tar
+
 .PHONY: help
 help: ## @HELP list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## @HELP' $(MAKEFILE_LIST) | sed -E 's/:.*## @HELP/\t/' | expand -t 16
 
 .PHONY: build
 build: ## @HELP build bin/cascade
-	$(GO) build -o $(BIN)/cascade ./cmd/cascade
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/cascade ./cmd/cascade
 	$(GO) build -o $(BIN)/localrun ./e2e/cmd/localrun
+
+# The image's binary: static (no cgo; the image has no libc), stripped, without host paths.
+# It is built here with the host's toolchain, module and build caches, then copied into the
+# image (see Dockerfile for why there is no builder stage).
+.PHONY: image-binary
+image-binary:
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/image/cascade ./cmd/cascade
+
+.PHONY: image
+image: podman image-binary ## @HELP build the container image $(IMAGE):$(VERSION) and :latest with podman (installed when missing)
+	$(PODMAN) $(PODMAN_FLAGS) build --layers=false $(PODMAN_ULIMITS) --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) \
+	  -t $(IMAGE):$(VERSION) -t $(IMAGE):latest -f Dockerfile .
+	@$(PODMAN) $(PODMAN_FLAGS) image inspect --format '{{.Id}} {{.Size}} bytes user {{.Config.User}}' $(IMAGE):$(VERSION)
+
+.PHONY: image-archive
+image-archive: image ## @HELP export the image as an OCI archive, bin/cascade-image-$(VERSION).oci.tar (for skopeo copy, podman load, ...)
+	rm -f $(IMAGE_ARCHIVE)
+	$(PODMAN) $(PODMAN_FLAGS) save --format oci-archive -o $(IMAGE_ARCHIVE) $(IMAGE):$(VERSION)
+	@echo "wrote $(IMAGE_ARCHIVE) ($$(du -h $(IMAGE_ARCHIVE) | cut -f1)): load it with podman load -i, or push it with skopeo copy oci-archive:$(IMAGE_ARCHIVE) docker://REGISTRY/cascade:$(VERSION)"
+
+# podman and runc come from Debian's packages. They are installed (apt-get update once, then
+# install; as root, else through sudo) only when missing, so that a machine that has them
+# changes nothing. `make image` and the e2e image test (TestImage) use this target.
+.PHONY: podman
+podman: ## @HELP install podman and runc from Debian's packages when missing
+	@if command -v $(PODMAN) >/dev/null 2>&1 && command -v runc >/dev/null 2>&1; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null 2>&1; then echo "podman or runc missing and no apt-get here: install podman and runc" >&2; exit 1; fi; \
+	sudo=; if [ "$$(id -u)" != 0 ]; then sudo="sudo -n"; fi; \
+	start=$$(date +%s); \
+	echo "installing $(PODMAN_PACKAGES) from Debian's packages"; \
+	$$sudo apt-get update -qq; \
+	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(PODMAN_PACKAGES) >/dev/null; \
+	echo "installed podman $$($(PODMAN) --version | cut -d' ' -f3) and runc in $$(( $$(date +%s) - start ))s"
 
 .PHONY: tools
 tools: $(TOOLS_STAMP) ## @HELP build etcd, kube-apiserver, kube-controller-manager, kubectl (cached)

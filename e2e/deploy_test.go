@@ -4,8 +4,11 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,31 +23,108 @@ import (
 	"github.com/cascade-gc/cascade/e2e/harness"
 )
 
+// deployed is deployBase's outcome, once per package.
+var deployed struct {
+	sync.Once
+	err error
+}
+
+// adminKubectl runs bin/kubectl with the admin kubeconfig and returns its combined output.
+func adminKubectl(args ...string) (string, error) {
+	bin := filepath.Join(suite.CP.BinDir, "kubectl")
+	out, err := exec.Command(bin, append([]string{"--kubeconfig", suite.CP.KubeconfigPath}, args...)...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// deployBaseDir is deploy/base in the repository.
+func deployBaseDir(t *testing.T) string {
+	t.Helper()
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "deploy", "base")
+}
+
+// deployBase applies deploy/base (kustomize, through bin/kubectl) once for the package: its
+// Namespace first, then a server-side dry run of the whole base (kube-apiserver validates every
+// object as it would create it, with strict field validation, and warns where a pod template
+// would not meet the namespace's Pod Security level: a warning fails too), then the base for
+// real. It stays applied: no namespace controller runs here, so a deleted cascade-system would
+// stay Terminating and refuse the objects of the next test that applies the base.
+func deployBase(t *testing.T) {
+	t.Helper()
+	base := deployBaseDir(t)
+	deployed.Do(func() {
+		if _, deployed.err = adminKubectl("apply", "-f", filepath.Join(base, "namespace.yaml")); deployed.err != nil {
+			return
+		}
+		var out string
+		if out, deployed.err = adminKubectl("apply", "--dry-run=server", "-k", base); deployed.err != nil {
+			return
+		}
+		if strings.Contains(out, "Warning:") { // such as the namespace's Pod Security level
+			deployed.err = fmt.Errorf("kubectl apply --dry-run=server -k deploy/base warns:\n%s", out)
+			return
+		}
+		_, deployed.err = adminKubectl("apply", "-k", base)
+	})
+	if deployed.err != nil {
+		t.Fatal(deployed.err)
+	}
+}
+
+// serviceAccountToken returns a token of deploy/base's ServiceAccount (TokenRequest, as the
+// kubelet asks for a pod's projected token).
+func serviceAccountToken(t *testing.T, cs framework.Clients) string {
+	t.Helper()
+	tok, err := cs.Kube.CoreV1().ServiceAccounts("cascade-system").CreateToken(context.Background(), "cascade",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok.Status.Token
+}
+
+// TestDeployDryRun: `kubectl apply --dry-run=server -k deploy/base` passes (deployBase runs it
+// before the base exists, so every object is validated as created; here again, as updated), and
+// names every object of the base, with no warning from the server.
+func TestDeployDryRun(t *testing.T) {
+	deployBase(t)
+	out, err := adminKubectl("apply", "--dry-run=server", "-k", deployBaseDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []string{
+		"namespace/cascade-system", "serviceaccount/cascade", "clusterrole.rbac.authorization.k8s.io/cascade",
+		"clusterrolebinding.rbac.authorization.k8s.io/cascade", "role.rbac.authorization.k8s.io/cascade-leader-election",
+		"rolebinding.rbac.authorization.k8s.io/cascade-leader-election", "service/cascade-metrics",
+		"deployment.apps/cascade", "poddisruptionbudget.policy/cascade",
+	} {
+		if !strings.Contains(out, obj+" ") {
+			t.Errorf("server dry run does not name %s:\n%s", obj, out)
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !strings.HasSuffix(line, "(server dry run)") {
+			t.Errorf("not a line of a server dry run: %q", line)
+		}
+	}
+}
+
 // TestDeployManifests applies deploy/base (kustomize, through bin/kubectl) to the control plane,
 // then runs cascade as the cascade ServiceAccount with exactly that RBAC and leader election:
 // it takes the Lease, collects garbage, and emits events; the RBAC lets it do nothing else.
 func TestDeployManifests(t *testing.T) {
 	cs := suite.Clients(t)
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubectl := filepath.Join(suite.CP.BinDir, "kubectl")
-	out, err := exec.Command(kubectl, "--kubeconfig", suite.CP.KubeconfigPath, "apply", "--server-side", "-k", filepath.Join(root, "deploy", "base")).CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl apply -k deploy/base: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		_ = exec.Command(kubectl, "--kubeconfig", suite.CP.KubeconfigPath, "delete", "--wait=false", "-k", filepath.Join(root, "deploy", "base")).Run()
-	})
+	deployBase(t)
 	ctx := context.Background()
-	tok, err := cs.Kube.CoreV1().ServiceAccounts("cascade-system").CreateToken(ctx, "cascade",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := serviceAccountToken(t, cs)
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := suite.CP.WriteKubeconfig(kc, "system:serviceaccount:cascade-system:cascade", tok.Status.Token); err != nil {
+	if err := suite.CP.WriteKubeconfig(kc, "system:serviceaccount:cascade-system:cascade", tok); err != nil {
 		t.Fatal(err)
 	}
 

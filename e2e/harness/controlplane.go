@@ -323,6 +323,9 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
+// FreePorts returns n distinct loopback ports that were free a moment ago.
+func FreePorts(n int) ([]int, error) { return freePorts(n) }
+
 // FreePort returns a loopback port that was free a moment ago.
 func FreePort() (int, error) {
 	p, err := freePorts(1)

@@ -1,0 +1,122 @@
+package deploy
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"sigs.k8s.io/yaml"
+)
+
+func readStrict(t *testing.T, path string, into any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(b, into); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// firstMatch returns the first submatch of re in the file at path.
+func firstMatch(t *testing.T, path, re string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(re).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("%s has no line matching %s", path, re)
+	}
+	return string(m[1])
+}
+
+// TestBaseMatchesImage: the Deployment runs the image `make image` tags, as the user the
+// Dockerfile sets, hardened as the image allows (read-only root, nothing to escalate to), with
+// probes on the port cascade serves them on. The e2e test TestImage runs the image the same way.
+func TestBaseMatchesImage(t *testing.T) {
+	var d appsv1.Deployment
+	readStrict(t, "base/deployment.yaml", &d)
+	pod := d.Spec.Template.Spec
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+
+	image := firstMatch(t, "../Makefile", `(?m)^IMAGE \?= (\S+)$`)
+	if c.Image != image+":latest" {
+		t.Errorf("image %q, want %q (the Makefile's IMAGE, tagged latest by make image)", c.Image, image+":latest")
+	}
+	user := firstMatch(t, "../Dockerfile", `(?m)^USER (\d+):\d+$`)
+	if sc := pod.SecurityContext; sc == nil || sc.RunAsUser == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot ||
+		sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod securityContext %+v: want runAsNonRoot, runAsUser and seccomp RuntimeDefault", sc)
+	} else if got := *sc.RunAsUser; strings.TrimSpace(user) != itoa(got) {
+		t.Errorf("runAsUser %d, the Dockerfile's USER is %s", got, user)
+	}
+	if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("container securityContext %+v: want readOnlyRootFilesystem, no privilege escalation, drop ALL", sc)
+	}
+
+	healthPort := -1
+	for _, p := range c.Ports {
+		if p.Name == "health" {
+			healthPort = int(p.ContainerPort)
+		}
+	}
+	if !slices.Contains(c.Args, "--health-probe-bind-address=:"+itoa(healthPort)) {
+		t.Errorf("args %q do not serve the probes on the health port %d", c.Args, healthPort)
+	}
+	for name, probe := range map[string]*corev1.Probe{"startup": c.StartupProbe, "liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		want := "/healthz"
+		if name == "readiness" {
+			want = "/readyz"
+		}
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != want || probe.HTTPGet.Port.String() != "health" {
+			t.Errorf("%s probe %+v, want GET %s on port health", name, probe, want)
+		}
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("resources %+v: want cpu and memory requests and a memory limit", c.Resources)
+	}
+	if a := pod.Affinity; a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 0 ||
+		a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey != corev1.LabelHostname {
+		t.Errorf("affinity %+v: want preferred pod anti-affinity by hostname", pod.Affinity)
+	}
+	if !slices.Contains(c.Args, "--leader-elect=true") || d.Spec.Replicas == nil || *d.Spec.Replicas < 2 {
+		t.Errorf("want two or more replicas with --leader-elect=true")
+	}
+
+	var pdb policyv1.PodDisruptionBudget
+	readStrict(t, "base/poddisruptionbudget.yaml", &pdb)
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 {
+		t.Errorf("PodDisruptionBudget minAvailable %v, want 1", pdb.Spec.MinAvailable)
+	}
+	var k struct {
+		Resources []string `json:"resources"`
+	}
+	b, err := os.ReadFile("base/kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &k); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"deployment.yaml", "poddisruptionbudget.yaml"} {
+		if !slices.Contains(k.Resources, f) {
+			t.Errorf("kustomization.yaml does not list %s", f)
+		}
+	}
+}
+
+func itoa[T int | int64](i T) string { return strconv.FormatInt(int64(i), 10) }
