@@ -56,7 +56,7 @@ func runPolicyValidate(args []string, out io.Writer) error {
 	fs := pflag.NewFlagSet("cascade policy validate", pflag.ContinueOnError)
 	file := fs.StringP("filename", "f", "", `The policy document or ConfigMap manifest ("-": stdin).`)
 	kubeconfig := fs.String("kubeconfig", "", "Check the resources the policy names against this cluster (optional).")
-	fs.Usage = func() { fmt.Fprintln(fs.Output(), policyUsage) }
+	fs.Usage = func() { _, _ = fmt.Fprintln(fs.Output(), policyUsage) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil
