@@ -186,6 +186,18 @@ type edgeKey struct {
 	apiVersion, kind, name string
 }
 
+// claimedByOther reports whether, before the event, a reference of another dependent in
+// namespace ns made claim k and was undecided: only then is a check of it under way.
+func claimedByOther(before map[edgeKey]edgeInfo, k edgeKey, ns string) bool {
+	for kk, bi := range before {
+		if kk.dep != k.dep && kk.uid == k.uid && kk.apiVersion == k.apiVersion && kk.kind == k.kind && kk.name == k.name &&
+			bi.dep.ref.Namespace == ns && bi.state.Undecided() {
+			return true
+		}
+	}
+	return false
+}
+
 type edgeInfo struct {
 	state OwnerState
 	ref   OwnerRef
@@ -306,7 +318,7 @@ func (m *model) apply(ev Event) Effects {
 			ob, oExisted := nb[k.uid]
 			pending := !existed && oExisted && ob.kind == mVirtual && o.kind == mVirtual &&
 				sameCoords(k.apiVersion, k.kind, k.name, o.ref) && a.dep.ref.Namespace == o.ref.Namespace &&
-				ob.idVerify == vNone && !ob.idUnchecked
+				ob.idVerify == vNone && !ob.idUnchecked && claimedByOther(before, k, o.ref.Namespace)
 			if !pending {
 				verify[Ref{APIVersion: k.apiVersion, Kind: k.kind, Namespace: a.dep.ref.Namespace, Name: k.name, UID: k.uid}] = true
 			}

@@ -120,3 +120,32 @@ func TestFind(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimAskedAgainAfterItsOnlyReferenceWent: the only reference making a virtual owner's
+// identity claim goes while its check is queued (the caller may drop a check nobody needs); a
+// later reference making that claim asks again instead of waiting for the dropped check.
+func TestClaimAskedAgainAfterItsOnlyReferenceWent(t *testing.T) {
+	g := New()
+	own := makeRef("example.com/v1", "Gizmo", "ns", "g", "u-g")
+	other := makeRef("example.com/v1", "Gizmo", "ns", "other-name", "u-g") // keeps the virtual node alive
+	a := makeRef("v1", "Pod", "ns", "a", "u-a")
+	b := makeRef("v1", "Pod", "ns", "b", "u-b")
+	d := makeRef("v1", "Pod", "ns", "d", "u-d")
+	if fx := g.Apply(observed(obj(a, owner(own)))); len(fx.VerifyOwner) != 1 {
+		t.Fatalf("first claim: VerifyOwner %v", fx.VerifyOwner)
+	}
+	g.Apply(observed(obj(b, owner(other))))
+	g.Apply(deleted(a)) // the identity claim's only reference goes; its queued check is dropped
+	fx := g.Apply(observed(obj(d, owner(own))))
+	if len(fx.VerifyOwner) != 1 || fx.VerifyOwner[0] != claimIn(own, "ns") {
+		t.Errorf("the claim made again: VerifyOwner %v, want a new check of %v", fx.VerifyOwner, claimIn(own, "ns"))
+	}
+	// While one reference still makes it undecided, another making it waits for that check.
+	e := makeRef("v1", "Pod", "ns", "e", "u-e")
+	if fx := g.Apply(observed(obj(e, owner(own)))); len(fx.VerifyOwner) != 0 {
+		t.Errorf("a second reference to a claim under check asked again: %v", fx.VerifyOwner)
+	}
+	if err := checkInvariants(g); err != nil {
+		t.Fatal(err)
+	}
+}

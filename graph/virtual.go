@@ -72,8 +72,25 @@ func (g *Graph) inherit(d, o *node, gvk uint32, name string) uint32 {
 // issued for it.
 func (g *Graph) verificationPending(d *node, e *edge) bool {
 	o := g.node(e.owner)
-	return o.flags&(fVirtual|fFresh|fIDPresent|fIDAbsent|fIDUnchecked) == fVirtual &&
-		e.gvk() == o.gvk && e.name == o.name && d.ns == o.ns
+	if o.flags&(fVirtual|fFresh|fIDPresent|fIDAbsent|fIDUnchecked) != fVirtual ||
+		e.gvk() != o.gvk || e.name != o.name || d.ns != o.ns {
+		return false
+	}
+	// The check is under way only while another reference still makes the claim undecided:
+	// the caller may drop a check nobody needs any more (every reference making it went), and
+	// the next reference to make it must then ask again.
+	for _, dep := range g.depIDs(o) {
+		dn := g.node(dep)
+		if dn == d || dn.ns != o.ns {
+			continue
+		}
+		for i, k := 0, g.numEdges(dn); i < k; i++ {
+			if x := g.edgeAt(dn, i); x.owner == e.owner && x.gvk() == o.gvk && x.name == o.name && g.edgeState(dn.ns, x).Undecided() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // clearMatchingVerification drops the verification of references that agree
