@@ -42,7 +42,7 @@ func cascadeMetrics(t *testing.T) []metricDoc {
 	r := &recorder{}
 	ms := newMetricSet(r)
 	gc.New(gc.Deps{Metrics: ms.gc}) // the graph's scrape-time collector
-	client.NewDryRun(nil, r)      // --dry-run only
+	client.NewDryRun(nil, r)        // --dry-run only
 	var out []metricDoc
 	for _, c := range r.cs {
 		typ := "gauge" // scrape-time collectors (the graph's) export gauges
