@@ -103,6 +103,7 @@ func TestDeployDryRun(t *testing.T) {
 		"clusterrolebinding.rbac.authorization.k8s.io/cascade", "role.rbac.authorization.k8s.io/cascade-leader-election",
 		"rolebinding.rbac.authorization.k8s.io/cascade-leader-election", "service/cascade-metrics",
 		"deployment.apps/cascade", "poddisruptionbudget.policy/cascade",
+		"configmap/cascade-policy", "role.rbac.authorization.k8s.io/cascade-policy", "rolebinding.rbac.authorization.k8s.io/cascade-policy",
 	} {
 		if !strings.Contains(out, obj+" ") {
 			t.Errorf("server dry run does not name %s:\n%s", obj, out)
@@ -162,11 +163,14 @@ func TestDeployManifests(t *testing.T) {
 	}
 
 	ns := cs.NewNamespace(t)
-	suite.StartCascade(t, "--kubeconfig="+kc, "--leader-elect=true", "--leader-elect-resource-namespace=cascade-system")
+	c := suite.StartCascade(t, "--kubeconfig="+kc, "--leader-elect=true", "--leader-elect-resource-namespace=cascade-system",
+		"--policy-configmap=cascade-system/cascade-policy")
 	framework.Eventually(t, 30*time.Second, "lease held", func() (bool, error) {
 		l, err := cs.Kube.CoordinationV1().Leases("cascade-system").Get(ctx, "cascade", metav1.GetOptions{})
 		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", nil
 	})
+	// The shipped policy ConfigMap is read with that RBAC (policy-rbac.yaml).
+	framework.WaitForMetric(t, c, "cascade_policy_generation", 1, 30*time.Second)
 	owner := cs.CreateCM(t, ns, "owner")
 	cs.CreateCMs(t, ns, "dep", 10, framework.CMRef(owner))
 	other := cs.CreateCM(t, cs.NewNamespace(t), "elsewhere")

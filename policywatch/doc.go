@@ -7,7 +7,8 @@
 //     atomic load, safe from any goroutine; a new one replaces it whole, never in part.
 //   - A rejected edit changes nothing in force: the last good policy stays, and the rejection
 //     is said once per version of the document: one log line, a Warning Event on the ConfigMap
-//     (by the leader), cascade_policy_load_errors_total and cascade_policy_last_load_success=0.
+//     (by the leader: a standby sends its last one when it leads), cascade_policy_load_errors_total
+//     and cascade_policy_last_load_success=0.
 //   - A missing ConfigMap (never created, or deleted) means the built-in behaviour, said once
 //     until it exists again.
 //   - Nothing here decides about objects: package gc reads Policy().

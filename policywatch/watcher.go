@@ -64,12 +64,20 @@ type Watcher struct {
 	listErr atomic.Pointer[error] // the last list or watch failure, for Start's error
 
 	mu          sync.Mutex
-	generation  int     // guarded by mu: policies put in force since start
-	handled     *string // guarded by mu: the document of the last version handled (nil: none or absent)
-	loaded      bool    // guarded by mu: the policy in force is the ConfigMap's (not the built-in one)
-	loadedRV    string  // guarded by mu: the resourceVersion it was loaded from
-	present     bool    // guarded by mu: the ConfigMap exists
-	missingSaid bool    // guarded by mu: its absence was reported
+	generation  int        // guarded by mu: policies put in force since start
+	handled     *string    // guarded by mu: the document of the last version handled (nil: none or absent)
+	loaded      bool       // guarded by mu: the policy in force is the ConfigMap's (not the built-in one)
+	loadedRV    string     // guarded by mu: the resourceVersion it was loaded from
+	present     bool       // guarded by mu: the ConfigMap exists
+	missingSaid bool       // guarded by mu: its absence was reported
+	held        *heldEvent // guarded by mu: the last Event held back until elected
+}
+
+// heldEvent is an Event a standby did not send: the leader it becomes sends the last one, so
+// a policy rejected before the election is still reported.
+type heldEvent struct {
+	cm               *corev1.ConfigMap
+	typ, reason, msg string
 }
 
 // New returns a Watcher whose policy is the built-in one until Start.
@@ -112,6 +120,9 @@ func (w *Watcher) Start(ctx context.Context, timeout time.Duration) error {
 		return err
 	}
 	factory.Start(ctx.Done())
+	if w.opts.Elected != nil {
+		go w.sendHeldWhenElected(ctx)
+	}
 	go func() { <-ctx.Done(); factory.Shutdown() }()
 	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		return reg.HasSynced(), nil
@@ -256,21 +267,40 @@ func (w *Watcher) missing(ctx context.Context, how string) {
 		"configmap", w.Name(), "generation", w.generation)
 }
 
+// event reports on the ConfigMap, or holds the report back until elected. Call it with mu held.
 func (w *Watcher) event(cm *corev1.ConfigMap, typ, reason, msg string) {
 	if w.opts.Recorder == nil {
 		return
+	}
+	if len(msg) > maxEventMessage {
+		msg = msg[:maxEventMessage-3] + "..."
 	}
 	if w.opts.Elected != nil {
 		select {
 		case <-w.opts.Elected:
 		default:
+			w.held = &heldEvent{cm: cm, typ: typ, reason: reason, msg: msg}
 			return
 		}
 	}
-	if len(msg) > maxEventMessage {
-		msg = msg[:maxEventMessage-3] + "..."
-	}
 	w.opts.Recorder.Event(cm, typ, reason, msg)
+}
+
+// sendHeldWhenElected sends the Event held back as a standby once this replica leads. event
+// checks Elected under mu, so an Event is either held before this takes mu, or sent directly.
+func (w *Watcher) sendHeldWhenElected(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-w.opts.Elected:
+	}
+	w.mu.Lock()
+	h := w.held
+	w.held = nil
+	w.mu.Unlock()
+	if h != nil {
+		w.opts.Recorder.Event(h.cm, h.typ, h.reason, h.msg)
+	}
 }
 
 // ParseName reads --policy-configmap: NAMESPACE/NAME.

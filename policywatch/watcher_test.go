@@ -225,16 +225,26 @@ func TestStartFailsWhenUnreadable(t *testing.T) {
 	}
 }
 
-// TestEventsWaitForElection: a standby reports nothing; the metrics still count.
+// TestEventsWaitForElection: a standby reports nothing (the metrics still count); once elected,
+// it sends the last report it held back, so a policy rejected before the election is reported.
 func TestEventsWaitForElection(t *testing.T) {
 	rec := record.NewFakeRecorder(5)
 	m := NewMetrics(prometheus.NewRegistry())
-	w := New(Options{Client: fake.NewClientset(policyCM(badDoc)), Namespace: "cascade-system", Name: "cascade-policy", Recorder: rec, Metrics: m, Elected: make(chan struct{})})
-	if err := w.Start(context.Background(), 10*time.Second); err != nil {
+	elected := make(chan struct{})
+	w := New(Options{Client: fake.NewClientset(policyCM(badDoc)), Namespace: "cascade-system", Name: "cascade-policy", Recorder: rec, Metrics: m, Elected: elected})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := w.Start(ctx, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if evs := drainEvents(rec); len(evs) != 0 || testutil.ToFloat64(m.LoadErrors) != 1 {
 		t.Errorf("standby: events %q, load errors %v", evs, testutil.ToFloat64(m.LoadErrors))
+	}
+	close(elected)
+	var evs []string
+	eventually(t, "the held event", func() bool { evs = append(evs, drainEvents(rec)...); return len(evs) > 0 })
+	if len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning PolicyRejected") {
+		t.Errorf("events once elected: %q, want the rejection", evs)
 	}
 }
 
