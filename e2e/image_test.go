@@ -123,24 +123,27 @@ func TestImage(t *testing.T) {
 	cs := suite.Clients(t)
 	ctx := context.Background()
 
-	// The image, as `make image` builds it, with a tag of this run's own (make image also tags
-	// :latest, which the Deployment names); the tag is removed at the end, the layers stay.
+	// The image, as `make image` builds it, under a name of this run's own, so that the tags
+	// of the machine's own builds and of other runs stay as they are: both tags, VERSION and
+	// latest (the tag the Deployment names; deploy's unit test checks it names the Makefile's
+	// IMAGE), are removed at the end, and with them the image.
 	d := renderedDeployment(t)
 	c := d.Spec.Template.Spec.Containers[0]
-	repo, _, ok := strings.Cut(c.Image, ":")
-	if !ok || !strings.HasSuffix(c.Image, ":latest") {
+	if _, tag, _ := strings.Cut(c.Image, ":"); tag != "latest" {
 		t.Fatalf("the Deployment's image %q is not REPOSITORY:latest", c.Image)
 	}
-	version := fmt.Sprintf("e2e-%d", time.Now().UnixNano())
+	run := fmt.Sprintf("cascade-e2e-%d", time.Now().UnixNano())
+	repo := "localhost/" + run
+	version := "e2e-" + run[len("cascade-e2e-"):]
 	image := repo + ":" + version
 	start := time.Now()
-	if _, err := runMake(root, "image", "VERSION="+version); err != nil {
+	if _, err := runMake(root, "image", "IMAGE="+repo, "VERSION="+version); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("make image: %s", time.Since(start).Round(100*time.Millisecond))
-	t.Cleanup(func() { _, _ = podman("rmi", image) }) // only untags while :latest names the image too
-	if _, err := podman("image", "exists", c.Image); err != nil {
-		t.Fatalf("make image did not tag %s, the image deploy/base runs: %v", c.Image, err)
+	t.Cleanup(func() { _, _ = podman("rmi", "--force", image, repo+":latest") })
+	if _, err := podman("image", "exists", repo+":latest"); err != nil {
+		t.Fatalf("make image did not tag %s:latest: %v", repo, err)
 	}
 
 	// The image is the binary alone, running as a numeric non-root user.
@@ -195,7 +198,6 @@ func TestImage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	run := fmt.Sprintf("cascade-e2e-%d", time.Now().UnixNano()%1_000_000)
 	const lease = "cascade" // the Lease deploy/base's Role lets cascade update
 	allPorts, err := harness.FreePorts(4)
 	if err != nil {
