@@ -29,7 +29,7 @@ func runExplain(args []string, out io.Writer) error {
 	base := fs.String("url", "http://127.0.0.1:8080", "cascade's metrics address (--metrics-bind-address), e.g. a kubectl port-forward to it.")
 	format := fs.StringP("output", "o", "text", "text, json or dot.")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: cascade explain RESOURCE[.GROUP]/NAME [-n NAMESPACE] [--url URL] [-o text|json|dot]")
+		_, _ = fmt.Fprintln(fs.Output(), "Usage: cascade explain RESOURCE[.GROUP]/NAME [-n NAMESPACE] [--url URL] [-o text|json|dot]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
