@@ -86,6 +86,9 @@ func strictError(err error) *field.Error {
 		return field.Invalid(documentPath, field.OmitValueType{}, oneLine(err))
 	}
 	path := fe.FieldPath()
+	if path == "" { // a top-level key with an empty name
+		path = documentPath.String()
+	}
 	switch msg := err.Error(); {
 	case strings.HasPrefix(msg, "unknown field"):
 		return &field.Error{Type: field.ErrorTypeForbidden, Field: path, BadValue: field.OmitValueType{},
