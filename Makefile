@@ -111,7 +111,7 @@ run: build tools ## @HELP start the local control plane and cascade against it (
 	$(BIN)/localrun --cascade $(BIN)/cascade -- $(ARGS)
 
 .PHONY: test
-test: test-unit e2e ## @HELP every test: unit tests with -race, then the e2e suite on the local control plane
+test: test-unit test-rules e2e ## @HELP every test: unit tests with -race, the alert rules (promtool), then the e2e suite on the local control plane
 
 .PHONY: test-unit
 test-unit: ## @HELP unit tests with the race detector (the fast loop)
@@ -144,6 +144,47 @@ bench: build tools ## @HELP benchmarks (graph; collector; cascade vs the in-tree
 .PHONY: bench-report
 bench-report: ## @HELP draw docs/benchmarks.md and its charts from docs/benchmarks.json
 	cd e2e/benchreport && $(GO) run . -in $(CURDIR)/docs/benchmarks.json -out $(CURDIR)/docs
+
+# Prometheus and promtool come from Debian's prometheus package, installed (apt-get update once,
+# then install; as root, else through sudo) only when missing, so that a machine that has them
+# changes nothing. `make test-rules`, `make dashboard-snapshot` and the e2e test
+# TestMonitoringOnPrometheus use this target.
+PROMETHEUS ?= prometheus
+PROMTOOL ?= promtool
+
+.PHONY: prometheus
+prometheus: ## @HELP install prometheus and promtool from Debian's prometheus package when missing
+	@if command -v $(PROMETHEUS) >/dev/null 2>&1 && command -v $(PROMTOOL) >/dev/null 2>&1; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null 2>&1; then echo "prometheus or promtool missing and no apt-get here: install Prometheus 2.x" >&2; exit 1; fi; \
+	sudo=; if [ "$$(id -u)" != 0 ]; then sudo="sudo -n"; fi; \
+	start=$$(date +%s); \
+	echo "installing prometheus from Debian's packages"; \
+	$$sudo apt-get update -qq; \
+	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	if ! command -v $(PROMETHEUS) >/dev/null 2>&1 || ! command -v $(PROMTOOL) >/dev/null 2>&1; then echo "installed Debian's prometheus, but $(PROMETHEUS) or $(PROMTOOL) is still not on PATH" >&2; exit 1; fi; \
+	echo "installed $$($(PROMETHEUS) --version 2>&1 | head -1) in $$(( $$(date +%s) - start ))s"
+
+# The alert rules are checked and unit tested (deploy/monitoring/alerts-test.yaml: each alert
+# firing and not firing) by promtool. Where promtool cannot be installed the target says so and
+# passes, except in CI (CI=true), where it fails.
+.PHONY: test-rules
+test-rules: ## @HELP promtool check rules and promtool test rules on deploy/monitoring (prometheus installed when missing)
+	@if ! $(MAKE) --no-print-directory prometheus; then \
+	  if [ "$${CI:-}" = true ]; then echo "CI=true, and promtool cannot be installed: the alert rules must be tested" >&2; exit 1; fi; \
+	  echo "SKIP: promtool cannot be installed here (make prometheus: Debian's prometheus package), so the alert rules are not tested"; exit 0; \
+	fi; \
+	$(PROMTOOL) check rules deploy/monitoring/alerts.yaml; \
+	cd deploy/monitoring && $(PROMTOOL) test rules alerts-test.yaml
+
+# A small cascade (owners deleted in the background and in the foreground) on the local control
+# plane, scraped every second by a real Prometheus (TestMonitoringOnPrometheus); the dashboard's
+# key panels are then read back with query_range into docs/dashboard-snapshot.json, which
+# e2e/benchreport draws as docs/dashboard-*.png.
+.PHONY: dashboard-snapshot
+dashboard-snapshot: build tools prometheus ## @HELP run a small cascade under Prometheus and draw the dashboard's key panels to docs/dashboard-*.png
+	CASCADE_BINARY=$(BIN)/cascade CASCADE_DASHBOARD_SNAPSHOT=$(CURDIR)/docs/dashboard-snapshot.json \
+	  $(GO) test -tags e2e -count=1 -v -run '^TestMonitoringOnPrometheus$$' -timeout 20m ./e2e/
+	cd e2e/benchreport && $(GO) run . dashboard -in $(CURDIR)/docs/dashboard-snapshot.json -out $(CURDIR)/docs
 
 .PHONY: verify
 verify: ## @HELP gofmt, go vet, go mod tidy diff (every module), then lint; .ci/run runs it before the tests

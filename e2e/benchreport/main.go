@@ -7,6 +7,12 @@
 // of the working tree.
 //
 // Usage: benchreport [-in docs/benchmarks.json] [-out docs]
+//
+// `benchreport dashboard` draws a snapshot of cascade's dashboard instead (dashboard.go): the
+// key panels of deploy/monitoring/dashboard.json over one real run, as `make
+// dashboard-snapshot` read them back from Prometheus into docs/dashboard-snapshot.json.
+//
+// Usage: benchreport dashboard [-in docs/dashboard-snapshot.json] [-out docs]
 package main
 
 import (
@@ -19,6 +25,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "dashboard" {
+		if err := dashboardMain(os.Args[2:]); err != nil {
+			fmt.Fprintf(os.Stderr, "benchreport dashboard: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	in := flag.String("in", "docs/benchmarks.json", "the comparison's JSON, as written by BenchmarkCompareGC")
 	out := flag.String("out", "docs", "directory for benchmarks.md, throughput.png and latency.png")
 	flag.Parse()
