@@ -76,7 +76,7 @@ func (c *Controller) collectInput(ctx context.Context, res Resource, n graph.Nod
 	if rules == nil {
 		return nil
 	}
-	var nsLabels labels.Labels
+	var nsLabels labels.Set
 	if rules.NeedNamespaceLabels() && n.Namespace != "" {
 		l, err := c.nsLabels.get(ctx, c.deps.Client, n.Namespace)
 		if err != nil {

@@ -49,7 +49,7 @@ func BenchmarkCollectionDecision(b *testing.B) {
 			for b.Loop() {
 				in := Input{Owners: owners}
 				if rr := bc.pol.CollectRules(gr); rr != nil {
-					var l labels.Labels
+					var l labels.Set
 					if rr.NeedNamespaceLabels() {
 						l = nsLabels
 					}

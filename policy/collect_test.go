@@ -207,3 +207,39 @@ func TestParseCollect(t *testing.T) {
 		t.Error("RecordOrphanedAt string")
 	}
 }
+
+// TestRemovableInPlaceMatchesMaps: the in-place comparison of short reference lists answers as
+// the map version does, over every list of up to three references from five states and three
+// UIDs, for each set of states the rules ask about.
+func TestRemovableInPlaceMatchesMaps(t *testing.T) {
+	states := []OwnerState{Unknown, Solid, Dangling, Waiting, Orphaned}
+	var lists [][]Owner
+	var build func(prefix []Owner)
+	build = func(prefix []Owner) {
+		lists = append(lists, slices.Clone(prefix))
+		if len(prefix) == 3 {
+			return
+		}
+		for _, s := range states {
+			for _, u := range []types.UID{"a", "b", "c"} {
+				build(append(prefix, Owner{UID: u, State: s}))
+			}
+		}
+	}
+	build(nil)
+	for _, list := range lists {
+		in := Input{Owners: list}
+		for _, st := range [][]OwnerState{{Orphaned}, {Dangling, Waiting}} {
+			if got, want := in.removableWith(st...), in.removableWithMaps(st); !slices.Equal(got, want) {
+				t.Fatalf("%v %v: %v, want %v", list, st, got, want)
+			}
+		}
+	}
+	long := Input{}
+	for i := range smallOwnerList + 4 {
+		long.Owners = append(long.Owners, Owner{UID: types.UID(rune('a' + i%5)), State: states[i%len(states)]})
+	}
+	if got := long.removableWith(Dangling, Waiting); !slices.Equal(got, long.removableWithMaps([]OwnerState{Dangling, Waiting})) {
+		t.Errorf("long list: %v", got)
+	}
+}

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strconv"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -29,7 +27,7 @@ type ResourceRules struct {
 }
 
 type collectRule struct {
-	selector labels.Selector // nil: every object, cluster-scoped ones included
+	selector selector // nil: every object, cluster-scoped ones included
 	collect  Collect
 }
 
@@ -43,11 +41,11 @@ func Compile(p *Policy) (*Compiled, field.ErrorList) {
 	if errs := Validate(p, nil); len(errs) > 0 {
 		return nil, errs
 	}
-	return compile(p)
+	return compile(p), nil
 }
 
 // compile indexes a policy that Validate accepted.
-func compile(p *Policy) (*Compiled, field.ErrorList) {
+func compile(p *Policy) *Compiled {
 	c := &Compiled{rules: len(p.Rules)}
 	for _, s := range p.IgnoredResources {
 		gr, _ := ParseGroupResource(s)
@@ -55,18 +53,14 @@ func compile(p *Policy) (*Compiled, field.ErrorList) {
 	}
 	for i, r := range p.Rules {
 		gr, _ := ParseGroupResource(r.Resource)
-		var sel labels.Selector
+		var sel selector
 		if r.NamespaceSelector != nil {
-			s, err := metav1.LabelSelectorAsSelector(r.NamespaceSelector)
-			if err != nil { // Validate checks what this conversion needs; kept as a guard
-				return nil, field.ErrorList{field.Invalid(field.NewPath("rules").Index(i).Child("namespaceSelector"), field.OmitValueType{}, err.Error())}
-			}
-			sel = s
+			sel = compileSelector(r.NamespaceSelector)
 		}
 		if r.DefaultPropagation != "" {
 			d := DefaultRule{Rule: "rules[" + strconv.Itoa(i) + "]", Resource: gr, Propagation: r.DefaultPropagation}
-			if sel != nil {
-				d.NamespaceSelector = sel.String()
+			if r.NamespaceSelector != nil {
+				d.NamespaceSelector = formatSelector(r.NamespaceSelector)
 			}
 			c.defaults = append(c.defaults, d)
 		}
@@ -86,7 +80,7 @@ func compile(p *Policy) (*Compiled, field.ErrorList) {
 		rr.rules = append(rr.rules, collectRule{selector: sel, collect: col})
 		rr.selectors = rr.selectors || sel != nil
 	}
-	return c, nil
+	return c
 }
 
 // Ignored returns the resources the policy ignores (on top of --ignored-resources).
@@ -131,15 +125,12 @@ func (r *ResourceRules) NeedNamespaceLabels() bool { return r != nil && r.select
 // cluster-scoped object) whose labels are nsLabels: the first rule that selects it, or the
 // zero Collect (as built in). A rule with a namespace selector never selects a cluster-scoped
 // object.
-func (r *ResourceRules) For(namespace string, nsLabels labels.Labels) Collect {
+func (r *ResourceRules) For(namespace string, nsLabels map[string]string) Collect {
 	if r == nil {
 		return Collect{}
 	}
-	if nsLabels == nil {
-		nsLabels = labels.Set(nil)
-	}
 	for _, rule := range r.rules {
-		if rule.selector != nil && (namespace == "" || !rule.selector.Matches(nsLabels)) {
+		if rule.selector != nil && (namespace == "" || !rule.selector.matches(nsLabels)) {
 			continue
 		}
 		return rule.collect

@@ -390,6 +390,44 @@ func (in Input) removable() []types.UID {
 // once, in reference order, leaving out a UID that also appears on a
 // reference in another state (removable explains why).
 func (in Input) removableWith(states ...OwnerState) []types.UID {
+	if len(in.Owners) > smallOwnerList {
+		return in.removableWithMaps(states)
+	}
+	// Few references (the usual one or two): compare in place, allocating only the result.
+	var uids []types.UID
+	for i, o := range in.Owners {
+		if !slices.Contains(states, o.State) || in.uidElsewhere(o.UID, states) {
+			continue
+		}
+		dup := false
+		for _, p := range in.Owners[:i] {
+			if p.UID == o.UID { // listed already (every reference with this UID is in states)
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			uids = append(uids, o.UID)
+		}
+	}
+	return uids
+}
+
+// smallOwnerList is the most references removableWith compares in place; longer lists use maps.
+const smallOwnerList = 16
+
+// uidElsewhere reports whether uid appears on a reference in a state not in states.
+func (in Input) uidElsewhere(uid types.UID, states []OwnerState) bool {
+	for _, o := range in.Owners {
+		if o.UID == uid && !slices.Contains(states, o.State) {
+			return true
+		}
+	}
+	return false
+}
+
+// removableWithMaps is removableWith for long reference lists.
+func (in Input) removableWithMaps(states []OwnerState) []types.UID {
 	var keep map[types.UID]bool
 	for _, o := range in.Owners {
 		if !slices.Contains(states, o.State) {

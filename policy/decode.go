@@ -111,8 +111,7 @@ func Parse(data []byte) (*Compiled, *Policy, field.ErrorList) {
 	if len(errs) > 0 {
 		return nil, p, errs
 	}
-	c, cerrs := Compile(p)
-	return c, p, cerrs
+	return compile(p), p, nil
 }
 
 func oneLine(err error) string {
