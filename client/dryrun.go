@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // Dry-run actions, the label values of cascade_dry_run_actions_total.
@@ -34,6 +35,7 @@ type DryRun struct {
 	c       Interface
 	actions *prometheus.CounterVec
 	seen    *lru.Cache[string, struct{}]
+	div     *divergence
 }
 
 var _ Interface = (*DryRun)(nil)
@@ -45,12 +47,22 @@ func NewDryRun(c Interface, reg prometheus.Registerer) *DryRun {
 		Name:      "dry_run_actions_total",
 		Help:      "Writes cascade would have sent in --dry-run, by action (delete, remove_owner_refs, unblock_owner_refs, remove_finalizer, annotate), once per object.",
 	}, []string{"action"})
-	reg.MustRegister(actions)
+	divergenceTotal := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "cascade",
+		Name:      "dry_run_divergence_total",
+		Help:      "In --dry-run, would-be writes another collector did otherwise, checked --dry-run-divergence-after later: kept_by_other (cascade would have deleted it; it is still there), deleted_by_other (cascade would have kept it; it was deleted).",
+	}, []string{"kind"})
+	checked := prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "cascade",
+		Name:      "dry_run_checked_total",
+		Help:      "In --dry-run, would-be deletes and reference removals read again --dry-run-divergence-after later to compare with what another collector did.",
+	})
+	reg.MustRegister(actions, divergenceTotal, checked)
 	seen, err := lru.New[string, struct{}](dryRunMemory)
 	if err != nil {
 		panic(fmt.Sprintf("dry-run memory: %v", err)) // the size is a positive constant
 	}
-	return &DryRun{c: c, actions: actions, seen: seen}
+	return &DryRun{c: c, actions: actions, seen: seen, div: &divergence{total: divergenceTotal, checked: checked, clock: clock.RealClock{}}}
 }
 
 // Get reads the live object.
@@ -85,6 +97,7 @@ func (d *DryRun) record(ctx context.Context, action string, t Target, kv ...any)
 		return
 	}
 	d.actions.WithLabelValues(action).Inc()
+	d.div.add(action, t)
 	klog.FromContext(ctx).Info("Dry run: not sent", append([]any{"action", action, "resource", t.GVR.String(), "namespace", t.Namespace, "name", t.Name, "uid", t.UID}, kv...)...)
 }
 

@@ -69,7 +69,7 @@ func TestDryRunBesideInTree(t *testing.T) {
 	if err := framework.WaitInTreeGCSynced(kctx, k, 2); err != nil {
 		t.Fatal(err)
 	}
-	c := suite.StartCascade(t, "--dry-run")
+	c := suite.StartCascade(t, "--dry-run", "--dry-run-divergence-after=15s")
 
 	bg := cs.CreateCM(t, ns, "bg")
 	cs.CreateCMs(t, ns, "bg-dep", 6, framework.CMRef(bg))
@@ -146,5 +146,11 @@ func TestDryRunBesideInTree(t *testing.T) {
 	}
 	if v, _ := m.Value(`cascade_dry_run_actions_total{action="delete"}`); v < float64(len(wantDeletes)) {
 		t.Errorf("cascade_dry_run_actions_total{action=\"delete\"} = %v, want at least %d", v, len(wantDeletes))
+	}
+	// Cascade's own divergence check agrees: every would-be delete and release read again 15 s
+	// later (the throttled in-tree collector needs about 6 s) matched what it did.
+	framework.WaitForMetric(t, c, "cascade_dry_run_checked_total", float64(len(wantDeletes)+4), collectTimeout)
+	if v := framework.MetricValue(t, c, "cascade_dry_run_divergence_total"); v != 0 {
+		t.Errorf("cascade_dry_run_divergence_total = %v, want 0\n%s", v, c.Tail(30))
 	}
 }

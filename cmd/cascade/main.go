@@ -135,9 +135,14 @@ func run(args []string) error {
 	// Data flows one way: the controller hands owners being deleted with a GC finalizer to the
 	// processor, which reads the controller's graph; both write through package client.
 	objects := client.New(metaClient)
+	var wg sync.WaitGroup
 	if opts.DryRun {
-		objects = client.NewDryRun(objects, reg)
-		logger.Info("Dry run: deciding everything, writing nothing")
+		dry := client.NewDryRun(objects, reg)
+		objects = dry
+		logger.Info("Dry run: deciding everything, writing nothing", "divergenceAfter", opts.DryRunDivergenceAfter)
+		wg.Go(func() {
+			dry.CheckDivergence(ctx, max(opts.DryRunDivergenceAfter/10, time.Second), opts.DryRunDivergenceAfter)
+		})
 	}
 	fin := finalizers.New(finalizers.Options{
 		Client:       objects,
@@ -173,7 +178,6 @@ func run(args []string) error {
 		Finalizers:             fin,
 	})
 
-	var wg sync.WaitGroup
 	servers, err := startServers(ctx, &wg, opts, reg, ctrl, ctrl.DebugGraph)
 	if err != nil {
 		return err

@@ -53,6 +53,9 @@ type Options struct {
 	EnableProfiling bool
 	// DryRun decides everything and writes nothing (shadow mode).
 	DryRun bool
+	// DryRunDivergenceAfter is how long after a would-be write its object is read again to
+	// see whether another collector did the same.
+	DryRunDivergenceAfter time.Duration
 	// PolicyConfigMap is the policy ConfigMap, NAMESPACE/NAME (key policy.yaml); empty: the
 	// built-in policy.
 	PolicyConfigMap string
@@ -84,6 +87,7 @@ func NewOptions() *Options {
 		Workers:                      20,
 		DiscoveryPeriod:              30 * time.Second,
 		SyncTimeout:                  30 * time.Second,
+		DryRunDivergenceAfter:        5 * time.Minute,
 		StuckAfter:                   5 * time.Minute,
 		OwnerReverifyPeriod:          30 * time.Second,
 		IgnoredResources:             []string{"events", "events.events.k8s.io"},
@@ -123,6 +127,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LeaderElectResourceNamespace, "leader-elect-resource-namespace", o.LeaderElectResourceNamespace, "Namespace of the Lease (default: the pod's namespace in a cluster, else kube-system).")
 	fs.StringVar(&o.PolicyConfigMap, "policy-configmap", o.PolicyConfigMap, "The policy ConfigMap, NAMESPACE/NAME (key policy.yaml), watched and reloaded without a restart; a rejected edit keeps the last good policy. Empty: the built-in policy. Check a policy with `cascade policy validate -f FILE`.")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Shadow mode: decide everything, write nothing (no DELETE, PATCH, Event or Lease); count and log every write cascade would have sent (cascade_dry_run_actions_total).")
+	fs.DurationVar(&o.DryRunDivergenceAfter, "dry-run-divergence-after", o.DryRunDivergenceAfter, "With --dry-run: how long after a would-be write the object is read again; another collector that did otherwise counts in cascade_dry_run_divergence_total.")
 	fs.BoolVar(&o.EnableProfiling, "enable-profiling", o.EnableProfiling, "Serve Go's /debug/pprof on --metrics-bind-address.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address for /healthz and /readyz (host:port, or 0 to disable).")
 }
@@ -171,6 +176,9 @@ func (o *Options) Validate() field.ErrorList {
 		if _, _, err := policywatch.ParseName(o.PolicyConfigMap); err != nil {
 			errs = append(errs, field.Invalid(field.NewPath("--policy-configmap"), o.PolicyConfigMap, err.Error()))
 		}
+	}
+	if o.DryRunDivergenceAfter < time.Second {
+		errs = append(errs, field.Invalid(field.NewPath("--dry-run-divergence-after"), o.DryRunDivergenceAfter.String(), "must be at least 1s"))
 	}
 	if o.DryRun && o.LeaderElect {
 		errs = append(errs, field.Invalid(field.NewPath("--dry-run"), true, "writes nothing, not even a Lease: run one replica without --leader-elect"))
