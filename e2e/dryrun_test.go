@@ -48,7 +48,8 @@ func names(prefix string, n int) []string {
 	return out
 }
 
-// TestDryRunBesideInTree (issue 13.3): cascade in --dry-run beside kube-controller-manager's
+// TestDryRunBesideInTree (issue 13.3): cascade in --dry-run, first alone (kube-apiserver's
+// request metrics show no write but the test's own), then beside kube-controller-manager's
 // collector on the same control plane, through background, foreground and orphan deletions.
 // The in-tree collector does the work; cascade sends no write at all (its own request counter)
 // and would have acted on exactly the objects the in-tree collector deleted or orphaned, and
@@ -59,6 +60,32 @@ func TestDryRunBesideInTree(t *testing.T) {
 	cs := suite.Clients(t)
 	ns := cs.NewNamespace(t)
 	ctx := context.Background()
+	c := suite.StartCascade(t, "--dry-run", "--dry-run-divergence-after=15s")
+
+	// Alone first: kube-apiserver's own request counts show that nothing but this test wrote,
+	// while cascade decided on a background and an orphan deletion.
+	ns0 := cs.NewNamespace(t)
+	before := framework.APIServerRequests(t, cs)
+	solo := cs.CreateCM(t, ns0, "solo")
+	cs.CreateCMs(t, ns0, "solo-dep", 3, framework.CMRef(solo))
+	or0 := cs.CreateCM(t, ns0, "solo-orphan")
+	cs.CreateCMs(t, ns0, "solo-orphaned", 2, framework.CMRef(or0))
+	cs.DeleteCM(t, ns0, "solo", metav1.DeletePropagationBackground)
+	cs.DeleteCM(t, ns0, "solo-orphan", metav1.DeletePropagationOrphan)
+	framework.Eventually(t, collectTimeout, "cascade's dry-run decisions in "+ns0, func() (bool, error) {
+		w := wouldBe(t, c, ns0)
+		return len(w["delete"]) == 3 && len(w["remove_owner_refs"]) == 2 && len(w["remove_finalizer"]) == 1, nil
+	})
+	after := framework.APIServerRequests(t, cs)
+	for key, want := range map[string]float64{
+		"POST configmaps": 7, "DELETE configmaps": 2, // this test's own
+		"PATCH configmaps": 0, "PUT configmaps": 0, "POST events": 0, "PATCH events": 0,
+	} {
+		if got := after[key] - before[key]; got != want {
+			t.Errorf("kube-apiserver counted %.0f %s while cascade ran in --dry-run alone, want %.0f (the test's own)", got, key, want)
+		}
+	}
+
 	k, err := suite.CP.StartKubeControllerManager("kcm-"+t.Name(), harness.KCMOptions{QPS: 2, Burst: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +96,6 @@ func TestDryRunBesideInTree(t *testing.T) {
 	if err := framework.WaitInTreeGCSynced(kctx, k, 2); err != nil {
 		t.Fatal(err)
 	}
-	c := suite.StartCascade(t, "--dry-run", "--dry-run-divergence-after=15s")
 
 	bg := cs.CreateCM(t, ns, "bg")
 	cs.CreateCMs(t, ns, "bg-dep", 6, framework.CMRef(bg))
