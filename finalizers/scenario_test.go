@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cascade-gc/cascade/gc"
+	"github.com/cascade-gc/cascade/gc/gctest"
 	"github.com/cascade-gc/cascade/graph"
 )
 
@@ -24,14 +25,14 @@ func TestScenarioOrphan(t *testing.T) {
 	owner := scObj(scWidgets, "owner", "u-owner", "5")
 	owner.DeletionTimestamp = &metav1.Time{Time: scT0}
 	owner.Finalizers = []string{"example.com/keep", metav1.FinalizerOrphanDependents}
-	d1 := scObj(scWidgets, "d1", "u-d1", "2", scRefTo(owner))
-	d2 := scObj(scWidgets, "d2", "u-d2", "2", scRefTo(other), scRefTo(owner))
-	d3 := scObj(scWidgets, "d3", "u-d3", "2", scBlocking(scRefTo(owner)))
+	d1 := scObj(scWidgets, "d1", "u-d1", "2", gctest.RefTo(owner))
+	d2 := scObj(scWidgets, "d2", "u-d2", "2", gctest.RefTo(other), gctest.RefTo(owner))
+	d3 := scObj(scWidgets, "d3", "u-d3", "2", gctest.Blocking(gctest.RefTo(owner)))
 	s := newScenario(t, other, owner, d1, d2, d3)
 	s.assertQueued("u-owner")
 
 	s.processOwners()
-	s.assertOutcomes("owner u-owner: Done")
+	s.AssertOutcomes("owner u-owner: Done")
 	s.assertActions(3,
 		`PATCH widgets ns/d1 strategic {"metadata":{"uid":"u-d1","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`,
 		`PATCH widgets ns/d2 strategic {"metadata":{"uid":"u-d2","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`,
@@ -39,20 +40,20 @@ func TestScenarioOrphan(t *testing.T) {
 		"GET widgets ns/owner",
 		`PATCH widgets ns/owner merge {"metadata":{"resourceVersion":"5","finalizers":["example.com/keep"]}}`,
 	)
-	s.assertMetric("cascade_orphaned_dependents_total", 3)
-	s.assertMetric("cascade_finalizers_removed_total", 1, "finalizer", metav1.FinalizerOrphanDependents)
-	s.assertLive(d1, nil)
-	s.assertLive(d2, []types.UID{"u-other"})
-	s.assertLive(d3, nil)
-	s.assertLive(owner, nil, "example.com/keep")
+	s.AssertMetric("cascade_orphaned_dependents_total", 3)
+	s.AssertMetric("cascade_finalizers_removed_total", 1, "finalizer", metav1.FinalizerOrphanDependents)
+	s.AssertLive(d1, nil)
+	s.AssertLive(d2, []types.UID{"u-other"})
+	s.AssertLive(d3, nil)
+	s.AssertLive(owner, nil, "example.com/keep")
 
 	s.deliver(d1, d2, d3, owner)
-	s.assertBlocking("u-owner", 0)
+	s.AssertBlocking("u-owner", 0)
 	s.assertQueued()
 	s.resync() // the owner is no longer deleting with a GC finalizer
 	s.assertQueued()
 	s.processOwners()
-	s.assertOutcomes()
+	s.AssertOutcomes()
 	s.assertActions(0)
 }
 
@@ -64,18 +65,18 @@ func TestScenarioForegroundBlockedByUnsynced(t *testing.T) {
 	owner := scObj(scWidgets, "owner", "u-owner", "5")
 	owner.DeletionTimestamp = &metav1.Time{Time: scT0}
 	owner.Finalizers = []string{metav1.FinalizerDeleteDependents}
-	blocker := scObj(scGizmos, "g", "u-g", "2", scBlocking(scRefTo(owner)))
-	free := scObj(scWidgets, "free", "u-free", "2", scRefTo(owner))
+	blocker := scObj(scGizmos, "g", "u-g", "2", gctest.Blocking(gctest.RefTo(owner)))
+	free := scObj(scWidgets, "free", "u-free", "2", gctest.RefTo(owner))
 	s := newScenario(t, owner, blocker, free)
 	s.assertQueued("u-owner")
-	s.assertBlocking("u-owner", 1)
+	s.AssertBlocking("u-owner", 1)
 
 	s.failResource(scGizmos)
 	s.processOwners()
-	s.assertOutcomes("owner u-owner: Retry")
+	s.AssertOutcomes("owner u-owner: Retry")
 	s.assertActions(0)
-	s.assertEvents("Warning " + EventReasonBlockedByUnsynced + " Waiting for dependent ns/g of resource gizmos.v1.example.com, which cascade cannot list or watch; foreground deletion finishes once it syncs")
-	s.assertMetric("cascade_foreground_blocked_by_unsynced_total", 1, "resource", "gizmos.v1.example.com")
+	s.AssertEvents("Warning " + EventReasonBlockedByUnsynced + " Waiting for dependent ns/g of resource gizmos.v1.example.com, which cascade cannot list or watch; foreground deletion finishes once it syncs")
+	s.AssertMetric("cascade_foreground_blocked_by_unsynced_total", 1, "resource", "gizmos.v1.example.com")
 
 	s.retryPending()
 	s.processOwners()
@@ -84,12 +85,12 @@ func TestScenarioForegroundBlockedByUnsynced(t *testing.T) {
 	s.remove(free)            // what the collector does with a dependent that does not block
 	s.assertQueued("u-owner") // its departure is a reason to look again
 	s.processOwners()
-	s.assertOutcomes("owner u-owner: Retry", "owner u-owner: Retry", "owner u-owner: Retry")
+	s.AssertOutcomes("owner u-owner: Retry", "owner u-owner: Retry", "owner u-owner: Retry")
 	s.assertActions(0)
-	s.assertEvents()
-	s.assertMetric("cascade_foreground_blocked_by_unsynced_total", 1, "resource", "gizmos.v1.example.com")
-	s.assertMetric("cascade_finalizers_removed_total", 0, "finalizer", metav1.FinalizerDeleteDependents)
-	s.assertLive(owner, nil, metav1.FinalizerDeleteDependents)
+	s.AssertEvents()
+	s.AssertMetric("cascade_foreground_blocked_by_unsynced_total", 1, "resource", "gizmos.v1.example.com")
+	s.AssertMetric("cascade_finalizers_removed_total", 0, "finalizer", metav1.FinalizerDeleteDependents)
+	s.AssertLive(owner, nil, metav1.FinalizerDeleteDependents)
 }
 
 // TestScenarioForegroundFinishes: a foreground owner waits for its blocking dependents without
@@ -99,34 +100,34 @@ func TestScenarioForegroundFinishes(t *testing.T) {
 	owner := scObj(scWidgets, "owner", "u-owner", "5")
 	owner.DeletionTimestamp = &metav1.Time{Time: scT0}
 	owner.Finalizers = []string{metav1.FinalizerDeleteDependents, "example.com/keep"}
-	dep := scObj(scWidgets, "dep", "u-dep", "2", scBlocking(scRefTo(owner)))
+	dep := scObj(scWidgets, "dep", "u-dep", "2", gctest.Blocking(gctest.RefTo(owner)))
 	s := newScenario(t, owner, dep)
 	s.processOwners()
-	s.assertOutcomes("owner u-owner: Retry")
+	s.AssertOutcomes("owner u-owner: Retry")
 	s.assertActions(0)
 	s.assertQueued()
 
-	late := scObj(scWidgets, "late", "u-late", "3", scBlocking(scRefTo(owner)))
+	late := scObj(scWidgets, "late", "u-late", "3", gctest.Blocking(gctest.RefTo(owner)))
 	s.upsert(late) // a blocking dependent created while the owner waits
-	s.assertBlocking("u-owner", 2)
+	s.AssertBlocking("u-owner", 2)
 	s.remove(dep) // the collector deleted it
-	s.assertBlocking("u-owner", 1)
+	s.AssertBlocking("u-owner", 1)
 	s.assertQueued("u-owner")
 	s.processOwners()
-	s.assertOutcomes("owner u-owner: Retry") // late still blocks
+	s.AssertOutcomes("owner u-owner: Retry") // late still blocks
 	s.assertActions(0)
 
 	s.remove(late)
-	s.assertBlocking("u-owner", 0)
+	s.AssertBlocking("u-owner", 0)
 	s.assertQueued("u-owner")
 	s.processOwners()
-	s.assertOutcomes("owner u-owner: Done")
+	s.AssertOutcomes("owner u-owner: Done")
 	s.assertActions(0,
 		"GET widgets ns/owner",
 		`PATCH widgets ns/owner merge {"metadata":{"resourceVersion":"5","finalizers":["example.com/keep"]}}`,
 	)
-	s.assertMetric("cascade_finalizers_removed_total", 1, "finalizer", metav1.FinalizerDeleteDependents)
-	s.assertLive(owner, nil, "example.com/keep")
+	s.AssertMetric("cascade_finalizers_removed_total", 1, "finalizer", metav1.FinalizerDeleteDependents)
+	s.AssertLive(owner, nil, "example.com/keep")
 
 	s.deliver(owner)
 	s.resync()
@@ -142,12 +143,12 @@ func TestScenarioOrphanWhileUnsynced(t *testing.T) {
 	owner := scObj(scWidgets, "owner", "u-owner", "5")
 	owner.DeletionTimestamp = &metav1.Time{Time: scT0}
 	owner.Finalizers = []string{metav1.FinalizerOrphanDependents}
-	d1 := scObj(scWidgets, "d1", "u-d1", "2", scRefTo(owner))
-	g := scObj(scGizmos, "g", "u-g", "2", scRefTo(owner))
+	d1 := scObj(scWidgets, "d1", "u-d1", "2", gctest.RefTo(owner))
+	g := scObj(scGizmos, "g", "u-g", "2", gctest.RefTo(owner))
 	s := newScenarioWith(t, scenarioSetup{objects: []runtime.Object{owner, d1, g}, unlisted: []gc.Resource{scGizmos}})
 	s.assertQueued("u-owner")
 	s.processOwners()
-	s.assertOutcomes("owner u-owner: Done")
+	s.AssertOutcomes("owner u-owner: Done")
 	s.assertActions(0,
 		`PATCH widgets ns/d1 strategic {"metadata":{"uid":"u-d1","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`,
 		"GET widgets ns/owner",
@@ -155,11 +156,11 @@ func TestScenarioOrphanWhileUnsynced(t *testing.T) {
 	)
 	s.deliver(d1, owner)
 	s.remove(owner) // no finalizer left: the API server deletes it
-	s.assertNoNode("u-owner")
+	s.AssertNoNode("u-owner")
 
 	s.recoverResource(scGizmos)
-	s.assertOwnerStates("u-g", graph.OwnerOrphaned)
-	s.assertLive(g, []types.UID{"u-owner"})
+	s.AssertOwnerStates("u-g", graph.OwnerOrphaned)
+	s.AssertLive(g, []types.UID{"u-owner"})
 	s.assertQueued()
-	s.assertEvents()
+	s.AssertEvents()
 }

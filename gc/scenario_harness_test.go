@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,11 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/cascade-gc/cascade/client"
 	"github.com/cascade-gc/cascade/client/clienttest"
+	"github.com/cascade-gc/cascade/gc/gctest"
 	"github.com/cascade-gc/cascade/graph"
 	"github.com/cascade-gc/cascade/work"
 )
@@ -69,14 +68,12 @@ type scenarioSetup struct {
 
 // scenario is one collector under test and what it did. Only the test goroutine touches it.
 type scenario struct {
+	*gctest.Harness
+
 	t       *testing.T
 	c       *Controller
-	fake    *metadatafake.FakeMetadataClient
-	rec     *record.FakeRecorder
-	reg     *prometheus.Registry
 	handed  *ownerRecorder
 	elected chan struct{}
-	byKind  map[schema.GroupVersionKind]Resource
 
 	// universe holds every UID the scenario named in an event: the graph can hold no other.
 	universe map[types.UID]struct{}
@@ -84,12 +81,7 @@ type scenario struct {
 	// retryPending adds them again, as their backoff would.
 	pendingDeletes  map[types.UID]struct{}
 	pendingVerifies map[graph.Ref]struct{}
-	// outcomes of processed items since the last assertOutcomes: "delete u-dep: Done".
-	outcomes []string
-	reverify *reverifySchedule
-
-	stepN    int
-	stepName string
+	reverify        *reverifySchedule
 }
 
 // ownerRecorder is Deps.Finalizers: it records the owners handed over.
@@ -107,7 +99,7 @@ func newScenario(t *testing.T, setup scenarioSetup) *scenario {
 	fake := clienttest.NewFake(setup.objects...)
 	honorDeletePreconditions(fake)
 	mapper := meta.NewDefaultRESTMapper(nil)
-	byKind := map[schema.GroupVersionKind]Resource{}
+	h := gctest.New(t, fake)
 	for _, r := range slices.Concat(setup.watched, setup.unlisted, setup.mapped) {
 		scope := meta.RESTScopeRoot
 		if r.Namespaced {
@@ -115,19 +107,18 @@ func newScenario(t *testing.T, setup scenarioSetup) *scenario {
 		}
 		gvk := r.GVR.GroupVersion().WithKind(r.Kind)
 		mapper.AddSpecific(gvk, r.GVR, r.GVR.GroupVersion().WithResource(strings.TrimSuffix(r.GVR.Resource, "s")), scope)
-		byKind[gvk] = r
+		h.ByKind[gvk] = r.GVR
 	}
 	s := &scenario{
-		t: t, fake: fake, rec: record.NewFakeRecorder(100), reg: prometheus.NewRegistry(), handed: &ownerRecorder{},
-		byKind: byKind, universe: map[types.UID]struct{}{},
+		Harness: h, t: t, handed: &ownerRecorder{}, universe: map[types.UID]struct{}{},
 		pendingDeletes: map[types.UID]struct{}{}, pendingVerifies: map[graph.Ref]struct{}{},
 	}
 	deps := Deps{
 		Client:              client.New(fake),
 		Mapper:              fixedMapper{mapper},
-		Recorder:            s.rec,
-		Metrics:             NewMetrics(s.reg),
-		WorkMetrics:         work.NewMetrics(s.reg),
+		Recorder:            s.Rec,
+		Metrics:             NewMetrics(s.Reg),
+		WorkMetrics:         work.NewMetrics(s.Reg),
 		Finalizers:          s.handed,
 		OwnerReverifyPeriod: setup.reverifyPeriod,
 	}
@@ -136,6 +127,7 @@ func newScenario(t *testing.T, setup scenarioSetup) *scenario {
 		deps.Elected = s.elected
 	}
 	s.c = New(deps)
+	s.Graph = s.c
 	s.reverify = newReverifySchedule(s.c.deps.OwnerReverifyPeriod)
 	// Queues whose delayed adds (Retry, WaitForSync) wait on a clock that never moves.
 	clk := clocktesting.NewFakeClock(scT0)
@@ -157,15 +149,7 @@ func newScenario(t *testing.T, setup scenarioSetup) *scenario {
 		s.c.monitors.byGK[schema.GroupKind{Group: r.GVR.Group, Kind: r.Kind}] = m
 	}
 	s.c.discovered.Store(true)
-	// Whatever was not asserted is an API call or Event nobody expected.
-	t.Cleanup(func() {
-		if a := s.actions(); len(a) > 0 {
-			t.Errorf("API calls never asserted: %q", a)
-		}
-		if e := s.events(); len(e) > 0 {
-			t.Errorf("Events never asserted: %q", e)
-		}
-	})
+	// Whatever was not asserted is an API call or Event nobody expected: the harness checks.
 	return s
 }
 
@@ -190,11 +174,6 @@ func honorDeletePreconditions(fake *metadatafake.FakeMetadataClient) {
 
 // --- step plumbing ---
 
-func (s *scenario) begin(format string, args ...any) {
-	s.stepN++
-	s.stepName = fmt.Sprintf("step %d (%s)", s.stepN, fmt.Sprintf(format, args...))
-}
-
 // end closes a step that may have changed the graph: its consistency is checked.
 func (s *scenario) end() {
 	s.t.Helper()
@@ -202,35 +181,16 @@ func (s *scenario) end() {
 	err := checkGraph(s.c.g, s.universe)
 	s.c.mu.RUnlock()
 	if err != nil {
-		s.t.Fatalf("%s: graph inconsistent:\n%v", s.stepName, err)
+		s.t.Fatalf("%s: graph inconsistent:\n%v", s.StepName(), err)
 	}
-}
-
-func (s *scenario) errorf(format string, args ...any) {
-	s.t.Helper()
-	s.t.Errorf("%s: %s", s.stepName, fmt.Sprintf(format, args...))
-}
-
-func (s *scenario) fatalf(format string, args ...any) {
-	s.t.Helper()
-	s.t.Fatalf("%s: %s", s.stepName, fmt.Sprintf(format, args...))
-}
-
-func (s *scenario) resourceOf(obj *metav1.PartialObjectMetadata) Resource {
-	s.t.Helper()
-	r, ok := s.byKind[obj.GroupVersionKind()]
-	if !ok {
-		s.fatalf("no resource of %v in this scenario", obj.GroupVersionKind())
-	}
-	return r
 }
 
 func (s *scenario) store(obj *metav1.PartialObjectMetadata) *graphStore {
 	s.t.Helper()
-	r := s.resourceOf(obj)
-	m, ok := s.c.monitors.byR[r.GVR]
+	gvr := s.GVR(obj)
+	m, ok := s.c.monitors.byR[gvr]
 	if !ok {
-		s.fatalf("%s is not watched: its objects are never observed", GVRString(r.GVR))
+		s.Fatalf("%s is not watched: its objects are never observed", GVRString(gvr))
 	}
 	return m.store
 }
@@ -253,11 +213,11 @@ func (s *scenario) knowObject(obj *metav1.PartialObjectMetadata) {
 // observe delivers objs as a watch would (add or update), through their resource's store.
 func (s *scenario) observe(objs ...*metav1.PartialObjectMetadata) {
 	s.t.Helper()
-	s.begin("observe %s", names(objs))
+	s.Begin("observe %s", gctest.Names(objs))
 	for _, o := range objs {
 		s.knowObject(o)
 		if err := s.store(o).Update(o.DeepCopy()); err != nil {
-			s.fatalf("store: %v", err)
+			s.Fatalf("store: %v", err)
 		}
 	}
 	s.end()
@@ -266,11 +226,11 @@ func (s *scenario) observe(objs ...*metav1.PartialObjectMetadata) {
 // observeDeleted delivers the deletion of objs as a watch would.
 func (s *scenario) observeDeleted(objs ...*metav1.PartialObjectMetadata) {
 	s.t.Helper()
-	s.begin("observeDeleted %s", names(objs))
+	s.Begin("observeDeleted %s", gctest.Names(objs))
 	for _, o := range objs {
 		s.know(o.UID)
 		if err := s.store(o).Delete(o.DeepCopy()); err != nil {
-			s.fatalf("store: %v", err)
+			s.Fatalf("store: %v", err)
 		}
 	}
 	s.end()
@@ -281,40 +241,22 @@ func (s *scenario) deliver(objs ...*metav1.PartialObjectMetadata) {
 	s.t.Helper()
 	live := make([]*metav1.PartialObjectMetadata, 0, len(objs))
 	for _, o := range objs {
-		live = append(live, s.live(o))
+		live = append(live, s.Live(o))
 	}
 	s.observe(live...)
-}
-
-// live reads obj's live version from the fake's tracker (no action recorded).
-func (s *scenario) live(obj *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
-	s.t.Helper()
-	l, err := s.tracked(obj)
-	if err != nil {
-		s.fatalf("%s: %v", obj.Name, err)
-	}
-	return l
-}
-
-func (s *scenario) tracked(obj *metav1.PartialObjectMetadata) (*metav1.PartialObjectMetadata, error) {
-	o, err := s.fake.Tracker().Get(s.resourceOf(obj).GVR, obj.Namespace, obj.Name)
-	if err != nil {
-		return obj, err
-	}
-	return o.(*metav1.PartialObjectMetadata).DeepCopy(), nil
 }
 
 // relist delivers a complete list of r (the reflector's Replace), which ends a failure.
 func (s *scenario) relist(r Resource, objs ...*metav1.PartialObjectMetadata) {
 	s.t.Helper()
-	s.begin("relist %s %s", GVRString(r.GVR), names(objs))
+	s.Begin("relist %s %s", GVRString(r.GVR), gctest.Names(objs))
 	list := make([]any, 0, len(objs))
 	for _, o := range objs {
 		s.knowObject(o)
 		list = append(list, o.DeepCopy())
 	}
 	if err := s.c.monitors.byR[r.GVR].store.Replace(list, ""); err != nil {
-		s.fatalf("replace: %v", err)
+		s.Fatalf("replace: %v", err)
 	}
 	s.end()
 }
@@ -323,9 +265,9 @@ func (s *scenario) relist(r Resource, objs ...*metav1.PartialObjectMetadata) {
 // version, say); its initial list is not in yet (relist).
 func (s *scenario) watch(r Resource) {
 	s.t.Helper()
-	s.begin("watch %s", GVRString(r.GVR))
-	if _, ok := s.byKind[r.GVR.GroupVersion().WithKind(r.Kind)]; !ok {
-		s.fatalf("%s is not mapped in this scenario", GVRString(r.GVR))
+	s.Begin("watch %s", GVRString(r.GVR))
+	if _, ok := s.ByKind[r.GVR.GroupVersion().WithKind(r.Kind)]; !ok {
+		s.Fatalf("%s is not mapped in this scenario", GVRString(r.GVR))
 	}
 	done := make(chan struct{})
 	close(done)
@@ -341,7 +283,7 @@ func (s *scenario) watch(r Resource) {
 // round: unwatchStopped).
 func (s *scenario) discoveryRound() {
 	s.t.Helper()
-	s.begin("discoveryRound")
+	s.Begin("discoveryRound")
 	s.c.unwatchStopped(context.Background())
 	s.end()
 }
@@ -351,7 +293,7 @@ func (s *scenario) discoveryRound() {
 // (unwatchStopped, graph.EventUnwatched).
 func (s *scenario) unwatch(r Resource) {
 	s.t.Helper()
-	s.begin("unwatch %s", GVRString(r.GVR))
+	s.Begin("unwatch %s", GVRString(r.GVR))
 	s.c.monitors.stop(r.GVR)
 	s.c.unwatchStopped(context.Background())
 	s.end()
@@ -360,7 +302,7 @@ func (s *scenario) unwatch(r Resource) {
 // failStore records a list or watch failure of r's monitor.
 func (s *scenario) failStore(r Resource, err error) {
 	s.t.Helper()
-	s.begin("failStore %s", GVRString(r.GVR))
+	s.Begin("failStore %s", GVRString(r.GVR))
 	s.c.monitors.byR[r.GVR].store.failed(err)
 	s.end()
 }
@@ -370,38 +312,25 @@ func (s *scenario) failStore(r Resource, err error) {
 // setLive writes objs to the fake API (create or replace) without any watch event.
 func (s *scenario) setLive(objs ...*metav1.PartialObjectMetadata) {
 	s.t.Helper()
-	s.begin("setLive %s", names(objs))
-	for _, o := range objs {
-		gvr := s.resourceOf(o).GVR
-		err := s.fake.Tracker().Update(gvr, o.DeepCopy(), o.Namespace)
-		if apierrors.IsNotFound(err) {
-			err = s.fake.Tracker().Add(o.DeepCopy())
-		}
-		if err != nil {
-			s.fatalf("setLive %s: %v", o.Name, err)
-		}
-	}
+	s.Begin("setLive %s", gctest.Names(objs))
+	s.SetObjects(objs...)
 	s.end()
 }
 
 // deleteLive removes objs from the fake API without any watch event.
 func (s *scenario) deleteLive(objs ...*metav1.PartialObjectMetadata) {
 	s.t.Helper()
-	s.begin("deleteLive %s", names(objs))
-	for _, o := range objs {
-		if err := s.fake.Tracker().Delete(s.resourceOf(o).GVR, o.Namespace, o.Name); err != nil {
-			s.fatalf("deleteLive %s: %v", o.Name, err)
-		}
-	}
+	s.Begin("deleteLive %s", gctest.Names(objs))
+	s.DeleteObjects(objs...)
 	s.end()
 }
 
 // failNext makes the next call of verb (get, delete, patch) fail with err.
 func (s *scenario) failNext(verb string, err error) {
 	s.t.Helper()
-	s.begin("failNext %s", verb)
+	s.Begin("failNext %s", verb)
 	used := false
-	s.fake.PrependReactor(verb, "*", func(clienttesting.Action) (bool, runtime.Object, error) {
+	s.Fake.PrependReactor(verb, "*", func(clienttesting.Action) (bool, runtime.Object, error) {
 		if used {
 			return false, nil, nil
 		}
@@ -416,7 +345,7 @@ func (s *scenario) failNext(verb string, err error) {
 // lead makes the standby the leader (its held-back Events go out).
 func (s *scenario) lead() {
 	s.t.Helper()
-	s.begin("lead")
+	s.Begin("lead")
 	if s.elected != nil {
 		close(s.elected)
 		s.elected = nil
@@ -428,7 +357,7 @@ func (s *scenario) lead() {
 func (s *scenario) mustLead() {
 	s.t.Helper()
 	if !s.c.leading.Load() {
-		s.fatalf("a standby runs no workers: lead() first")
+		s.Fatalf("a standby runs no workers: lead() first")
 	}
 }
 
@@ -436,18 +365,18 @@ func (s *scenario) mustLead() {
 // retried wait for retryPending.
 func (s *scenario) processDeletes() {
 	s.t.Helper()
-	s.begin("processDeletes")
+	s.Begin("processDeletes")
 	s.mustLead()
-	drive(s, s.c.deleteQueue, "delete", func(u types.UID) string { return string(u) }, s.c.attemptToDelete, s.pendingDeletes)
+	gctest.Drive(s.Harness, context.Background(), s.c.deleteQueue, "delete", func(u types.UID) string { return string(u) }, s.c.attemptToDelete, s.pendingDeletes)
 	s.end()
 }
 
 // processVerifies runs verifyOwner on every claim queued, until none is left.
 func (s *scenario) processVerifies() {
 	s.t.Helper()
-	s.begin("processVerifies")
+	s.Begin("processVerifies")
 	s.mustLead()
-	drive(s, s.c.verifyQueue, "verify", func(r graph.Ref) string { return string(r.UID) }, s.c.verifyOwner, s.pendingVerifies)
+	gctest.Drive(s.Harness, context.Background(), s.c.verifyQueue, "verify", func(r graph.Ref) string { return string(r.UID) }, s.c.verifyOwner, s.pendingVerifies)
 	s.end()
 }
 
@@ -461,54 +390,23 @@ func (s *scenario) settle() {
 		s.processVerifies()
 		s.processDeletes()
 	}
-	s.fatalf("the queues never emptied")
-}
-
-// drive processes q until it is empty; at most 1000 items, so a loop fails instead of hanging.
-func drive[T comparable](s *scenario, q *work.Queue[T], name string, key func(T) string, fn work.Func[T], pending map[T]struct{}) {
-	s.t.Helper()
-	for range 1000 {
-		if q.Len() == 0 {
-			return
-		}
-		q.ProcessNext(context.Background(), func(ctx context.Context, item T) (work.Outcome, error) {
-			out, err := fn(ctx, item)
-			line := fmt.Sprintf("%s %s: %s", name, key(item), out)
-			if err != nil {
-				line += " error"
-			}
-			s.outcomes = append(s.outcomes, line)
-			if out == work.Done {
-				delete(pending, item)
-			} else {
-				pending[item] = struct{}{}
-			}
-			return out, err
-		})
-	}
-	s.fatalf("%s: more than 1000 items processed", name)
+	s.Fatalf("the queues never emptied")
 }
 
 // retryPending adds again every item whose last outcome was Retry or WaitForSync, as their
 // backoff would once elapsed.
 func (s *scenario) retryPending() {
 	s.t.Helper()
-	s.begin("retryPending")
-	for u := range s.pendingDeletes {
-		s.c.deleteQueue.Add(u)
-	}
-	for r := range s.pendingVerifies {
-		s.c.verifyQueue.Add(r)
-	}
-	clear(s.pendingDeletes)
-	clear(s.pendingVerifies)
+	s.Begin("retryPending")
+	gctest.Retry(s.pendingDeletes, s.c.deleteQueue.Add)
+	gctest.Retry(s.pendingVerifies, s.c.verifyQueue.Add)
 	s.end()
 }
 
 // enqueueDelete hands dependents to the delete workers (as a resync would).
 func (s *scenario) enqueueDelete(uids ...types.UID) {
 	s.t.Helper()
-	s.begin("enqueueDelete %v", uids)
+	s.Begin("enqueueDelete %v", uids)
 	for _, u := range uids {
 		s.c.deleteQueue.Add(u)
 	}
@@ -518,7 +416,7 @@ func (s *scenario) enqueueDelete(uids ...types.UID) {
 // resyncForeground runs one round of the foreground resync.
 func (s *scenario) resyncForeground() {
 	s.t.Helper()
-	s.begin("resyncForeground")
+	s.Begin("resyncForeground")
 	s.c.resyncForeground()
 	s.end()
 }
@@ -527,7 +425,7 @@ func (s *scenario) resyncForeground() {
 // (runReverify's tick).
 func (s *scenario) reverifyAt(d time.Duration) {
 	s.t.Helper()
-	s.begin("reverifyAt %v", d)
+	s.Begin("reverifyAt %v", d)
 	s.c.mu.RLock()
 	claims := s.c.g.UnobservedPresentClaims()
 	s.c.mu.RUnlock()
@@ -542,238 +440,52 @@ func (s *scenario) reverifyAt(d time.Duration) {
 // assertQueued checks the items waiting in the queues (as sets), without consuming them.
 func (s *scenario) assertQueued(deletes []types.UID, verifies []graph.Ref) {
 	s.t.Helper()
-	s.begin("assertQueued")
-	gotD, gotV := peek(s.c.deleteQueue), peek(s.c.verifyQueue)
+	s.Begin("assertQueued")
+	gotD, gotV := gctest.Peek(s.c.deleteQueue), gctest.Peek(s.c.verifyQueue)
 	slices.Sort(gotD)
 	wantD := slices.Clone(deletes)
 	slices.Sort(wantD)
 	if !slices.Equal(gotD, wantD) {
-		s.errorf("delete queue = %v, want %v", gotD, wantD)
+		s.Errorf("delete queue = %v, want %v", gotD, wantD)
 	}
 	byString := func(a, b graph.Ref) int { return strings.Compare(a.String(), b.String()) }
 	slices.SortFunc(gotV, byString)
 	wantV := slices.Clone(verifies)
 	slices.SortFunc(wantV, byString)
 	if !slices.Equal(gotV, wantV) {
-		s.errorf("verify queue = %v, want %v", gotV, wantV)
-	}
-}
-
-// peek returns the items waiting in q and puts them back in the same order.
-func peek[T comparable](q *work.Queue[T]) []T {
-	var items []T
-	for q.Len() > 0 {
-		q.ProcessNext(context.Background(), func(_ context.Context, item T) (work.Outcome, error) {
-			items = append(items, item)
-			return work.Done, nil
-		})
-	}
-	for _, it := range items {
-		q.Add(it)
-	}
-	return items
-}
-
-// assertOutcomes checks the items processed since the last call, in order.
-func (s *scenario) assertOutcomes(want ...string) {
-	s.t.Helper()
-	s.begin("assertOutcomes")
-	if !slices.Equal(s.outcomes, want) {
-		s.errorf("outcomes\n got: %q\nwant: %q", s.outcomes, want)
-	}
-	s.outcomes = nil
-}
-
-// assertActions checks the API calls since the last call, in order.
-func (s *scenario) assertActions(want ...string) {
-	s.t.Helper()
-	s.begin("assertActions")
-	if got := s.actions(); !slices.Equal(got, want) {
-		s.errorf("API calls\n got: %q\nwant: %q", got, want)
-	}
-}
-
-// actions renders and clears the fake's actions: "DELETE widgets ns/dep uid=u-dep rv=3",
-// "GET configmaps ns/cm", "PATCH widgets ns/dep strategic {...}".
-func (s *scenario) actions() []string {
-	var out []string
-	for _, a := range s.fake.Actions() {
-		line := fmt.Sprintf("%s %s %s/", strings.ToUpper(a.GetVerb()), a.GetResource().Resource, a.GetNamespace())
-		switch a := a.(type) {
-		case clienttesting.PatchAction:
-			pt := map[types.PatchType]string{types.StrategicMergePatchType: "strategic", types.MergePatchType: "merge"}[a.GetPatchType()]
-			line += fmt.Sprintf("%s %s %s", a.GetName(), pt, a.GetPatch())
-		case clienttesting.DeleteAction:
-			line += a.GetName()
-			o := a.GetDeleteOptions()
-			if p := o.Preconditions; p != nil {
-				if p.UID != nil {
-					line += " uid=" + string(*p.UID)
-				}
-				if p.ResourceVersion != nil {
-					line += " rv=" + *p.ResourceVersion
-				}
-			}
-			if o.PropagationPolicy != nil {
-				line += " propagation=" + string(*o.PropagationPolicy)
-			}
-		case clienttesting.GetAction:
-			line += a.GetName()
-		}
-		out = append(out, line)
-	}
-	s.fake.ClearActions()
-	return out
-}
-
-// assertEvents checks the Events emitted since the last call, in order.
-func (s *scenario) assertEvents(want ...string) {
-	s.t.Helper()
-	s.begin("assertEvents")
-	if got := s.events(); !slices.Equal(got, want) {
-		s.errorf("Events\n got: %q\nwant: %q", got, want)
-	}
-}
-
-func (s *scenario) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-s.rec.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
+		s.Errorf("verify queue = %v, want %v", gotV, wantV)
 	}
 }
 
 // assertHandedOver checks the owners handed to the finalizers since the last call, in order.
 func (s *scenario) assertHandedOver(want ...types.UID) {
 	s.t.Helper()
-	s.begin("assertHandedOver")
+	s.Begin("assertHandedOver")
 	if !slices.Equal(s.handed.uids, want) {
-		s.errorf("owners handed to the finalizers = %v, want %v", s.handed.uids, want)
+		s.Errorf("owners handed to the finalizers = %v, want %v", s.handed.uids, want)
 	}
 	s.handed.uids = nil
-}
-
-// assertOwnerStates checks the graph's verdict on each owner reference of uid.
-func (s *scenario) assertOwnerStates(uid types.UID, want ...graph.OwnerState) {
-	s.t.Helper()
-	s.begin("assertOwnerStates %s", uid)
-	var got []graph.OwnerState
-	for _, o := range s.c.Owners(uid) {
-		got = append(got, o.State)
-	}
-	if !slices.Equal(got, want) {
-		s.errorf("owner states of %s = %v, want %v", uid, got, want)
-	}
-}
-
-// assertBlocking checks BlockingDependents of uid.
-func (s *scenario) assertBlocking(uid types.UID, want int) {
-	s.t.Helper()
-	s.begin("assertBlocking %s", uid)
-	if got := s.c.BlockingDependents(uid); got != want {
-		s.errorf("BlockingDependents(%s) = %d, want %d", uid, got, want)
-	}
-}
-
-// assertNoNode checks that the graph holds nothing for uid.
-func (s *scenario) assertNoNode(uid types.UID) {
-	s.t.Helper()
-	s.begin("assertNoNode %s", uid)
-	if n, ok := s.c.Node(uid); ok {
-		s.errorf("node %s = %+v, want none", uid, n)
-	}
 }
 
 // assertStats checks some of the graph's counts.
 func (s *scenario) assertStats(check func(graph.Stats) error) {
 	s.t.Helper()
-	s.begin("assertStats")
+	s.Begin("assertStats")
 	if err := check(s.c.GraphStats()); err != nil {
-		s.errorf("%v", err)
+		s.Errorf("%v", err)
 	}
 }
 
 // assertUnsynced checks what Unsynced says: "gizmos.v1.example.com synced=false err=...".
 func (s *scenario) assertUnsynced(want ...string) {
 	s.t.Helper()
-	s.begin("assertUnsynced")
+	s.Begin("assertUnsynced")
 	var got []string
 	for _, u := range s.c.Unsynced() {
 		got = append(got, fmt.Sprintf("%s synced=%t err=%s", GVRString(u.Resource.GVR), u.Synced, u.Err))
 	}
 	if !slices.Equal(got, want) {
-		s.errorf("Unsynced() = %v, want %v", got, want)
-	}
-}
-
-// assertMetric checks one sample of the registry; labels are name, value pairs. A counter never
-// incremented reads 0.
-func (s *scenario) assertMetric(name string, want float64, labels ...string) {
-	s.t.Helper()
-	s.begin("assertMetric %s%v", name, labels)
-	got, err := sample(s.reg, name, labels...)
-	if err != nil {
-		s.fatalf("%v", err)
-	}
-	if got != want {
-		s.errorf("%s%v = %v, want %v", name, labels, got, want)
-	}
-}
-
-func sample(reg *prometheus.Registry, name string, labels ...string) (float64, error) {
-	want := map[string]string{}
-	for i := 0; i+1 < len(labels); i += 2 {
-		want[labels[i]] = labels[i+1]
-	}
-	families, err := reg.Gather()
-	if err != nil {
-		return 0, err
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			if len(m.GetLabel()) != len(want) {
-				continue
-			}
-			for _, l := range m.GetLabel() {
-				if want[l.GetName()] != l.GetValue() {
-					continue next
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue(), nil
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue(), nil
-			}
-			return 0, fmt.Errorf("%s is neither a counter nor a gauge", name)
-		}
-	}
-	return 0, nil
-}
-
-// assertLive checks that obj is still in the fake API with the owner references refs (by UID).
-func (s *scenario) assertLive(obj *metav1.PartialObjectMetadata, refs ...types.UID) {
-	s.t.Helper()
-	s.begin("assertLive %s", obj.Name)
-	obj, err := s.tracked(obj)
-	if err != nil {
-		s.errorf("%s: %v", obj.Name, err)
-		return
-	}
-	var got []types.UID
-	for _, r := range obj.OwnerReferences {
-		got = append(got, r.UID)
-	}
-	if !slices.Equal(got, refs) {
-		s.errorf("%s references %v, want %v", obj.Name, got, refs)
+		s.Errorf("Unsynced() = %v, want %v", got, want)
 	}
 }
 
@@ -904,26 +616,7 @@ func checkGraph(g *graph.Graph, universe map[types.UID]struct{}) error {
 
 // scObj is an object of r in namespace "ns".
 func scObj(r Resource, name string, uid types.UID, rv string, refs ...metav1.OwnerReference) *metav1.PartialObjectMetadata {
-	ns := "ns"
-	if !r.Namespaced {
-		ns = ""
-	}
-	return &metav1.PartialObjectMetadata{
-		TypeMeta:   metav1.TypeMeta{APIVersion: r.GVR.GroupVersion().String(), Kind: r.Kind},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: uid, ResourceVersion: rv, OwnerReferences: refs},
-	}
-}
-
-// scRefTo is a reference to obj.
-func scRefTo(obj *metav1.PartialObjectMetadata) metav1.OwnerReference {
-	return metav1.OwnerReference{APIVersion: obj.APIVersion, Kind: obj.Kind, Name: obj.Name, UID: obj.UID}
-}
-
-// scBlocking is ref with blockOwnerDeletion: true.
-func scBlocking(ref metav1.OwnerReference) metav1.OwnerReference {
-	t := true
-	ref.BlockOwnerDeletion = &t
-	return ref
+	return gctest.Obj(r.GVR.GroupVersion().WithKind(r.Kind), r.Namespaced, name, uid, rv, refs...)
 }
 
 // scWith returns a copy of obj changed by f.
@@ -944,14 +637,6 @@ func scDeleting(obj *metav1.PartialObjectMetadata, rv string, finalizers ...stri
 // scClaim is the identity a reference to obj claims from namespace ns.
 func scClaim(obj *metav1.PartialObjectMetadata, ns string) graph.Ref {
 	return graph.Ref{APIVersion: obj.APIVersion, Kind: obj.Kind, Namespace: ns, Name: obj.Name, UID: obj.UID}
-}
-
-func names(objs []*metav1.PartialObjectMetadata) string {
-	var out []string
-	for _, o := range objs {
-		out = append(out, o.Name)
-	}
-	return strings.Join(out, ",")
 }
 
 // notFoundForPath is the API server's 404 for a path it does not serve: no name in details.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/cascade-gc/cascade/gc/gctest"
 	"github.com/cascade-gc/cascade/graph"
 )
 
@@ -25,48 +26,48 @@ import (
 // not exist, and the dependent is collected. (e2e: TestUnsyncedResourceDoesNotStall.)
 func TestScenarioUnsyncedResource(t *testing.T) {
 	g := scObj(scGizmos, "g", "u-g", "1")
-	dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(g))
+	dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(g))
 	s := newScenario(t, scenarioSetup{
 		watched: []Resource{scWidgets}, unlisted: []Resource{scGizmos},
 		objects: []runtime.Object{dep}, // g does not exist: a GET would answer 404
 	})
 	s.failStore(scGizmos, errors.New(`conversion webhook for example.com/v1, Kind=Gizmo failed: service "nowhere" not found`))
 	s.assertUnsynced(`gizmos.v1.example.com synced=false err=conversion webhook for example.com/v1, Kind=Gizmo failed: service "nowhere" not found`)
-	s.assertMetric("cascade_resource_unsynced", 1, "group", "example.com", "version", "v1", "resource", "gizmos")
+	s.AssertMetric("cascade_resource_unsynced", 1, "group", "example.com", "version", "v1", "resource", "gizmos")
 
 	s.observe(dep)
 	s.assertQueued(nil, []graph.Ref{scClaim(g, "ns")})
-	s.assertOwnerStates("u-dep", graph.OwnerUnknown)
+	s.AssertOwnerStates("u-dep", graph.OwnerUnknown)
 	s.processVerifies()
-	s.assertOutcomes("verify u-g: WaitForSync")
-	s.assertActions() // not even a GET
-	s.assertOwnerStates("u-dep", graph.OwnerUnknown)
+	s.AssertOutcomes("verify u-g: WaitForSync")
+	s.AssertActions() // not even a GET
+	s.AssertOwnerStates("u-dep", graph.OwnerUnknown)
 
 	// The dependent handed over (a resync) is kept: its owner is undecided.
 	s.enqueueDelete("u-dep")
 	s.processDeletes()
-	s.assertOutcomes("delete u-dep: Done")
-	s.assertActions()
+	s.AssertOutcomes("delete u-dep: Done")
+	s.AssertActions()
 
 	// Still unsynced when the claim comes back.
 	s.retryPending()
 	s.processVerifies()
-	s.assertOutcomes("verify u-g: WaitForSync")
-	s.assertActions()
-	s.assertLive(dep, "u-g")
+	s.AssertOutcomes("verify u-g: WaitForSync")
+	s.AssertActions()
+	s.AssertLiveOwners(dep, "u-g")
 
 	// gizmos lists (without g): the claim is checked, the owner is absent.
 	s.relist(scGizmos)
 	s.assertUnsynced()
 	s.retryPending()
 	s.processVerifies()
-	s.assertOutcomes("verify u-g: Done")
-	s.assertActions("GET gizmos ns/g")
-	s.assertOwnerStates("u-dep", graph.OwnerAbsent)
+	s.AssertOutcomes("verify u-g: Done")
+	s.AssertActions("GET gizmos ns/g")
+	s.AssertOwnerStates("u-dep", graph.OwnerAbsent)
 	s.assertQueued([]types.UID{"u-dep"}, nil)
 	s.processDeletes()
-	s.assertOutcomes("delete u-dep: Done")
-	s.assertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+	s.AssertOutcomes("delete u-dep: Done")
+	s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
 }
 
 // TestScenarioVirtualOwnerReverified (issue 10, item 2): the owner is a ConfigMap, a kind
@@ -78,7 +79,7 @@ func TestScenarioUnsyncedResource(t *testing.T) {
 func TestScenarioVirtualOwnerReverified(t *testing.T) {
 	const period = 10 * time.Second
 	cm := scObj(scConfigMaps, "cm", "u-cm", "1")
-	dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(cm))
+	dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(cm))
 	s := newScenario(t, scenarioSetup{
 		watched: []Resource{scWidgets}, mapped: []Resource{scConfigMaps},
 		objects: []runtime.Object{cm, dep}, reverifyPeriod: period,
@@ -86,19 +87,19 @@ func TestScenarioVirtualOwnerReverified(t *testing.T) {
 	s.observe(dep)
 	s.assertQueued(nil, []graph.Ref{scClaim(cm, "ns")})
 	s.settle()
-	s.assertOutcomes("verify u-cm: Done")
-	s.assertActions("GET configmaps ns/cm")
-	s.assertOwnerStates("u-dep", graph.OwnerVerifiedPresent)
+	s.AssertOutcomes("verify u-cm: Done")
+	s.AssertActions("GET configmaps ns/cm")
+	s.AssertOwnerStates("u-dep", graph.OwnerVerifiedPresent)
 
 	s.reverifyAt(0) // first listed: due one period later
 	s.assertQueued(nil, nil)
 	s.reverifyAt(period)
 	s.assertQueued(nil, []graph.Ref{scClaim(cm, "ns")})
 	s.settle()
-	s.assertOutcomes("verify u-cm: Done")
-	s.assertActions("GET configmaps ns/cm")
-	s.assertOwnerStates("u-dep", graph.OwnerVerifiedPresent)
-	s.assertLive(dep, "u-cm")
+	s.AssertOutcomes("verify u-cm: Done")
+	s.AssertActions("GET configmaps ns/cm")
+	s.AssertOwnerStates("u-dep", graph.OwnerVerifiedPresent)
+	s.AssertLiveOwners(dep, "u-cm")
 
 	s.deleteLive(cm) // nothing cascade watches tells it
 	s.reverifyAt(2 * period)
@@ -106,19 +107,19 @@ func TestScenarioVirtualOwnerReverified(t *testing.T) {
 	s.reverifyAt(3 * period)
 	s.assertQueued(nil, []graph.Ref{scClaim(cm, "ns")})
 	s.processVerifies()
-	s.assertOutcomes("verify u-cm: Done")
-	s.assertActions("GET configmaps ns/cm")
-	s.assertOwnerStates("u-dep", graph.OwnerAbsent)
+	s.AssertOutcomes("verify u-cm: Done")
+	s.AssertActions("GET configmaps ns/cm")
+	s.AssertOwnerStates("u-dep", graph.OwnerAbsent)
 	s.assertQueued([]types.UID{"u-dep"}, nil)
 	s.processDeletes()
-	s.assertOutcomes("delete u-dep: Done")
-	s.assertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
-	s.assertMetric("cascade_owner_verifications_total", 2, "result", "present")
-	s.assertMetric("cascade_owner_verifications_total", 1, "result", "absent")
-	s.assertMetric("cascade_collected_total", 1, "action", "delete")
+	s.AssertOutcomes("delete u-dep: Done")
+	s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+	s.AssertMetric("cascade_owner_verifications_total", 2, "result", "present")
+	s.AssertMetric("cascade_owner_verifications_total", 1, "result", "absent")
+	s.AssertMetric("cascade_collected_total", 1, "action", "delete")
 
 	s.observeDeleted(dep)
-	s.assertNoNode("u-cm")
+	s.AssertNoNode("u-cm")
 	s.reverifyAt(4 * period)
 	s.assertQueued(nil, nil)
 }
@@ -129,21 +130,21 @@ func TestScenarioVirtualOwnerReverified(t *testing.T) {
 // collects the dependent as in-tree does. (e2e: TestStandbyStaysSilent.)
 func TestScenarioStandbySilence(t *testing.T) {
 	owner := scWith(scObj(scWidgets, "owner", "u-owner", "1"), func(o *metav1.PartialObjectMetadata) { o.Namespace = "other" })
-	dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(owner))
+	dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(owner))
 	s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{owner, dep}, standby: true})
 	s.observe(owner, dep)
-	s.assertOwnerStates("u-dep", graph.OwnerInvalidNamespace)
+	s.AssertOwnerStates("u-dep", graph.OwnerInvalidNamespace)
 	s.assertQueued([]types.UID{"u-dep"}, nil) // queued, but a standby runs no worker
-	s.assertEvents()
-	s.assertActions()
-	s.assertMetric("cascade_invalid_namespace_refs_total", 1)
+	s.AssertEvents()
+	s.AssertActions()
+	s.AssertMetric("cascade_invalid_namespace_refs_total", 1)
 
 	s.lead()
-	s.assertEvents(`Warning OwnerRefInvalidNamespace ownerRef [example.com/v1/Widget, namespace: ns, name: owner, uid: u-owner] does not exist in namespace "ns"`)
+	s.AssertEvents(`Warning OwnerRefInvalidNamespace ownerRef [example.com/v1/Widget, namespace: ns, name: owner, uid: u-owner] does not exist in namespace "ns"`)
 	s.processDeletes()
-	s.assertOutcomes("delete u-dep: Done")
-	s.assertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
-	s.assertEvents() // exactly one
+	s.AssertOutcomes("delete u-dep: Done")
+	s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+	s.AssertEvents() // exactly one
 }
 
 // TestScenarioDuplicateOwnerRefs (issue 10, item 6): a dependent names its owner twice with
@@ -153,32 +154,32 @@ func TestScenarioStandbySilence(t *testing.T) {
 // is handed back to the finalizers when it goes.
 func TestScenarioDuplicateOwnerRefs(t *testing.T) {
 	owner := scObj(scWidgets, "owner", "u-owner", "1")
-	dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(owner), scBlocking(scRefTo(owner)))
+	dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(owner), gctest.Blocking(gctest.RefTo(owner)))
 	s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{owner, dep}})
 	s.observe(owner, dep)
-	s.assertOwnerStates("u-dep", graph.OwnerPresent)
-	s.assertBlocking("u-owner", 1)
+	s.AssertOwnerStates("u-dep", graph.OwnerPresent)
+	s.AssertBlocking("u-owner", 1)
 	s.assertQueued(nil, nil)
 
 	fg := scDeleting(owner, "2", metav1.FinalizerDeleteDependents)
 	s.setLive(fg)
 	s.observe(fg)
 	s.assertHandedOver("u-owner")
-	s.assertOwnerStates("u-dep", graph.OwnerDeletingDependents)
-	s.assertBlocking("u-owner", 1) // the owner waits: its finalizer stays
+	s.AssertOwnerStates("u-dep", graph.OwnerDeletingDependents)
+	s.AssertBlocking("u-owner", 1) // the owner waits: its finalizer stays
 	s.assertQueued([]types.UID{"u-dep"}, nil)
 	s.failNext("delete", apierrors.NewInternalError(errors.New("etcd is down")))
 	s.processDeletes()
-	s.assertOutcomes("delete u-dep: Retry error")
-	s.assertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
-	s.assertLive(dep, "u-owner", "u-owner")
+	s.AssertOutcomes("delete u-dep: Retry error")
+	s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+	s.AssertLiveOwners(dep, "u-owner", "u-owner")
 	s.resyncForeground() // level-driven: the waiting owner's dependents are handed over again
 	s.assertQueued([]types.UID{"u-dep"}, nil)
 	s.processDeletes()
-	s.assertOutcomes("delete u-dep: Done")
-	s.assertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+	s.AssertOutcomes("delete u-dep: Done")
+	s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
 	s.observeDeleted(dep)
-	s.assertBlocking("u-owner", 0)
+	s.AssertBlocking("u-owner", 0)
 	s.assertHandedOver("u-owner") // RecheckOwner: the finalizer may go now
 }
 
@@ -189,32 +190,32 @@ func TestScenarioDuplicateOwnerRefs(t *testing.T) {
 // The dependent's two identical references (the second blocking) are one claim, checked once.
 func TestScenarioVerify404ForThePath(t *testing.T) {
 	g := scObj(scGizmos, "g", "u-g", "1")
-	dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(g), scBlocking(scRefTo(g)))
+	dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(g), gctest.Blocking(gctest.RefTo(g)))
 	s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets, scGizmos}, objects: []runtime.Object{dep}})
 	s.observe(dep)
 	s.assertQueued(nil, []graph.Ref{scClaim(g, "ns")})
 	s.failNext("get", notFoundForPath())
 	s.processVerifies()
-	s.assertOutcomes("verify u-g: Retry error")
-	s.assertActions("GET gizmos ns/g")
-	s.assertOwnerStates("u-dep", graph.OwnerUnknown)
-	s.assertMetric("cascade_owner_verifications_total", 1, "result", "error")
-	s.assertMetric("cascade_worker_errors_total", 1, "queue", "verify_owner")
+	s.AssertOutcomes("verify u-g: Retry error")
+	s.AssertActions("GET gizmos ns/g")
+	s.AssertOwnerStates("u-dep", graph.OwnerUnknown)
+	s.AssertMetric("cascade_owner_verifications_total", 1, "result", "error")
+	s.AssertMetric("cascade_worker_errors_total", 1, "queue", "verify_owner")
 	s.enqueueDelete("u-dep")
 	s.processDeletes()
-	s.assertOutcomes("delete u-dep: Done")
-	s.assertActions()
-	s.assertLive(dep, "u-g", "u-g")
+	s.AssertOutcomes("delete u-dep: Done")
+	s.AssertActions()
+	s.AssertLiveOwners(dep, "u-g", "u-g")
 
 	s.retryPending()
 	s.processVerifies() // the fake's own 404 names g
-	s.assertOutcomes("verify u-g: Done")
-	s.assertActions("GET gizmos ns/g")
-	s.assertOwnerStates("u-dep", graph.OwnerAbsent)
-	s.assertMetric("cascade_owner_verifications_total", 1, "result", "absent")
+	s.AssertOutcomes("verify u-g: Done")
+	s.AssertActions("GET gizmos ns/g")
+	s.AssertOwnerStates("u-dep", graph.OwnerAbsent)
+	s.AssertMetric("cascade_owner_verifications_total", 1, "result", "absent")
 	s.processDeletes()
-	s.assertOutcomes("delete u-dep: Done")
-	s.assertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+	s.AssertOutcomes("delete u-dep: Done")
+	s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
 }
 
 // TestScenarioOrphanLateDependent (issue 9): the owner is deleted with the orphan policy while
@@ -224,14 +225,14 @@ func TestScenarioVerify404ForThePath(t *testing.T) {
 // (e2e: TestFinalizersOrphanDependentsCreatedJustBefore.)
 func TestScenarioOrphanLateDependent(t *testing.T) {
 	owner := scObj(scWidgets, "owner", "u-owner", "1")
-	late := scObj(scWidgets, "late", "u-late", "3", scRefTo(owner))
+	late := scObj(scWidgets, "late", "u-late", "3", gctest.RefTo(owner))
 	s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{late}})
 	s.observe(owner)
 	s.observe(scDeleting(owner, "2", metav1.FinalizerOrphanDependents))
 	s.assertHandedOver("u-owner")
 	s.observe(scDeleting(owner, "3")) // the finalizers removed the orphan finalizer
 	s.observeDeleted(owner)
-	s.assertNoNode("u-owner")
+	s.AssertNoNode("u-owner")
 	s.assertStats(func(st graph.Stats) error {
 		if st.RetainedOrphans != 1 {
 			return fmt.Errorf("retained orphans %d, want 1", st.RetainedOrphans)
@@ -240,22 +241,22 @@ func TestScenarioOrphanLateDependent(t *testing.T) {
 	})
 
 	s.observe(late)
-	s.assertOwnerStates("u-late", graph.OwnerOrphaned)
+	s.AssertOwnerStates("u-late", graph.OwnerOrphaned)
 	s.assertQueued([]types.UID{"u-late"}, nil) // no claim to verify
 	s.settle()
-	s.assertOutcomes("delete u-late: Done")
-	s.assertActions(`PATCH widgets ns/late strategic {"metadata":{"uid":"u-late","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`)
-	s.assertMetric("cascade_collected_total", 1, "action", "remove_refs")
-	s.assertMetric("cascade_collected_total", 0, "action", "delete")
+	s.AssertOutcomes("delete u-late: Done")
+	s.AssertActions(`PATCH widgets ns/late strategic {"metadata":{"uid":"u-late","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`)
+	s.AssertMetric("cascade_collected_total", 1, "action", "remove_refs")
+	s.AssertMetric("cascade_collected_total", 0, "action", "delete")
 	s.deliver(late)
 	s.assertQueued(nil, nil)
-	s.assertLive(late)
+	s.AssertLiveOwners(late)
 
 	// Handed over again (a resync), it has nothing left to decide.
 	s.enqueueDelete("u-late")
 	s.processDeletes()
-	s.assertOutcomes("delete u-late: Done")
-	s.assertActions()
+	s.AssertOutcomes("delete u-late: Done")
+	s.AssertActions()
 }
 
 // TestScenarioDeleteConflict (issue 10, item 6): the DELETE carries the graph's resourceVersion.
@@ -267,53 +268,53 @@ func TestScenarioDeleteConflict(t *testing.T) {
 	t.Run("owners changed", func(t *testing.T) {
 		owner := scObj(scWidgets, "owner", "u-owner", "1")
 		adopter := scObj(scWidgets, "adopter", "u-adopter", "1")
-		dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(owner))
+		dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(owner))
 		s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{adopter, dep}})
 		s.observe(owner, adopter, dep)
 		s.observeDeleted(owner)
 		s.assertQueued([]types.UID{"u-dep"}, nil)
 		adopted := scWith(dep, func(o *metav1.PartialObjectMetadata) {
 			o.ResourceVersion = "4"
-			o.OwnerReferences = append(o.OwnerReferences, scRefTo(adopter))
+			o.OwnerReferences = append(o.OwnerReferences, gctest.RefTo(adopter))
 		})
 		s.setLive(adopted) // the watch has not delivered it yet
 		s.processDeletes()
-		s.assertOutcomes("delete u-dep: Retry")
-		s.assertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background", "GET widgets ns/dep")
-		s.assertLive(dep, "u-owner", "u-adopter")
+		s.AssertOutcomes("delete u-dep: Retry")
+		s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background", "GET widgets ns/dep")
+		s.AssertLiveOwners(dep, "u-owner", "u-adopter")
 
 		s.deliver(dep)
-		s.assertOwnerStates("u-dep", graph.OwnerAbsent, graph.OwnerPresent)
+		s.AssertOwnerStates("u-dep", graph.OwnerAbsent, graph.OwnerPresent)
 		s.retryPending()
 		s.processDeletes()
-		s.assertOutcomes("delete u-dep: Done")
-		s.assertActions(`PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`)
-		s.assertLive(dep, "u-adopter")
+		s.AssertOutcomes("delete u-dep: Done")
+		s.AssertActions(`PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`)
+		s.AssertLiveOwners(dep, "u-adopter")
 	})
 	t.Run("only resourceVersion changed", func(t *testing.T) {
 		owner := scObj(scWidgets, "owner", "u-owner", "1")
-		dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(owner))
+		dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(owner))
 		s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{dep}})
 		s.observe(owner, dep)
 		s.observeDeleted(owner)
 		s.setLive(scWith(dep, func(o *metav1.PartialObjectMetadata) { o.ResourceVersion = "4" })) // a label changed
 		s.processDeletes()
-		s.assertOutcomes("delete u-dep: Done")
-		s.assertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background", "GET widgets ns/dep",
+		s.AssertOutcomes("delete u-dep: Done")
+		s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background", "GET widgets ns/dep",
 			"DELETE widgets ns/dep uid=u-dep rv=4 propagation=Background")
 	})
 	t.Run("only resourceVersion changed, duplicate references", func(t *testing.T) {
 		// sameOwners (gc/workers.go) collapses identical duplicates as the graph does, so the
 		// DELETE goes again at the live resourceVersion instead of waiting for the watch event.
 		owner := scObj(scWidgets, "owner", "u-owner", "1")
-		dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(owner), scBlocking(scRefTo(owner)))
+		dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(owner), gctest.Blocking(gctest.RefTo(owner)))
 		s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{dep}})
 		s.observe(owner, dep)
 		s.observeDeleted(owner)
 		s.setLive(scWith(dep, func(o *metav1.PartialObjectMetadata) { o.ResourceVersion = "4" }))
 		s.processDeletes()
-		s.assertOutcomes("delete u-dep: Done")
-		s.assertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background", "GET widgets ns/dep",
+		s.AssertOutcomes("delete u-dep: Done")
+		s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background", "GET widgets ns/dep",
 			"DELETE widgets ns/dep uid=u-dep rv=4 propagation=Background")
 	})
 }
@@ -326,26 +327,26 @@ func TestScenarioUnreferencedClaimDropped(t *testing.T) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "example.com/v1", Kind: "Thing"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "t", UID: "u-t"},
 	}
-	dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(thing))
+	dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(thing))
 	s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{dep}})
 	s.observe(dep)
 	s.processVerifies()
-	s.assertOutcomes("verify u-t: Retry error")
-	s.assertActions()
-	s.assertMetric("cascade_rest_mapping_errors_total", 1)
+	s.AssertOutcomes("verify u-t: Retry error")
+	s.AssertActions()
+	s.AssertMetric("cascade_rest_mapping_errors_total", 1)
 	s.enqueueDelete("u-dep")
 	s.processDeletes()
-	s.assertOutcomes("delete u-dep: Done")
-	s.assertActions()
+	s.AssertOutcomes("delete u-dep: Done")
+	s.AssertActions()
 
 	s.observeDeleted(dep)
-	s.assertNoNode("u-t")
+	s.AssertNoNode("u-t")
 	s.retryPending()
 	s.processVerifies()
-	s.assertOutcomes("verify u-t: Done")
-	s.assertActions()
-	s.assertMetric("cascade_owner_verifications_total", 1, "result", "unreferenced")
-	s.assertMetric("cascade_rest_mapping_errors_total", 1)
+	s.AssertOutcomes("verify u-t: Done")
+	s.AssertActions()
+	s.AssertMetric("cascade_owner_verifications_total", 1, "result", "unreferenced")
+	s.AssertMetric("cascade_rest_mapping_errors_total", 1)
 	s.assertQueued(nil, nil)
 }
 
@@ -359,37 +360,37 @@ func TestScenarioUnreferencedClaimDropped(t *testing.T) {
 func TestScenarioGhosts(t *testing.T) {
 	const period = 10 * time.Second
 	g := scObj(scGizmos, "g", "u-g", "1")
-	dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(g))
+	dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(g))
 	fg := scDeleting(scObj(scWidgets, "fg", "u-fg", "1"), "2", metav1.FinalizerDeleteDependents)
-	gd := scObj(scGizmos, "gd", "u-gd", "2", scBlocking(scRefTo(fg)))
+	gd := scObj(scGizmos, "gd", "u-gd", "2", gctest.Blocking(gctest.RefTo(fg)))
 	s := newScenario(t, scenarioSetup{
 		watched: []Resource{scWidgets, scGizmos}, objects: []runtime.Object{g, dep, fg, gd}, reverifyPeriod: period,
 	})
 	s.observe(g, dep, fg, gd)
 	s.assertHandedOver("u-fg")
-	s.assertBlocking("u-fg", 1)
-	s.assertOwnerStates("u-dep", graph.OwnerPresent)
+	s.AssertBlocking("u-fg", 1)
+	s.AssertOwnerStates("u-dep", graph.OwnerPresent)
 	s.assertQueued([]types.UID{"u-gd"}, nil) // the foreground owner's dependent
 
 	s.unwatch(scGizmos)
 	s.assertHandedOver("u-fg") // RecheckOwner
-	s.assertBlocking("u-fg", 0)
-	s.assertNoNode("u-gd")
-	s.assertOwnerStates("u-dep", graph.OwnerUnknown)
+	s.AssertBlocking("u-fg", 0)
+	s.AssertNoNode("u-gd")
+	s.AssertOwnerStates("u-dep", graph.OwnerUnknown)
 	s.assertQueued([]types.UID{"u-gd"}, []graph.Ref{scClaim(g, "ns")})
 	s.settle()
-	s.assertOutcomes("verify u-g: Done", "delete u-gd: Done")
-	s.assertActions("GET gizmos ns/g") // and nothing on gd
-	s.assertOwnerStates("u-dep", graph.OwnerVerifiedPresent)
-	s.assertLive(dep, "u-g")
-	s.assertLive(gd, "u-fg")
+	s.AssertOutcomes("verify u-g: Done", "delete u-gd: Done")
+	s.AssertActions("GET gizmos ns/g") // and nothing on gd
+	s.AssertOwnerStates("u-dep", graph.OwnerVerifiedPresent)
+	s.AssertLiveOwners(dep, "u-g")
+	s.AssertLiveOwners(gd, "u-fg")
 
 	s.deleteLive(g)
 	s.reverifyAt(0)
 	s.reverifyAt(period)
 	s.settle()
-	s.assertOutcomes("verify u-g: Done", "delete u-dep: Done")
-	s.assertActions("GET gizmos ns/g", "DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+	s.AssertOutcomes("verify u-g: Done", "delete u-dep: Done")
+	s.AssertActions("GET gizmos ns/g", "DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
 }
 
 // TestCheckGraphSeesInconsistency: the harness's consistency check is not vacuous: a universe
@@ -413,24 +414,24 @@ func TestCheckGraphSeesInconsistency(t *testing.T) {
 // dependent loses the reference and is never deleted.
 func TestScenarioGhostOrphaningOwner(t *testing.T) {
 	g := scObj(scGizmos, "g", "u-g", "1")
-	dep := scObj(scWidgets, "dep", "u-dep", "3", scRefTo(g))
+	dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(g))
 	s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets, scGizmos}, objects: []runtime.Object{dep}})
 	s.observe(scDeleting(g, "2", metav1.FinalizerOrphanDependents), dep)
 	s.assertHandedOver("u-g", "u-g") // entering orphan deletion, then gaining a dependent
-	s.assertOwnerStates("u-dep", graph.OwnerBeingDeleted)
+	s.AssertOwnerStates("u-dep", graph.OwnerBeingDeleted)
 
 	s.unwatch(scGizmos) // g is gone from the API too, unseen
-	s.assertOwnerStates("u-dep", graph.OwnerUnknown)
+	s.AssertOwnerStates("u-dep", graph.OwnerUnknown)
 	s.assertQueued(nil, []graph.Ref{scClaim(g, "ns")})
 	s.settle()
-	s.assertOutcomes("verify u-g: Done", "delete u-dep: Done")
-	s.assertActions("GET gizmos ns/g",
+	s.AssertOutcomes("verify u-g: Done", "delete u-dep: Done")
+	s.AssertActions("GET gizmos ns/g",
 		`PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","ownerReferences":[{"$patch":"delete","uid":"u-g"}]}}`)
-	s.assertOwnerStates("u-dep", graph.OwnerOrphaned)
-	s.assertMetric("cascade_collected_total", 0, "action", "delete")
+	s.AssertOwnerStates("u-dep", graph.OwnerOrphaned)
+	s.AssertMetric("cascade_collected_total", 0, "action", "delete")
 	s.deliver(dep)
-	s.assertNoNode("u-g")
-	s.assertLive(dep)
+	s.AssertNoNode("u-g")
+	s.AssertLiveOwners(dep)
 }
 
 // TestScenarioGhostsVersionSwitch (issue 10, item 4): gizmos' preferred version switches from
@@ -443,8 +444,8 @@ func TestScenarioGhostsVersionSwitch(t *testing.T) {
 	gizmosV2 := Resource{GVR: schema.GroupVersionResource{Group: "example.com", Version: "v2", Resource: "gizmos"}, Kind: "Gizmo", Namespaced: true}
 	g := scObj(scGizmos, "g", "u-g", "1")
 	gone := scObj(scGizmos, "gone", "u-gone", "1")
-	depG := scObj(scWidgets, "dep-g", "u-dep-g", "3", scRefTo(g))
-	depGone := scObj(scWidgets, "dep-gone", "u-dep-gone", "3", scRefTo(gone))
+	depG := scObj(scWidgets, "dep-g", "u-dep-g", "3", gctest.RefTo(g))
+	depGone := scObj(scWidgets, "dep-gone", "u-dep-gone", "3", gctest.RefTo(gone))
 	s := newScenario(t, scenarioSetup{
 		watched: []Resource{scWidgets, scGizmos}, mapped: []Resource{gizmosV2},
 		objects: []runtime.Object{g, depG, depGone}, // gone was deleted while no version was watched
@@ -453,24 +454,24 @@ func TestScenarioGhostsVersionSwitch(t *testing.T) {
 
 	s.watch(gizmosV2)
 	s.unwatch(scGizmos)
-	s.assertOwnerStates("u-dep-g", graph.OwnerPresent)
-	s.assertOwnerStates("u-dep-gone", graph.OwnerPresent)
+	s.AssertOwnerStates("u-dep-g", graph.OwnerPresent)
+	s.AssertOwnerStates("u-dep-gone", graph.OwnerPresent)
 	s.assertQueued(nil, nil)
 	s.discoveryRound() // v2 has not listed yet: still not due
-	s.assertOwnerStates("u-dep-gone", graph.OwnerPresent)
+	s.AssertOwnerStates("u-dep-gone", graph.OwnerPresent)
 
 	s.relist(gizmosV2, scWith(g, func(o *metav1.PartialObjectMetadata) { o.APIVersion = "example.com/v2" }))
 	// g is observed at v2: dep-g's reference names v1, coordinates that disagree, checked once
 	// (in-tree compares apiVersion exactly too). Its dependent is never decided on meanwhile.
-	s.assertOwnerStates("u-dep-g", graph.OwnerMismatch)
+	s.AssertOwnerStates("u-dep-g", graph.OwnerMismatch)
 	s.discoveryRound()
-	s.assertOwnerStates("u-dep-gone", graph.OwnerUnknown)
+	s.AssertOwnerStates("u-dep-gone", graph.OwnerUnknown)
 	s.assertQueued(nil, []graph.Ref{scClaim(g, "ns"), scClaim(gone, "ns")})
 	s.settle()
-	s.assertOutcomes("verify u-g: Done", "verify u-gone: Done", "delete u-dep-gone: Done")
-	s.assertActions("GET gizmos ns/g", "GET gizmos ns/gone", "DELETE widgets ns/dep-gone uid=u-dep-gone rv=3 propagation=Background")
-	s.assertOwnerStates("u-dep-g", graph.OwnerPresent) // the claim holds: observation decides
-	s.assertLive(depG, "u-g")
+	s.AssertOutcomes("verify u-g: Done", "verify u-gone: Done", "delete u-dep-gone: Done")
+	s.AssertActions("GET gizmos ns/g", "GET gizmos ns/gone", "DELETE widgets ns/dep-gone uid=u-dep-gone rv=3 propagation=Background")
+	s.AssertOwnerStates("u-dep-g", graph.OwnerPresent) // the claim holds: observation decides
+	s.AssertLiveOwners(depG, "u-g")
 }
 
 // TestScenarioClusterScopedVirtualOwner: an owner of a cluster-scoped kind cascade does not
@@ -483,7 +484,7 @@ func TestScenarioClusterScopedVirtualOwner(t *testing.T) {
 	things := Resource{GVR: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "things"}, Kind: "Thing"}
 	th := scObj(things, "th", "u-th", "1")
 	in := func(ns, name string) *metav1.PartialObjectMetadata {
-		return scWith(scObj(scWidgets, name, types.UID("u-"+name), "3", scRefTo(th)), func(o *metav1.PartialObjectMetadata) { o.Namespace = ns })
+		return scWith(scObj(scWidgets, name, types.UID("u-"+name), "3", gctest.RefTo(th)), func(o *metav1.PartialObjectMetadata) { o.Namespace = ns })
 	}
 	d1, d2, d3, d4, d5 := in("ns1", "d1"), in("ns2", "d2"), in("ns3", "d3"), in("ns4", "d4"), in("ns5", "d5")
 	s := newScenario(t, scenarioSetup{
@@ -495,41 +496,41 @@ func TestScenarioClusterScopedVirtualOwner(t *testing.T) {
 	s.settle()
 	// The first answer holds for both; the second claim is checked all the same (a redundant
 	// GET: verifyOwner does not ask whether the claim is still undecided).
-	s.assertOutcomes("verify u-th: Done", "verify u-th: Done")
-	s.assertActions("GET things /th", "GET things /th")
-	s.assertOwnerStates("u-d1", graph.OwnerVerifiedPresent)
-	s.assertOwnerStates("u-d2", graph.OwnerVerifiedPresent)
+	s.AssertOutcomes("verify u-th: Done", "verify u-th: Done")
+	s.AssertActions("GET things /th", "GET things /th")
+	s.AssertOwnerStates("u-d1", graph.OwnerVerifiedPresent)
+	s.AssertOwnerStates("u-d2", graph.OwnerVerifiedPresent)
 	s.observe(d3)
-	s.assertOwnerStates("u-d3", graph.OwnerVerifiedPresent)
+	s.AssertOwnerStates("u-d3", graph.OwnerVerifiedPresent)
 	s.assertQueued(nil, nil)
 
 	s.reverifyAt(0)
 	s.reverifyAt(period)
 	s.assertQueued(nil, []graph.Ref{scClaim(th, "")}) // one claim, cluster-wide
 	s.settle()
-	s.assertOutcomes("verify u-th: Done")
-	s.assertActions("GET things /th")
+	s.AssertOutcomes("verify u-th: Done")
+	s.AssertActions("GET things /th")
 
 	s.deleteLive(th)
 	s.reverifyAt(3 * period)
 	s.settle()
-	s.assertOutcomes("verify u-th: Done", "delete u-d1: Done", "delete u-d2: Done", "delete u-d3: Done")
-	s.assertActions("GET things /th",
+	s.AssertOutcomes("verify u-th: Done", "delete u-d1: Done", "delete u-d2: Done", "delete u-d3: Done")
+	s.AssertActions("GET things /th",
 		"DELETE widgets ns1/d1 uid=u-d1 rv=3 propagation=Background",
 		"DELETE widgets ns2/d2 uid=u-d2 rv=3 propagation=Background",
 		"DELETE widgets ns3/d3 uid=u-d3 rv=3 propagation=Background")
 
 	s.observe(d4) // the graph still holds the answer
 	s.settle()
-	s.assertOutcomes("delete u-d4: Done")
-	s.assertActions("DELETE widgets ns4/d4 uid=u-d4 rv=3 propagation=Background")
+	s.AssertOutcomes("delete u-d4: Done")
+	s.AssertActions("DELETE widgets ns4/d4 uid=u-d4 rv=3 propagation=Background")
 
 	s.observeDeleted(d1, d2, d3, d4)
-	s.assertNoNode("u-th")
+	s.AssertNoNode("u-th")
 	s.observe(d5) // the graph forgot the owner; the absent cache did not
 	s.assertQueued(nil, []graph.Ref{scClaim(th, "ns5")})
 	s.settle()
-	s.assertOutcomes("verify u-th: Done", "delete u-d5: Done")
-	s.assertActions("DELETE widgets ns5/d5 uid=u-d5 rv=3 propagation=Background")
-	s.assertMetric("cascade_owner_verifications_total", 1, "result", "cached_absent")
+	s.AssertOutcomes("verify u-th: Done", "delete u-d5: Done")
+	s.AssertActions("DELETE widgets ns5/d5 uid=u-d5 rv=3 propagation=Background")
+	s.AssertMetric("cascade_owner_verifications_total", 1, "result", "cached_absent")
 }
