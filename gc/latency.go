@@ -1,7 +1,6 @@
 package gc
 
 import (
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,14 +30,13 @@ type pendingOwner struct {
 }
 
 // latencyTracker turns graph events and their effects into cascade_collection_duration_seconds.
-// It is fed by apply (the single writer), guarded by mu for safety.
+// It is fed only by apply, under the graph's write lock, which also guards its maps.
 type latencyTracker struct {
 	hist *prometheus.HistogramVec
 	now  func() time.Time
 
-	mu     sync.Mutex
-	owners map[types.UID]*pendingOwner // guarded by mu
-	byDep  map[types.UID][]types.UID   // guarded by mu: dependent → Background owners waiting on it
+	owners map[types.UID]*pendingOwner
+	byDep  map[types.UID][]types.UID // dependent → Background owners waiting on it
 }
 
 func newLatencyTracker(hist *prometheus.HistogramVec, now func() time.Time) *latencyTracker {
@@ -50,8 +48,6 @@ func (l *latencyTracker) observe(ev graph.Event, eff graph.Effects) {
 	if l == nil || l.hist == nil {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	now := l.now()
 	for _, uid := range eff.Foreground {
 		l.start(uid, "Foreground", now, nil)

@@ -50,7 +50,7 @@ func (g *Graph) Compact() CompactStats {
 	in.gvks = trimTable(in.gvks, usedGVK)
 	in.freeGVK = freeIDs(in.freeGVK[:0], usedGVK[:len(in.gvks)])
 	if st.FreedKinds > 0 && len(in.gvkIdx) < before/2 {
-		in.gvkIdx = maps(in.gvkIdx)
+		in.gvkIdx = resized(in.gvkIdx)
 	}
 	st.Kinds = len(in.gvkIdx)
 	// Namespaces.
@@ -65,7 +65,7 @@ func (g *Graph) Compact() CompactStats {
 	in.nss = trimTable(in.nss, usedNS)
 	in.freeNS = freeIDs(in.freeNS[:0], usedNS[:len(in.nss)])
 	if st.FreedNamespaces > 0 && len(in.nsIdx) < before/2 {
-		in.nsIdx = maps(in.nsIdx)
+		in.nsIdx = resized(in.nsIdx)
 	}
 	st.Namespaces = len(in.nsIdx)
 	g.trimArena()
@@ -103,7 +103,7 @@ func (g *Graph) trimArena() {
 	}
 	g.free, g.freeDeps, g.freeMore = shrink(g.free, len(g.free)), shrink(g.freeDeps, len(g.freeDeps)), shrink(g.freeMore, len(g.freeMore))
 	if len(g.byUID) < g.uidPeak/2 {
-		g.byUID = maps(g.byUID)
+		g.byUID = resized(g.byUID)
 		g.uidPeak = len(g.byUID)
 	}
 }
@@ -145,8 +145,9 @@ func freeIDs(out []uint32, used []bool) []uint32 {
 	return out
 }
 
-// maps returns a copy of m sized for what it holds (a Go map never shrinks).
-func maps[K comparable, V any](m map[K]V) map[K]V {
+// resized returns a copy of m sized for what it holds (a Go map never shrinks, and
+// maps.Clone keeps the table it copies).
+func resized[K comparable, V any](m map[K]V) map[K]V {
 	out := make(map[K]V, len(m))
 	for k, v := range m {
 		out[k] = v
