@@ -72,32 +72,37 @@ type node struct {
 	ns    uint32 // interned namespace
 	deps  uint32 // 1 + index into Graph.deps; 0: no dependents
 	more  uint32 // 1 + index into Graph.more; 0: at most one owner reference
-	flags uint16
+	flags uint32
 	own0  edge // first owner reference; own0.owner == 0: none
 }
 
 // Node flags. Exactly one of fObserved, fVirtual, fAbsent is set on a live
 // node.
 const (
-	fObserved    uint16 = 1 << iota // seen through an informer and not deleted
-	fVirtual                        // referenced, not observed (never, or no longer watched)
-	fAbsent                         // observed, then deleted: a tombstone
-	fDeleting                       // deletionTimestamp set (observed only)
-	fOrphan                         // carries the orphan finalizer (observed only)
-	fForeground                     // carries the foregroundDeletion finalizer (observed only)
-	fRVNum                          // rv holds the resourceVersion
-	fRVSide                         // the resourceVersion is in Graph.sideRV
-	fSideUID                        // the UID is in Graph.sideUID
-	fIDPresent                      // virtual: its identity claim was verified present
-	fIDAbsent                       // virtual: its identity claim was verified absent
-	fIDCluster                      // the fID* answer was cluster-wide (any namespace)
-	fFresh                          // created by the Apply in progress
-	fOrphaned                       // observed being deleted with the orphan finalizer, ever (sticky; virtual only if unwatched so, unwatch.go)
-	fIDUnchecked                    // virtual: no live check of its identity claim is under way (unwatch.go)
+	fObserved        uint32 = 1 << iota // seen through an informer and not deleted
+	fVirtual                            // referenced, not observed (never, or no longer watched)
+	fAbsent                             // observed, then deleted: a tombstone
+	fDeleting                           // deletionTimestamp set (observed only)
+	fOrphan                             // carries the orphan finalizer (observed only)
+	fForeground                         // carries the foregroundDeletion finalizer (observed only)
+	fRVNum                              // rv holds the resourceVersion
+	fRVSide                             // the resourceVersion is in Graph.sideRV
+	fSideUID                            // the UID is in Graph.sideUID
+	fIDPresent                          // virtual: its identity claim was verified present
+	fIDAbsent                           // virtual: its identity claim was verified absent
+	fIDCluster                          // the fID* answer was cluster-wide (any namespace)
+	fFresh                              // created by the Apply in progress
+	fOrphaned                           // observed being deleted with the orphan finalizer, ever (sticky; virtual only if unwatched so, unwatch.go)
+	fIDUnchecked                        // virtual: no live check of its identity claim is under way (unwatch.go)
+	fStampOrphan                        // the caller stamped the orphan finalizer (Object.Stamp)
+	fStampForeground                    // the caller stamped the foregroundDeletion finalizer (Object.Stamp)
 
 	finShift = 4 // fOrphan == FinalizerOrphan << finShift
-	kindMask = fObserved | fVirtual | fAbsent
-	idMask   = fIDPresent | fIDAbsent | fIDCluster | fIDUnchecked
+	// stampShift: fStampOrphan == FinalizerOrphan << stampShift
+	stampShift = 15
+	stampMask  = fStampOrphan | fStampForeground
+	kindMask   = fObserved | fVirtual | fAbsent
+	idMask     = fIDPresent | fIDAbsent | fIDCluster | fIDUnchecked
 )
 
 // edge is one owner reference of an observed node: the owner's node and the
@@ -357,6 +362,8 @@ func (g *Graph) account(n *node, sign int) {
 }
 
 func (n *node) finalizers() Finalizers { return Finalizers(n.flags>>finShift) & finalizerMask }
+
+func (n *node) stamp() Finalizers { return Finalizers(n.flags>>stampShift) & finalizerMask }
 
 func (n *node) waitingOrphan() bool {
 	return n.flags&(fObserved|fDeleting|fOrphan) == fObserved|fDeleting|fOrphan

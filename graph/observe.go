@@ -43,7 +43,7 @@ func (g *Graph) sameGC(n *node, o *Object) bool {
 	if gv := &g.in.gvks[n.gvk]; gv.apiVersion != o.APIVersion || gv.kind != o.Kind {
 		return false
 	}
-	if n.flags&(fDeleting|fOrphan|fForeground) != gcFlags(o) {
+	if n.flags&(fDeleting|fOrphan|fForeground) != gcFlags(o) || n.flags&stampMask != stampFlags(o) {
 		return false
 	}
 	if g.numEdges(n) != len(o.Owners) {
@@ -64,12 +64,18 @@ func (g *Graph) sameGC(n *node, o *Object) bool {
 	return true
 }
 
-func gcFlags(o *Object) uint16 {
-	f := uint16(o.Finalizers&finalizerMask) << finShift
+func gcFlags(o *Object) uint32 {
+	f := uint32(o.Finalizers&finalizerMask) << finShift
 	if o.Deleting {
 		f |= fDeleting
 	}
 	return f
+}
+
+// stampFlags are the node flags of o.Stamp. The stamp is the caller's record, not a GC state:
+// it changes no reference's state.
+func stampFlags(o *Object) uint32 {
+	return uint32(o.Stamp&finalizerMask) << stampShift
 }
 
 func refFlags(r *OwnerRef) uint32 {
@@ -126,7 +132,7 @@ func (g *Graph) observe(o *Object) {
 	if n.name != o.Name {
 		n.name = strings.Clone(o.Name)
 	}
-	n.flags = n.flags&(fSideUID|fRVNum|fRVSide|fFresh|fOrphaned) | newFlags
+	n.flags = n.flags&(fSideUID|fRVNum|fRVSide|fFresh|fOrphaned) | newFlags | stampFlags(o)
 	if n.waitingOrphan() {
 		n.flags |= fOrphaned // sticky: see orphans.go
 	}

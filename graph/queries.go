@@ -18,6 +18,7 @@ func (g *Graph) Node(uid types.UID) (NodeView, bool) {
 		ResourceVersion: g.rvOf(id, n),
 		Deleting:        n.flags&fDeleting != 0,
 		Finalizers:      n.finalizers(),
+		Stamp:           n.stamp(),
 		Virtual:         n.flags&fVirtual != 0,
 		Absent:          n.flags&fAbsent != 0,
 		Orphaned:        n.flags&(fAbsent|fOrphaned) == fAbsent|fOrphaned,
@@ -224,4 +225,29 @@ func (g *Graph) Find(apiVersion, kind, namespace, name string) (types.UID, bool)
 		}
 	}
 	return "", false
+}
+
+// Stampable returns what the caller's stamping pass looks at: every observed object whose
+// apiVersion and kind are in kinds, and every observed object with a Stamp, whatever its kind.
+// It scans the whole graph: O(nodes).
+func (g *Graph) Stampable(kinds map[KindKey]bool) []StampView {
+	want := make([]bool, len(g.in.gvks))
+	for i := range g.in.gvks {
+		gv := &g.in.gvks[i]
+		want[i] = kinds[KindKey{APIVersion: gv.apiVersion, Kind: gv.kind}]
+	}
+	var out []StampView
+	for id := uint32(1); id <= g.top; id++ {
+		n := g.node(id)
+		if n.flags&fObserved == 0 || !want[n.gvk] && n.flags&stampMask == 0 {
+			continue
+		}
+		out = append(out, StampView{
+			Ref:        g.ref(id, n),
+			Deleting:   n.flags&fDeleting != 0,
+			Finalizers: n.finalizers(),
+			Stamp:      n.stamp(),
+		})
+	}
+	return out
 }

@@ -82,6 +82,10 @@ type Object struct {
 	Deleting bool
 	// Finalizers are the GC finalizers among metadata.finalizers.
 	Finalizers Finalizers
+	// Stamp is the caller's record of a GC finalizer it put on the object itself (cascade:
+	// the default-propagation stamp): FinalizerOrphan, FinalizerForeground, both when the
+	// record names neither, 0 when there is none. The graph only keeps it.
+	Stamp Finalizers
 }
 
 // EventType says what an Event reports.
@@ -289,6 +293,8 @@ type NodeView struct {
 	Owners     []OwnerRef
 	Deleting   bool
 	Finalizers Finalizers
+	// Stamp is the observed object's Object.Stamp.
+	Stamp Finalizers
 	// Virtual: referenced as an owner but not observed. Ref holds the
 	// first claimed identity (in the first dependent's namespace), or,
 	// for an object whose resource is no longer watched, the identity it
@@ -331,4 +337,15 @@ type Stats struct {
 	// RetainedOrphans: orphan-deleted owners remembered after their node
 	// was released (at most Options.RetainedOrphans). They are not nodes.
 	RetainedOrphans int
+}
+
+// KindKey names a kind at one apiVersion.
+type KindKey struct{ APIVersion, Kind string }
+
+// StampView is an observed object as Stampable reports it.
+type StampView struct {
+	Ref
+	Deleting   bool
+	Finalizers Finalizers
+	Stamp      Finalizers
 }
