@@ -12,10 +12,13 @@ import (
 // worker without locks; a new policy is a new Compiled, swapped in whole. A nil *Compiled is
 // the built-in behaviour, like Builtin().
 type Compiled struct {
-	ignored  []GroupResource
-	collect  map[GroupResource]*ResourceRules
-	defaults []DefaultRule
-	rules    int
+	ignored []GroupResource
+	collect map[GroupResource]*ResourceRules
+	// defaultRules are the defaultPropagation rules in document order; defaultsOf indexes them
+	// by resource.
+	defaultRules []defaultRule
+	defaultsOf   map[GroupResource][]int
+	rules        int
 }
 
 // ResourceRules are the collect rules of one resource, in document order.
@@ -58,11 +61,19 @@ func compile(p *Policy) *Compiled {
 			sel = compileSelector(r.NamespaceSelector)
 		}
 		if r.DefaultPropagation != "" {
-			d := DefaultRule{Rule: "rules[" + strconv.Itoa(i) + "]", Resource: gr, Propagation: r.DefaultPropagation}
+			d := defaultRule{
+				DefaultRule: DefaultRule{Rule: "rules[" + strconv.Itoa(i) + "]", Resource: gr, Propagation: r.DefaultPropagation},
+				selector:    sel,
+				ls:          r.NamespaceSelector,
+			}
 			if r.NamespaceSelector != nil {
 				d.NamespaceSelector = formatSelector(r.NamespaceSelector)
 			}
-			c.defaults = append(c.defaults, d)
+			if c.defaultsOf == nil {
+				c.defaultsOf = map[GroupResource][]int{}
+			}
+			c.defaultsOf[gr] = append(c.defaultsOf[gr], len(c.defaultRules))
+			c.defaultRules = append(c.defaultRules, d)
 		}
 		if r.Collect == "" {
 			continue
@@ -99,13 +110,16 @@ func (c *Compiled) Rules() int {
 	return c.rules
 }
 
-// DefaultPropagations returns the defaultPropagation rules. They are parsed and validated but
-// not applied yet: deletes that name no propagation policy keep kube-apiserver's defaults.
+// DefaultPropagations returns the defaultPropagation rules in document order.
 func (c *Compiled) DefaultPropagations() []DefaultRule {
 	if c == nil {
 		return nil
 	}
-	return c.defaults
+	out := make([]DefaultRule, len(c.defaultRules))
+	for i := range c.defaultRules {
+		out[i] = c.defaultRules[i].DefaultRule
+	}
+	return out
 }
 
 // CollectRules returns the collect rules of gr, nil when it has none (the common case, one map

@@ -23,6 +23,10 @@
 //     Delete by removing references (Never) or by waiting (After), and nothing
 //     else; an empty, absent or rejected policy is the built-in behaviour. So no
 //     policy causes a delete the built-in rules would not make.
-//   - defaultPropagation rules are decoded, validated and reported
-//     (Compiled.DefaultPropagations) but not applied yet.
+//   - defaultPropagation rules (defaultprop.go) only decide what a future delete
+//     that names no propagation policy does: DefaultFor picks the rule,
+//     Admission renders the admission objects that stamp it at creation, and
+//     PlanStamp plans the stamp of an existing object, never touching one being
+//     deleted and never removing a finalizer it did not record stamping
+//     (package defaults carries them out).
 package policy

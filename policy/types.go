@@ -51,9 +51,12 @@ type Rule struct {
 	// matches. A rule with a selector never applies to cluster-scoped objects. An empty
 	// selector ({}) matches every namespace.
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
-	// DefaultPropagation (Orphan, Foreground or Background) is meant for deletes of objects of
-	// this resource that name no propagation policy. It is parsed, validated and reported, and
-	// NOT applied yet: such deletes keep kube-apiserver's defaults.
+	// DefaultPropagation (Orphan, Foreground or Background) is what a delete of an object of
+	// this resource that names no propagation policy does to its dependents. Orphan and
+	// Foreground are applied as the orphan or foregroundDeletion finalizer on the object
+	// (package defaults: at creation by admission, before by a pass); an explicit policy on
+	// the delete always wins. Background is kube-apiserver's own default (rejected for
+	// resources whose built-in default is Orphan); it stops later rules from applying.
 	DefaultPropagation metav1.DeletionPropagation `json:"defaultPropagation,omitempty"`
 	// Collect is about objects of this resource as dependents, once every owner is gone (or
 	// waits for its dependents in the foreground): "Never" (cascade removes the references to
