@@ -1,0 +1,123 @@
+package client
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/cascade-gc/cascade/client/clienttest"
+	"github.com/cascade-gc/cascade/policy"
+)
+
+// TestStampDefault: the stamp is planned on the live object and written with its
+// resourceVersion; every other finalizer and annotation stays; an object being deleted,
+// replaced or gone is never written to.
+func TestStampDefault(t *testing.T) {
+	const get = "get example.com/v1, Resource=widgets ns=ns1 name=w"
+	now := metav1.Now()
+	for _, tt := range []struct {
+		name       string
+		finalizers []string
+		stamped    string
+		deleting   bool
+		uid        string
+		want       metav1.DeletionPropagation
+		wantPatch  string // "" none
+		wantFins   []string
+		wantAnno   string
+	}{
+		{
+			name: "stamp Orphan", finalizers: []string{"example.com/keep"}, want: metav1.DeletePropagationOrphan,
+			wantPatch: `{"metadata":{"resourceVersion":"7","finalizers":["example.com/keep","orphan"],"annotations":{"cascade.dev/default-propagation":"Orphan"}}}`,
+			wantFins:  []string{"example.com/keep", "orphan"}, wantAnno: "Orphan",
+		},
+		{
+			name: "unstamp: only the stamped finalizer goes", finalizers: []string{"a/x", "foregroundDeletion", "b/y"}, stamped: "Foreground",
+			wantPatch: `{"metadata":{"resourceVersion":"7","finalizers":["a/x","b/y"],"annotations":{"cascade.dev/default-propagation":null}}}`,
+			wantFins:  []string{"a/x", "b/y"},
+		},
+		{
+			name: "being deleted: untouched", finalizers: []string{"a/x"}, deleting: true, want: metav1.DeletePropagationOrphan,
+			wantFins: []string{"a/x"},
+		},
+		{
+			name: "another object at the name: untouched", uid: "other", want: metav1.DeletePropagationOrphan,
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			uid := "w-uid"
+			if tt.uid != "" {
+				uid = tt.uid
+			}
+			w := widget("ns1", "w", types.UID(uid), "7")
+			w.Finalizers = slices.Clone(tt.finalizers)
+			w.Annotations = map[string]string{"keep": "me"}
+			if tt.stamped != "" {
+				w.Annotations[policy.DefaultPropagationAnnotation] = tt.stamped
+			}
+			if tt.deleting {
+				w.DeletionTimestamp = &now
+			}
+			fake := clienttest.NewFake(w)
+			plan, err := StampDefault(context.Background(), New(fake), Target{GVR: widgets, Namespace: "ns1", Name: "w", UID: "w-uid"}, tt.want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []string{get}
+			if tt.wantPatch != "" {
+				want = append(want, "patch example.com/v1, Resource=widgets ns=ns1 name=w application/merge-patch+json "+tt.wantPatch)
+			}
+			if got := clienttest.Actions(fake); !slices.Equal(got, want) {
+				t.Errorf("actions:\n%q\nwant\n%q", got, want)
+			}
+			if plan.Change != (tt.wantPatch != "") {
+				t.Errorf("plan %+v, want a change: %t", plan, tt.wantPatch != "")
+			}
+			if tt.uid != "" {
+				return
+			}
+			live, err := clienttest.Live(fake, widgets, "ns1", "w")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(live.Finalizers, tt.wantFins) || live.Annotations["keep"] != "me" || live.Annotations[policy.DefaultPropagationAnnotation] != tt.wantAnno {
+				t.Errorf("after: finalizers %q annotations %v; want finalizers %q stamp %q", live.Finalizers, live.Annotations, tt.wantFins, tt.wantAnno)
+			}
+		})
+	}
+}
+
+// TestStampDefaultConflict: a 409 (the object changed: here a delete reached it between the
+// read and the patch) is answered with a new read and a new plan, which finds the object being
+// deleted and writes nothing: the stamp never lands on an object being deleted.
+func TestStampDefaultConflict(t *testing.T) {
+	fake := clienttest.NewFake(widget("ns1", "w", "w-uid", "7"))
+	patches := 0
+	fake.PrependReactor("patch", "*", func(clienttesting.Action) (bool, runtime.Object, error) {
+		patches++
+		obj, err := fake.Tracker().Get(widgets, "ns1", "w") // not through the fake: its lock is held
+		if err != nil {
+			t.Fatal(err)
+		}
+		live := obj.(*metav1.PartialObjectMetadata).DeepCopy()
+		now := metav1.Now()
+		live.DeletionTimestamp, live.ResourceVersion = &now, "8"
+		if err := fake.Tracker().Update(widgets, live, "ns1"); err != nil {
+			t.Fatal(err)
+		}
+		return true, nil, apierrors.NewConflict(widgets.GroupResource(), "w", nil)
+	})
+	plan, err := StampDefault(context.Background(), New(fake), Target{GVR: widgets, Namespace: "ns1", Name: "w", UID: "w-uid"}, metav1.DeletePropagationOrphan)
+	if err != nil || plan.Change || patches != 1 {
+		t.Fatalf("StampDefault = %+v, %v after %d patches; want nothing done after the one conflict", plan, err, patches)
+	}
+	if live, _ := clienttest.Live(fake, widgets, "ns1", "w"); len(live.Finalizers) != 0 || live.Annotations[policy.DefaultPropagationAnnotation] != "" {
+		t.Errorf("the object being deleted was stamped: %+v", live.ObjectMeta)
+	}
+}
