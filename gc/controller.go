@@ -108,8 +108,8 @@ type Controller struct {
 
 	monitors *monitors
 	absent   *AbsentCache
-	nsLabels *namespaceLabels // for the policy's namespace selectors
-	latency  *latencyTracker  // nil without metrics
+	nsLabels *client.NamespaceLabels // for the policy's namespace selectors
+	latency  *latencyTracker         // nil without metrics
 
 	// deleteQueue holds dependents to decide on; verifyQueue claimed owner identities that
 	// need a live check.
@@ -156,7 +156,7 @@ func New(deps Deps) *Controller {
 		g:           graph.New(),
 		resources:   ResourceSet{},
 		absent:      NewAbsentCache(deps.AbsentCacheSize),
-		nsLabels:    newNamespaceLabels(deps.Clock),
+		nsLabels:    client.NewNamespaceLabels(deps.Clock),
 		deleteQueue: work.NewQueue("attempt_to_delete", work.Options[types.UID]{Metrics: deps.WorkMetrics, Clock: deps.Clock}),
 		verifyQueue: work.NewQueue("verify_owner", work.Options[graph.Ref]{Metrics: deps.WorkMetrics}),
 	}

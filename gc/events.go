@@ -5,6 +5,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/policy"
 )
 
 // trim keeps only what garbage collection needs (identity, resourceVersion, owner references,
@@ -15,7 +16,7 @@ func trim(obj any) (any, error) {
 	if !ok {
 		return obj, nil // tombstones and anything unexpected pass through unchanged
 	}
-	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+	t := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 		Name:              m.Name,
 		Namespace:         m.Namespace,
 		UID:               m.UID,
@@ -23,7 +24,11 @@ func trim(obj any) (any, error) {
 		OwnerReferences:   m.OwnerReferences,
 		Finalizers:        m.Finalizers,
 		DeletionTimestamp: m.DeletionTimestamp,
-	}}, nil
+	}}
+	if v, ok := m.Annotations[policy.DefaultPropagationAnnotation]; ok {
+		t.Annotations = map[string]string{policy.DefaultPropagationAnnotation: v}
+	}
+	return t, nil
 }
 
 // toGraphObject converts a watched object of resource r into the graph's plain object.
@@ -39,6 +44,7 @@ func toGraphObject(r Resource, m *metav1.PartialObjectMetadata) graph.Object {
 		ResourceVersion: m.ResourceVersion,
 		Deleting:        m.DeletionTimestamp != nil,
 		Finalizers:      gcFinalizers(m.Finalizers),
+		Stamp:           stampOf(m.Annotations[policy.DefaultPropagationAnnotation]),
 	}
 	if len(m.OwnerReferences) > 0 {
 		o.Owners = make([]graph.OwnerRef, len(m.OwnerReferences))
@@ -81,4 +87,19 @@ func unwrapTombstone(obj any) (*metav1.PartialObjectMetadata, bool) {
 	}
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	return m, ok
+}
+
+// stampOf is the graph's record of the default-propagation stamp annotation value v: the
+// finalizer it says cascade stamped, both finalizers for a value that names neither, 0 for none.
+func stampOf(v string) graph.Finalizers {
+	switch v {
+	case "":
+		return 0
+	case string(metav1.DeletePropagationOrphan):
+		return graph.FinalizerOrphan
+	case string(metav1.DeletePropagationForeground):
+		return graph.FinalizerForeground
+	default:
+		return graph.FinalizerOrphan | graph.FinalizerForeground
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/policy"
 )
 
 var cmResource = Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: "ConfigMap", Namespaced: true}
@@ -43,6 +44,24 @@ func TestTrimKeepsOnlyWhatGCNeeds(t *testing.T) {
 	if o.APIVersion != "v1" || o.Kind != "ConfigMap" || !o.Deleting || o.Finalizers != graph.FinalizerOrphan ||
 		len(o.Owners) != 1 || !o.Owners[0].BlockOwnerDeletion || o.Owners[0].Controller {
 		t.Errorf("toGraphObject = %+v", o)
+	}
+	if o.Stamp != 0 {
+		t.Errorf("stamp %v without the annotation", o.Stamp)
+	}
+
+	// The default-propagation stamp annotation is the one annotation kept.
+	for value, want := range map[string]graph.Finalizers{
+		"Orphan": graph.FinalizerOrphan, "Foreground": graph.FinalizerForeground, "Sideways": graph.FinalizerOrphan | graph.FinalizerForeground,
+	} {
+		in.Annotations = map[string]string{"c": "d", policy.DefaultPropagationAnnotation: value}
+		out, _ := trim(in)
+		m := out.(*metav1.PartialObjectMetadata)
+		if len(m.Annotations) != 1 || m.Annotations[policy.DefaultPropagationAnnotation] != value {
+			t.Errorf("trim kept annotations %v, want the stamp %q alone", m.Annotations, value)
+		}
+		if got := toGraphObject(cmResource, m).Stamp; got != want {
+			t.Errorf("stamp %q: graph stamp %v, want %v", value, got, want)
+		}
 	}
 }
 

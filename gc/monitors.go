@@ -269,3 +269,14 @@ func (ms *monitors) counts() (total, synced int) {
 	}
 	return total, synced
 }
+
+// watched returns every watched resource.
+func (ms *monitors) watched() []Resource {
+	ms.mu.RLock()
+	defer ms.mu.RUnlock()
+	out := make([]Resource, 0, len(ms.byR))
+	for _, m := range ms.byR {
+		out = append(out, m.res)
+	}
+	return out
+}

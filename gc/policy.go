@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
 	"github.com/cascade-gc/cascade/client"
 	"github.com/cascade-gc/cascade/graph"
@@ -33,15 +31,6 @@ const (
 	// the time the message names.
 	EventReasonCollectAfter = "PolicyCollectAfter"
 )
-
-// namespaceLabelsTTL is how long the labels of a namespace, read for a rule's namespace
-// selector, are reused; maxCachedNamespaces bounds the cache (it is emptied when full).
-const (
-	namespaceLabelsTTL  = 30 * time.Second
-	maxCachedNamespaces = 4096
-)
-
-var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
 // currentPolicy is the policy in force: nil (built in) without Deps.Policy.
 func (c *Controller) currentPolicy() *policy.Compiled {
@@ -78,7 +67,7 @@ func (c *Controller) collectInput(ctx context.Context, res Resource, n graph.Nod
 	}
 	var nsLabels labels.Set
 	if rules.NeedNamespaceLabels() && n.Namespace != "" {
-		l, err := c.nsLabels.get(ctx, c.deps.Client, n.Namespace)
+		l, err := c.nsLabels.Get(ctx, c.deps.Client, n.Namespace)
 		if err != nil {
 			return fmt.Errorf("reading the labels of namespace %s for the policy's namespace selector: %w", n.Namespace, err)
 		}
@@ -168,49 +157,4 @@ func (c *Controller) policyEvent(n graph.NodeView, reason, format string, args .
 		ObjectMeta: metav1.ObjectMeta{Namespace: n.Namespace, Name: n.Name, UID: n.UID},
 	}
 	c.deps.Recorder.Eventf(involved, "Normal", reason, format, args...)
-}
-
-// namespaceLabels caches the labels of namespaces for the policy's namespace selectors: one
-// GET per namespace per namespaceLabelsTTL, at most maxCachedNamespaces entries. It is safe for
-// concurrent use.
-type namespaceLabels struct {
-	clock   clock.PassiveClock
-	mu      sync.Mutex
-	entries map[string]namespaceEntry // guarded by mu
-}
-
-type namespaceEntry struct {
-	labels  labels.Set
-	fetched time.Time
-}
-
-func newNamespaceLabels(clk clock.PassiveClock) *namespaceLabels {
-	return &namespaceLabels{clock: clk, entries: map[string]namespaceEntry{}}
-}
-
-// get returns the labels of namespace ns; a namespace that does not exist has none.
-func (l *namespaceLabels) get(ctx context.Context, c client.Interface, ns string) (labels.Set, error) {
-	now := l.clock.Now()
-	l.mu.Lock()
-	e, ok := l.entries[ns]
-	l.mu.Unlock()
-	if ok && now.Sub(e.fetched) < namespaceLabelsTTL {
-		return e.labels, nil
-	}
-	obj, err := c.Get(ctx, namespacesGVR, "", ns)
-	var set labels.Set
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return nil, err
-	default:
-		set = labels.Set(obj.Labels)
-	}
-	l.mu.Lock()
-	if len(l.entries) >= maxCachedNamespaces {
-		clear(l.entries)
-	}
-	l.entries[ns] = namespaceEntry{labels: set, fetched: now}
-	l.mu.Unlock()
-	return set, nil
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/cascade-gc/cascade/client"
 	"github.com/cascade-gc/cascade/client/clienttest"
 	"github.com/cascade-gc/cascade/graph"
 	"github.com/cascade-gc/cascade/policy"
@@ -47,7 +48,7 @@ func policyController(t *testing.T, fake *metadatafake.FakeMetadataClient, pol *
 	c.deps.Policy = func() *policy.Compiled { return pol }
 	c.deps.Clock = clk
 	c.deps.Recorder = rec
-	c.nsLabels = newNamespaceLabels(clk)
+	c.nsLabels = client.NewNamespaceLabels(clk)
 	c.deleteQueue = work.NewQueue("attempt_to_delete", work.Options[types.UID]{Clock: clk})
 	t.Cleanup(c.deleteQueue.ShutDown)
 	return c, clk, rec
@@ -287,19 +288,19 @@ func TestPolicyIgnoredResources(t *testing.T) {
 func TestNamespaceLabelsCache(t *testing.T) {
 	fake := clienttest.NewFake(namespaceObj("a", map[string]string{"team": "a"}))
 	clk := clocktesting.NewFakeClock(policyT0)
-	l := newNamespaceLabels(clk)
+	l := client.NewNamespaceLabels(clk)
 	ctx := context.Background()
 	c := newControllerOver(t, fake).deps.Client
 	for range 2 {
-		if got, err := l.get(ctx, c, "a"); err != nil || got["team"] != "a" {
+		if got, err := l.Get(ctx, c, "a"); err != nil || got["team"] != "a" {
 			t.Fatalf("labels of a: %v, %v", got, err)
 		}
 	}
-	if got, err := l.get(ctx, c, "gone"); err != nil || len(got) != 0 {
+	if got, err := l.Get(ctx, c, "gone"); err != nil || len(got) != 0 {
 		t.Errorf("labels of a missing namespace: %v, %v", got, err)
 	}
-	clk.Step(namespaceLabelsTTL)
-	if _, err := l.get(ctx, c, "a"); err != nil {
+	clk.Step(client.NamespaceLabelsTTL)
+	if _, err := l.Get(ctx, c, "a"); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"get /v1, Resource=namespaces ns= name=a", "get /v1, Resource=namespaces ns= name=gone", "get /v1, Resource=namespaces ns= name=a"}

@@ -1,6 +1,7 @@
 package gc
 
 import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cascade-gc/cascade/graph"
@@ -31,6 +32,35 @@ type View interface {
 	UnsyncedKind(apiVersion, kind string) (Resource, bool)
 	// Unsynced returns every watched resource whose view is incomplete.
 	Unsynced() []Unsynced
+}
+
+// Stampable is an observed object as Controller.Stampable reports it.
+type Stampable struct {
+	graph.StampView
+	Resource Resource
+}
+
+// Stampable returns the observed objects of the watched resources in want, and every observed
+// object carrying a default-propagation stamp, with the resource of each: what the
+// default-propagation pass (package defaults) looks at. It scans the whole graph.
+func (c *Controller) Stampable(want func(schema.GroupResource) bool) []Stampable {
+	kinds := map[graph.KindKey]bool{}
+	byKind := map[graph.KindKey]Resource{}
+	for _, r := range c.monitors.watched() {
+		k := graph.KindKey{APIVersion: r.GVR.GroupVersion().String(), Kind: r.Kind}
+		byKind[k] = r
+		kinds[k] = want(r.GVR.GroupResource())
+	}
+	c.mu.RLock()
+	objs := c.g.Stampable(kinds)
+	c.mu.RUnlock()
+	out := make([]Stampable, 0, len(objs))
+	for _, o := range objs {
+		if r, ok := byKind[graph.KindKey{APIVersion: o.APIVersion, Kind: o.Kind}]; ok {
+			out = append(out, Stampable{StampView: o, Resource: r})
+		}
+	}
+	return out
 }
 
 var _ View = (*Controller)(nil)

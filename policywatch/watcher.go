@@ -90,6 +90,17 @@ func New(opts Options) *Watcher {
 // Policy returns the policy in force. It is safe for concurrent use.
 func (w *Watcher) Policy() *policy.Compiled { return w.current.Load() }
 
+// Authoritative reports whether the policy in force is what the ConfigMap says: its last
+// accepted version, or the built-in policy because the ConfigMap does not exist. It is false
+// while the built-in policy is in force only because every version seen so far was rejected
+// (or none was read yet): writes that undo an earlier policy's work (the default-propagation
+// stamps) wait for an authoritative policy.
+func (w *Watcher) Authoritative() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.loaded || w.missingSaid && !w.present
+}
+
 // Name is the ConfigMap's NAMESPACE/NAME.
 func (w *Watcher) Name() string { return w.opts.Namespace + "/" + w.opts.Name }
 
@@ -195,7 +206,7 @@ func (w *Watcher) load(ctx context.Context, cm *corev1.ConfigMap) {
 	}
 	msg := fmt.Sprintf("generation %d in force: %d rules, %d ignored resources", w.generation, c.Rules(), len(c.Ignored()))
 	logger.Info("Policy loaded", "generation", w.generation, "rules", c.Rules(), "ignoredResources", len(c.Ignored()))
-	if notes := w.notes(ctx, p, c); len(notes) > 0 {
+	if notes := w.notes(ctx, p); len(notes) > 0 {
 		logger.Info("Policy notes", "generation", w.generation, "notes", strings.Join(notes, "; "))
 		msg += "; " + strings.Join(notes, "; ")
 	}
@@ -203,8 +214,8 @@ func (w *Watcher) load(ctx context.Context, cm *corev1.ConfigMap) {
 }
 
 // notes are what an accepted policy will not do (yet): rules for resources the cluster does
-// not serve, and defaultPropagation, which is validated but not applied.
-func (w *Watcher) notes(ctx context.Context, p *policy.Policy, c *policy.Compiled) []string {
+// not serve.
+func (w *Watcher) notes(ctx context.Context, p *policy.Policy) []string {
 	var notes []string
 	if w.opts.Served != nil {
 		served, err := w.opts.Served(ctx)
@@ -214,13 +225,6 @@ func (w *Watcher) notes(ctx context.Context, p *policy.Policy, c *policy.Compile
 		for _, warn := range policy.Warnings(p, served) {
 			notes = append(notes, "warning: "+warn.Error())
 		}
-	}
-	if d := c.DefaultPropagations(); len(d) > 0 {
-		rules := make([]string, 0, len(d))
-		for _, r := range d {
-			rules = append(rules, r.Rule)
-		}
-		notes = append(notes, "defaultPropagation ("+strings.Join(rules, ", ")+") is validated but not applied yet: deletes that name no propagation policy keep kube-apiserver's defaults")
 	}
 	return notes
 }

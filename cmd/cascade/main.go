@@ -42,8 +42,10 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cascade-gc/cascade/client"
+	"github.com/cascade-gc/cascade/defaults"
 	"github.com/cascade-gc/cascade/finalizers"
 	"github.com/cascade-gc/cascade/gc"
+	"github.com/cascade-gc/cascade/policy"
 )
 
 // userAgent identifies cascade's requests in the API server's logs and metrics.
@@ -154,9 +156,13 @@ func run(args []string) error {
 		StuckAfter:   opts.StuckAfter,
 	})
 	elected := make(chan struct{})
-	inForce, err := startPolicy(ctx, opts, kube, disco, recorder, elected, ms.policy) // policy.go
+	inForce, authoritative, err := startPolicy(ctx, opts, kube, disco, recorder, elected, ms.policy) // policy.go
 	if err != nil {
 		return err
+	}
+	if inForce == nil {
+		builtin := policy.Builtin()
+		inForce = func() *policy.Compiled { return builtin }
 	}
 	ctrl := gc.New(gc.Deps{
 		Policy:                 inForce,
@@ -176,6 +182,18 @@ func run(args []string) error {
 		AbsentCacheSize:        opts.AbsentOwnerCacheSize,
 		ForegroundResyncPeriod: opts.FinalizerResyncPeriod,
 		Finalizers:             fin,
+	})
+
+	// The policy's defaultPropagation rules: admission objects and the stamping pass (leader only).
+	stamper := defaults.New(defaults.Options{
+		Client:        objects,
+		Admission:     kube.AdmissionregistrationV1(),
+		Policy:        inForce,
+		Authoritative: authoritative,
+		Rate:          opts.DefaultPropagationRate,
+		DryRun:        opts.DryRun,
+		Metrics:       ms.defaults,
+		WorkMetrics:   workMetrics,
 	})
 
 	servers, err := startServers(ctx, &wg, opts, reg, ctrl, ctrl.DebugGraph)
@@ -201,6 +219,13 @@ func run(args []string) error {
 			if finErr = fin.Run(finCtx, ctrl, opts.Workers); finErr != nil {
 				cancel(finErr)
 			}
+		case <-finCtx.Done():
+		}
+	})
+	wg.Go(func() {
+		select {
+		case <-elected:
+			_ = stamper.Run(finCtx, ctrl, 2) // returns when finCtx ends
 		case <-finCtx.Done():
 		}
 	})

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cascade-gc/cascade/defaults"
 	"github.com/cascade-gc/cascade/finalizers"
 	"github.com/cascade-gc/cascade/gc"
 	"github.com/cascade-gc/cascade/policywatch"
@@ -20,6 +21,7 @@ type metricSet struct {
 	gc         *gc.Metrics
 	finalizers *finalizers.Metrics
 	policy     *policywatch.Metrics
+	defaults   *defaults.Metrics
 }
 
 func newMetricSet(reg prometheus.Registerer) metricSet {
@@ -36,5 +38,6 @@ func newMetricSet(reg prometheus.Registerer) metricSet {
 		gc:         gc.NewMetrics(reg),
 		finalizers: finalizers.NewMetrics(reg),
 		policy:     policywatch.NewMetrics(reg),
+		defaults:   defaults.NewMetrics(reg),
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/cascade-gc/cascade/defaults"
 	"github.com/cascade-gc/cascade/policywatch"
 )
 
@@ -59,6 +60,9 @@ type Options struct {
 	// PolicyConfigMap is the policy ConfigMap, NAMESPACE/NAME (key policy.yaml); empty: the
 	// built-in policy.
 	PolicyConfigMap string
+	// DefaultPropagationRate bounds the objects per second the policy's defaultPropagation pass
+	// stamps or unstamps.
+	DefaultPropagationRate float64
 
 	// Leader election: one replica collects; standbys keep their graph warm.
 	LeaderElect                  bool
@@ -93,6 +97,7 @@ func NewOptions() *Options {
 		IgnoredResources:             []string{"events", "events.events.k8s.io"},
 		AbsentOwnerCacheSize:         10000,
 		FinalizerResyncPeriod:        30 * time.Second,
+		DefaultPropagationRate:       defaults.DefaultRate,
 		StartupTimeout:               30 * time.Second,
 		LeaseDuration:                15 * time.Second,
 		RenewDeadline:                10 * time.Second,
@@ -126,6 +131,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LeaderElectResourceName, "leader-elect-resource-name", o.LeaderElectResourceName, "Name of the Lease.")
 	fs.StringVar(&o.LeaderElectResourceNamespace, "leader-elect-resource-namespace", o.LeaderElectResourceNamespace, "Namespace of the Lease (default: the pod's namespace in a cluster, else kube-system).")
 	fs.StringVar(&o.PolicyConfigMap, "policy-configmap", o.PolicyConfigMap, "The policy ConfigMap, NAMESPACE/NAME (key policy.yaml), watched and reloaded without a restart; a rejected edit keeps the last good policy. Empty: the built-in policy. Check a policy with `cascade policy validate -f FILE`.")
+	fs.Float64Var(&o.DefaultPropagationRate, "default-propagation-rate", o.DefaultPropagationRate, "Objects per second the policy's defaultPropagation pass stamps or unstamps (objects that existed before a rule, or whose rule changed; each costs a GET and a PATCH). New objects are stamped at creation by the admission policy cascade maintains.")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Shadow mode: decide everything, write nothing (no DELETE, PATCH, Event or Lease); count and log every write cascade would have sent (cascade_dry_run_actions_total).")
 	fs.DurationVar(&o.DryRunDivergenceAfter, "dry-run-divergence-after", o.DryRunDivergenceAfter, "With --dry-run: how long after a would-be write the object is read again; another collector that did otherwise counts in cascade_dry_run_divergence_total.")
 	fs.BoolVar(&o.EnableProfiling, "enable-profiling", o.EnableProfiling, "Serve Go's /debug/pprof on --metrics-bind-address.")
@@ -176,6 +182,9 @@ func (o *Options) Validate() field.ErrorList {
 		if _, _, err := policywatch.ParseName(o.PolicyConfigMap); err != nil {
 			errs = append(errs, field.Invalid(field.NewPath("--policy-configmap"), o.PolicyConfigMap, err.Error()))
 		}
+	}
+	if o.DefaultPropagationRate <= 0 {
+		errs = append(errs, field.Invalid(field.NewPath("--default-propagation-rate"), o.DefaultPropagationRate, "must be positive"))
 	}
 	if o.DryRunDivergenceAfter < time.Second {
 		errs = append(errs, field.Invalid(field.NewPath("--dry-run-divergence-after"), o.DryRunDivergenceAfter.String(), "must be at least 1s"))

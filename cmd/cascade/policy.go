@@ -30,8 +30,9 @@ const policyUsage = `Usage:
       ConfigMap manifest holding one under data.policy.yaml; "-" reads stdin. With
       --kubeconfig, rules for resources the cluster does not serve are warned about.
   cascade policy render -f FILE
-      Not built yet: defaultPropagation rules are validated but not applied, so there are no
-      admission objects to render.`
+      Print, as YAML, the MutatingAdmissionPolicy and binding cascade would keep in the
+      cluster for FILE's defaultPropagation rules (they stamp the default's finalizer on
+      objects as they are created). FILE must be valid.`
 
 // runPolicy is `cascade policy validate|render ...`.
 func runPolicy(args []string, out io.Writer) error {
@@ -42,8 +43,7 @@ func runPolicy(args []string, out io.Writer) error {
 	case "validate":
 		return runPolicyValidate(args[1:], out)
 	case "render":
-		return errors.New("policy render is not built yet: defaultPropagation rules are validated and reported but not applied " +
-			"(no MutatingAdmissionPolicy is generated), so there is nothing to render")
+		return runPolicyRender(args[1:], out)
 	case "-h", "--help", "help":
 		_, err := fmt.Fprintln(out, policyUsage)
 		return err
@@ -56,29 +56,9 @@ func runPolicyValidate(args []string, out io.Writer) error {
 	fs := pflag.NewFlagSet("cascade policy validate", pflag.ContinueOnError)
 	file := fs.StringP("filename", "f", "", `The policy document or ConfigMap manifest ("-": stdin).`)
 	kubeconfig := fs.String("kubeconfig", "", "Check the resources the policy names against this cluster (optional).")
-	fs.Usage = func() { _, _ = fmt.Fprintln(fs.Output(), policyUsage) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
+	doc, from, help, err := readPolicyArgs(fs, file, args, "validate")
+	if err != nil || help {
 		return err
-	}
-	if *file == "" || fs.NArg() > 0 {
-		return errors.New("policy validate takes -f FILE and nothing else")
-	}
-	var data []byte
-	var err error
-	if *file == "-" {
-		data, err = io.ReadAll(io.LimitReader(os.Stdin, 2*policy.MaxDocumentSize))
-	} else {
-		data, err = os.ReadFile(*file)
-	}
-	if err != nil {
-		return fmt.Errorf("cannot read the policy: %v", err)
-	}
-	doc, from, err := policyDocument(data)
-	if err != nil {
-		return fmt.Errorf("%s: %v", *file, err)
 	}
 	var served policy.Served
 	if *kubeconfig != "" {
@@ -96,7 +76,72 @@ func runPolicyValidate(args []string, out io.Writer) error {
 			return fmt.Errorf("cannot list the resources %s serves: %v", cfg.Host, err)
 		}
 	}
-	return validatePolicy(out, *file+from, doc, served)
+	return validatePolicy(out, from, doc, served)
+}
+
+// readPolicyArgs parses the arguments of a policy command with fs (whose -f is file) and reads
+// the document they name. help is true when --help was asked for (and printed).
+func readPolicyArgs(fs *pflag.FlagSet, file *string, args []string, command string) (doc []byte, from string, help bool, err error) {
+	fs.Usage = func() { _, _ = fmt.Fprintln(fs.Output(), policyUsage) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil, "", true, nil
+		}
+		return nil, "", false, err
+	}
+	if *file == "" || fs.NArg() > 0 {
+		return nil, "", false, fmt.Errorf("policy %s takes -f FILE and nothing else", command)
+	}
+	var data []byte
+	if *file == "-" {
+		data, err = io.ReadAll(io.LimitReader(os.Stdin, 2*policy.MaxDocumentSize))
+	} else {
+		data, err = os.ReadFile(*file)
+	}
+	if err != nil {
+		return nil, "", false, fmt.Errorf("cannot read the policy: %v", err)
+	}
+	doc, from, err = policyDocument(data)
+	if err != nil {
+		return nil, "", false, fmt.Errorf("%s: %v", *file, err)
+	}
+	return doc, *file + from, false, nil
+}
+
+// runPolicyRender prints the admission objects of a valid policy's defaultPropagation rules.
+func runPolicyRender(args []string, out io.Writer) error {
+	fs := pflag.NewFlagSet("cascade policy render", pflag.ContinueOnError)
+	file := fs.StringP("filename", "f", "", `The policy document or ConfigMap manifest ("-": stdin).`)
+	doc, name, help, err := readPolicyArgs(fs, file, args, "render")
+	if err != nil || help {
+		return err
+	}
+	c, _, errs := policy.Parse(doc)
+	if len(errs) > 0 {
+		msgs := make([]string, len(errs))
+		for i, e := range errs {
+			msgs[i] = e.Error()
+		}
+		return fmt.Errorf("%s: %d errors (see cascade policy validate): %s", name, len(errs), strings.Join(msgs, "; "))
+	}
+	p, b := c.Admission()
+	if p == nil {
+		_, err := fmt.Fprintf(out, "# %s: no defaultPropagation rule of Orphan or Foreground, so no admission objects: cascade deletes its %s if they exist\n",
+			name, policy.AdmissionName)
+		return err
+	}
+	var buf strings.Builder
+	fmt.Fprintf(&buf, "# The admission objects cascade keeps in the cluster for %s (server-side apply, field manager cascade).\n", name)
+	for _, obj := range []any{p, b} {
+		y, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		buf.WriteString("---\n")
+		buf.Write(y)
+	}
+	_, err = io.WriteString(out, buf.String())
+	return err
 }
 
 // policyDocument returns the policy document in data: data itself, or the policy.yaml of a
@@ -137,8 +182,12 @@ func validatePolicy(out io.Writer, name string, doc []byte, served policy.Served
 			if d.NamespaceSelector != "" {
 				where = " in namespaces " + d.NamespaceSelector
 			}
-			fmt.Fprintf(&b, "note: %s: defaultPropagation %s for %s%s is validated but not applied yet: deletes that name no propagation policy keep kube-apiserver's defaults\n",
-				d.Rule, d.Propagation, d.Resource, where)
+			what := "objects get the " + policy.StampFinalizer(d.Propagation) + " finalizer at creation (admission) and, for those that existed before, from cascade's pass"
+			if policy.StampFinalizer(d.Propagation) == "" {
+				what = "Background needs no finalizer (kube-apiserver's default for this resource); the rule keeps later rules from applying to the objects it selects"
+			}
+			fmt.Fprintf(&b, "note: %s: defaultPropagation %s for %s%s applies to deletes that name no propagation policy: %s (see cascade policy render)\n",
+				d.Rule, d.Propagation, d.Resource, where, what)
 		}
 		if served.Resource == nil {
 			b.WriteString("note: resources not checked against a cluster (pass --kubeconfig to check)\n")
@@ -158,9 +207,9 @@ func validatePolicy(out io.Writer, name string, doc []byte, served policy.Served
 // the flag: the built-in policy). It waits for the first read of the ConfigMap, at most
 // --startup-timeout.
 func startPolicy(ctx context.Context, opts *Options, kube kubernetes.Interface, disco discovery.ServerResourcesInterface,
-	recorder record.EventRecorder, elected <-chan struct{}, m *policywatch.Metrics) (func() *policy.Compiled, error) {
+	recorder record.EventRecorder, elected <-chan struct{}, m *policywatch.Metrics) (inForce func() *policy.Compiled, authoritative func() bool, err error) {
 	if opts.PolicyConfigMap == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	ns, name, _ := policywatch.ParseName(opts.PolicyConfigMap) // validated with the flags
 	w := policywatch.New(policywatch.Options{
@@ -169,7 +218,7 @@ func startPolicy(ctx context.Context, opts *Options, kube kubernetes.Interface, 
 	})
 	timeout := max(opts.StartupTimeout, time.Second)
 	if err := w.Start(ctx, timeout); err != nil {
-		return nil, fmt.Errorf("%v (--policy-configmap=%s; cascade needs get, list and watch on it)", err, opts.PolicyConfigMap)
+		return nil, nil, fmt.Errorf("%v (--policy-configmap=%s; cascade needs get, list and watch on it)", err, opts.PolicyConfigMap)
 	}
-	return w.Policy, nil
+	return w.Policy, w.Authoritative, nil
 }

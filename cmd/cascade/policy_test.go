@@ -32,7 +32,7 @@ func TestPolicyValidate(t *testing.T) {
 			name: "valid document",
 			body: good,
 			want: []string{
-				"note: rules[1]: defaultPropagation Orphan for widgets.example.com is validated but not applied yet",
+				"note: rules[1]: defaultPropagation Orphan for widgets.example.com applies to deletes that name no propagation policy: objects get the orphan finalizer",
 				"note: resources not checked against a cluster",
 				"valid: 2 rules, 0 ignored resources",
 			},
@@ -80,7 +80,8 @@ func TestPolicyCommands(t *testing.T) {
 		wantErr string
 	}{
 		{nil, "validate or render"},
-		{[]string{"render", "-f", "x"}, "not built yet"},
+		{[]string{"render", "-f", "/does/not/exist"}, "cannot read the policy"},
+		{[]string{"render"}, "render takes -f FILE"},
 		{[]string{"apply"}, `unknown policy command "apply"`},
 		{[]string{"validate"}, "takes -f FILE"},
 		{[]string{"validate", "-f", "/does/not/exist"}, "cannot read the policy"},
@@ -120,4 +121,33 @@ func TestPolicyConfigMapFlag(t *testing.T) {
 func indent(s, prefix string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return prefix + strings.Join(lines, "\n"+prefix) + "\n"
+}
+
+// TestPolicyRender: `cascade policy render -f FILE` prints the admission objects of a valid
+// policy as YAML, says so when there are none, and refuses an invalid policy.
+func TestPolicyRender(t *testing.T) {
+	var out strings.Builder
+	doc := "apiVersion: cascade.dev/v1alpha1\nkind: Policy\nrules:\n- resource: widgets.example.com\n  defaultPropagation: Orphan\n"
+	if err := runPolicy([]string{"render", "-f", writeFile(t, doc)}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"kind: MutatingAdmissionPolicy\n", "kind: MutatingAdmissionPolicyBinding\n", "name: cascade-default-propagation",
+		"app.kubernetes.io/managed-by: cascade", "- widgets", "- example.com", "failurePolicy: Ignore", "policyName: cascade-default-propagation",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("render output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := runPolicy([]string{"render", "-f", writeFile(t, "apiVersion: cascade.dev/v1alpha1\nkind: Policy\n")}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "no admission objects") {
+		t.Errorf("render of a policy without defaults: %q", out.String())
+	}
+	err := runPolicy([]string{"render", "-f", writeFile(t, "apiVersion: cascade.dev/v1alpha1\nkind: Policy\nrules: [{resource: Widgets}]\n")}, &out)
+	if err == nil || !strings.Contains(err.Error(), "errors (see cascade policy validate)") {
+		t.Errorf("render of an invalid policy: %v", err)
+	}
 }

@@ -1,0 +1,337 @@
+package defaults
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	admissionclient "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/cascade-gc/cascade/client"
+	"github.com/cascade-gc/cascade/gc"
+	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/policy"
+	"github.com/cascade-gc/cascade/work"
+)
+
+// Defaults of Options.
+const (
+	DefaultRate   = 20
+	DefaultPeriod = time.Minute
+)
+
+const (
+	queueName = "default_propagation"
+	// policyPoll is how often the policy in force is compared with the one last applied.
+	policyPoll = time.Second
+	// fieldManager owns the admission objects' fields (server-side apply).
+	fieldManager = "cascade"
+)
+
+// Actions, the values of the metric's action label.
+const (
+	actionStamped   = "stamped"
+	actionUnstamped = "unstamped"
+	actionReplaced  = "replaced"
+)
+
+// View is what the Applier reads of the collector's graph (gc.Controller).
+type View interface {
+	Synced() bool
+	Stampable(want func(schema.GroupResource) bool) []gc.Stampable
+}
+
+// Options configure an Applier.
+type Options struct {
+	// Client reads and stamps objects. Required.
+	Client client.Interface
+	// Admission writes the MutatingAdmissionPolicy and binding; nil: none are managed.
+	Admission admissionclient.AdmissionregistrationV1Interface
+	// Policy returns the policy in force. Required.
+	Policy func() *policy.Compiled
+	// Authoritative, when set, reports whether the policy in force is what the policy ConfigMap
+	// says (policywatch.Watcher.Authoritative); nothing is done while it is false, so that a
+	// rejected policy at start never undoes the stamps of the last good one.
+	Authoritative func() bool
+	// Rate bounds the objects stamped or unstamped per second (each a GET and at most one
+	// PATCH); DefaultRate when zero.
+	Rate float64
+	// Period is how often the pass runs when the policy does not change; DefaultPeriod when zero.
+	Period time.Duration
+	// DryRun: the admission objects are not written, only logged (Client, a dry-run client,
+	// counts the stamps).
+	DryRun bool
+	// Metrics and WorkMetrics, when set, are updated.
+	Metrics     *Metrics
+	WorkMetrics *work.Metrics
+	// Clock is injected for tests.
+	Clock clock.WithTicker
+}
+
+// Applier applies the policy's defaultPropagation rules: see the package documentation.
+type Applier struct {
+	opts     Options
+	queue    *work.Queue[client.Target]
+	limiter  flowcontrol.RateLimiter
+	nsLabels *client.NamespaceLabels
+
+	mu           sync.Mutex
+	admissionSet *policy.Compiled // guarded by mu: the policy the admission objects were last made to match
+}
+
+// New returns an Applier; Run starts it.
+func New(opts Options) *Applier {
+	if opts.Rate <= 0 {
+		opts.Rate = DefaultRate
+	}
+	if opts.Period <= 0 {
+		opts.Period = DefaultPeriod
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Applier{
+		opts:     opts,
+		queue:    work.NewQueue(queueName, work.Options[client.Target]{Clock: opts.Clock, Metrics: opts.WorkMetrics}),
+		limiter:  flowcontrol.NewTokenBucketRateLimiterWithClock(float32(opts.Rate), max(1, int(opts.Rate)), opts.Clock),
+		nsLabels: client.NewNamespaceLabels(opts.Clock),
+	}
+}
+
+// Run applies the policy until ctx ends: once the graph has synced, the pass runs, then again
+// whenever the policy in force changes and every Period; workers serve the objects it finds.
+// It returns nil when ctx ends.
+func (a *Applier) Run(ctx context.Context, view View, workers int) error {
+	logger := klog.FromContext(ctx).WithName("defaults")
+	ctx = klog.NewContext(ctx, logger)
+	ticker := a.opts.Clock.NewTicker(policyPoll)
+	defer ticker.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { a.queue.Run(ctx, max(workers, 1), a.process) })
+
+	var (
+		ran     bool
+		applied *policy.Compiled
+		last    time.Time
+	)
+	for {
+		if view.Synced() && (a.opts.Authoritative == nil || a.opts.Authoritative()) {
+			c := a.opts.Policy()
+			if !ran || c != applied || a.opts.Clock.Since(last) >= a.opts.Period {
+				a.syncAdmission(ctx, c)
+				a.pass(ctx, view, c)
+				ran, applied, last = true, c, a.opts.Clock.Now()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C():
+		}
+	}
+}
+
+// pass finds the objects whose stamp differs from what the policy wants, from the graph alone,
+// and queues them: objects of a resource with a defaultPropagation rule, and stamped objects of
+// any resource (their rule may be gone).
+func (a *Applier) pass(ctx context.Context, view View, c *policy.Compiled) {
+	logger := klog.FromContext(ctx)
+	objs := view.Stampable(func(gr schema.GroupResource) bool { return c.HasDefaults(groupResource(gr)) })
+	queued := 0
+	for _, o := range objs {
+		if o.Deleting {
+			continue
+		}
+		want, err := a.want(ctx, c, o.Resource.GVR.GroupResource(), o.Namespace)
+		if err != nil {
+			logger.Info("Cannot tell the default propagation of an object yet", "object", klog.KRef(o.Namespace, o.Name), "err", err)
+			continue
+		}
+		if !needsWork(o.StampView, want) {
+			continue
+		}
+		a.queue.Add(client.Target{GVR: o.Resource.GVR, Namespace: o.Namespace, Name: o.Name, UID: o.UID})
+		queued++
+	}
+	if m := a.opts.Metrics; m != nil {
+		m.Pending.Set(float64(a.queue.Len()))
+	}
+	if queued > 0 {
+		logger.Info("Default propagation: objects to stamp or unstamp", "objects", queued, "rate", a.opts.Rate)
+	}
+}
+
+// want is the default propagation the policy asks for an object of gr in namespace: "" for
+// none.
+func (a *Applier) want(ctx context.Context, c *policy.Compiled, gr schema.GroupResource, namespace string) (metav1.DeletionPropagation, error) {
+	pgr := groupResource(gr)
+	if !c.HasDefaults(pgr) {
+		return "", nil
+	}
+	var labels map[string]string
+	if namespace != "" && c.NeedDefaultNamespaceLabels(pgr) {
+		l, err := a.nsLabels.Get(ctx, a.opts.Client, namespace)
+		if err != nil {
+			return "", fmt.Errorf("reading the labels of namespace %s: %w", namespace, err)
+		}
+		labels = l
+	}
+	r, _ := c.DefaultFor(pgr, namespace, labels)
+	return r.Propagation, nil
+}
+
+// needsWork tells from the graph alone whether policy.PlanStamp could change o: the GET and
+// PATCH are only spent on those.
+func needsWork(o graph.StampView, want metav1.DeletionPropagation) bool {
+	wantFin := stampBit(want)
+	if o.Stamp == 0 {
+		return wantFin != 0 && o.Finalizers == 0
+	}
+	return o.Stamp != wantFin
+}
+
+func stampBit(p metav1.DeletionPropagation) graph.Finalizers {
+	switch p {
+	case metav1.DeletePropagationOrphan:
+		return graph.FinalizerOrphan
+	case metav1.DeletePropagationForeground:
+		return graph.FinalizerForeground
+	default:
+		return 0
+	}
+}
+
+// process stamps or unstamps one object, at Rate, on its live state with the policy in force
+// now.
+func (a *Applier) process(ctx context.Context, t client.Target) (work.Outcome, error) {
+	defer func() {
+		if m := a.opts.Metrics; m != nil {
+			m.Pending.Set(float64(a.queue.Len()))
+		}
+	}()
+	if a.opts.Authoritative != nil && !a.opts.Authoritative() {
+		return work.Done, nil // the next authoritative pass finds it again
+	}
+	if err := a.limiter.Wait(ctx); err != nil {
+		return work.Done, nil // ctx ended
+	}
+	want, err := a.want(ctx, a.opts.Policy(), t.GVR.GroupResource(), t.Namespace)
+	if err != nil {
+		return work.Retry, err
+	}
+	plan, err := client.StampDefault(ctx, a.opts.Client, t, want)
+	if err != nil {
+		return work.Retry, fmt.Errorf("default propagation of %s: %w", t, err)
+	}
+	if !plan.Change {
+		return work.Done, nil
+	}
+	action := actionReplaced
+	switch {
+	case plan.Removed == "" && plan.Added != "":
+		action = actionStamped
+	case plan.Added == "":
+		action = actionUnstamped
+	}
+	if m := a.opts.Metrics; m != nil {
+		m.Changes.WithLabelValues(action).Inc()
+	}
+	klog.FromContext(ctx).V(2).Info("Default propagation "+action, "object", t.String(), "added", plan.Added, "removed", plan.Removed)
+	return work.Done, nil
+}
+
+// syncAdmission makes the admission objects match c: created or updated by server-side apply,
+// deleted when c stamps nothing. An object of that name not labelled as cascade's is never
+// touched (reported instead).
+func (a *Applier) syncAdmission(ctx context.Context, c *policy.Compiled) {
+	if a.opts.Admission == nil {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	p, b := c.Admission()
+	err := a.applyAdmission(ctx, p, b)
+	if m := a.opts.Metrics; m != nil {
+		if err != nil {
+			m.AdmissionSynced.Set(0)
+		} else {
+			m.AdmissionSynced.Set(1)
+		}
+	}
+	if err != nil {
+		logger.Error(err, "Cannot bring the admission objects in line with the policy; objects created meanwhile are stamped by the next pass", "name", policy.AdmissionName)
+		return
+	}
+	a.mu.Lock()
+	changed := a.admissionSet != c
+	a.admissionSet = c
+	a.mu.Unlock()
+	if changed {
+		logger.Info("Admission objects in line with the policy", "name", policy.AdmissionName, "present", p != nil)
+	}
+}
+
+func (a *Applier) applyAdmission(ctx context.Context, p *admissionv1.MutatingAdmissionPolicy, b *admissionv1.MutatingAdmissionPolicyBinding) error {
+	policies, bindings := a.opts.Admission.MutatingAdmissionPolicies(), a.opts.Admission.MutatingAdmissionPolicyBindings()
+	existing, err := policies.Get(ctx, policy.AdmissionName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		existing = nil
+	case err != nil:
+		return fmt.Errorf("reading MutatingAdmissionPolicy %s: %w", policy.AdmissionName, err)
+	case existing.Labels[policy.ManagedByLabel] != policy.ManagedByValue:
+		return fmt.Errorf("MutatingAdmissionPolicy %s exists without the label %s=%s: it is not cascade's, and cascade leaves it alone; rename or label it",
+			policy.AdmissionName, policy.ManagedByLabel, policy.ManagedByValue)
+	}
+	if p == nil {
+		if existing == nil {
+			return nil
+		}
+		if a.opts.DryRun {
+			klog.FromContext(ctx).Info("Dry run: would delete the admission objects", "name", policy.AdmissionName)
+			return nil
+		}
+		if err := bindings.Delete(ctx, policy.AdmissionName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting MutatingAdmissionPolicyBinding %s: %w", policy.AdmissionName, err)
+		}
+		err := policies.Delete(ctx, policy.AdmissionName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &existing.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting MutatingAdmissionPolicy %s: %w", policy.AdmissionName, err)
+		}
+		return nil
+	}
+	if a.opts.DryRun {
+		klog.FromContext(ctx).Info("Dry run: would apply the admission objects", "name", policy.AdmissionName)
+		return nil
+	}
+	force := true
+	opts := metav1.PatchOptions{FieldManager: fieldManager, Force: &force}
+	data, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	if _, err := policies.Patch(ctx, p.Name, types.ApplyPatchType, data, opts); err != nil {
+		return fmt.Errorf("applying MutatingAdmissionPolicy %s: %w", p.Name, err)
+	}
+	if data, err = json.Marshal(b); err != nil {
+		return err
+	}
+	if _, err := bindings.Patch(ctx, b.Name, types.ApplyPatchType, data, opts); err != nil {
+		return fmt.Errorf("applying MutatingAdmissionPolicyBinding %s: %w", b.Name, err)
+	}
+	return nil
+}
+
+func groupResource(gr schema.GroupResource) policy.GroupResource {
+	return policy.GroupResource{Group: gr.Group, Resource: gr.Resource}
+}

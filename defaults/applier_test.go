@@ -1,0 +1,104 @@
+package defaults
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/policy"
+)
+
+// TestNeedsWork: the pass spends a GET only on objects policy.PlanStamp could change.
+func TestNeedsWork(t *testing.T) {
+	const (
+		orphan = metav1.DeletePropagationOrphan
+		fg     = metav1.DeletePropagationForeground
+	)
+	for _, tt := range []struct {
+		name string
+		o    graph.StampView
+		want metav1.DeletionPropagation
+		work bool
+	}{
+		{name: "no rule, not stamped", o: graph.StampView{}},
+		{name: "to stamp", o: graph.StampView{}, want: orphan, work: true},
+		{name: "has a GC finalizer of its own", o: graph.StampView{Finalizers: graph.FinalizerForeground}, want: orphan},
+		{name: "stamped as wanted", o: graph.StampView{Stamp: graph.FinalizerOrphan, Finalizers: graph.FinalizerOrphan}, want: orphan},
+		{name: "stamped as wanted, finalizer removed by hand (opted out)", o: graph.StampView{Stamp: graph.FinalizerOrphan}, want: orphan},
+		{name: "rule gone", o: graph.StampView{Stamp: graph.FinalizerOrphan, Finalizers: graph.FinalizerOrphan}, work: true},
+		{name: "rule changed", o: graph.StampView{Stamp: graph.FinalizerOrphan, Finalizers: graph.FinalizerOrphan}, want: fg, work: true},
+		{name: "unknown record", o: graph.StampView{Stamp: graph.FinalizerOrphan | graph.FinalizerForeground}, want: orphan, work: true},
+		{name: "Background wanted, not stamped", o: graph.StampView{}, want: metav1.DeletePropagationBackground},
+	} {
+		if got := needsWork(tt.o, tt.want); got != tt.work {
+			t.Errorf("%s: needsWork = %t, want %t", tt.name, got, tt.work)
+		}
+	}
+}
+
+func compile(t *testing.T, doc string) *policy.Compiled {
+	t.Helper()
+	c, _, errs := policy.Parse([]byte("apiVersion: cascade.dev/v1alpha1\nkind: Policy\n" + doc))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return c
+}
+
+// TestSyncAdmission: the admission objects follow the policy (created, then deleted when no rule
+// stamps anything), and an object of that name that is not cascade's is never touched.
+func TestSyncAdmission(t *testing.T) {
+	ctx := context.Background()
+	kube := fake.NewClientset()
+	a := New(Options{Admission: kube.AdmissionregistrationV1(), Policy: policy.Builtin})
+	maps, bindings := kube.AdmissionregistrationV1().MutatingAdmissionPolicies(), kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings()
+	apply := func(c *policy.Compiled) error {
+		p, b := c.Admission()
+		return a.applyAdmission(ctx, p, b)
+	}
+
+	withRule := compile(t, "rules:\n- {resource: widgets.example.com, defaultPropagation: Orphan}\n")
+	if err := apply(withRule); err != nil {
+		t.Fatal(err)
+	}
+	p, err := maps.Get(ctx, policy.AdmissionName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Labels[policy.ManagedByLabel] != policy.ManagedByValue || len(p.Spec.MatchConstraints.ResourceRules) != 1 {
+		t.Errorf("admission policy: %+v", p)
+	}
+	if _, err := bindings.Get(ctx, policy.AdmissionName, metav1.GetOptions{}); err != nil {
+		t.Errorf("binding: %v", err)
+	}
+
+	if err := apply(policy.Builtin()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := maps.Get(ctx, policy.AdmissionName, metav1.GetOptions{}); err == nil {
+		t.Error("admission policy left after the rules went")
+	}
+	if _, err := bindings.Get(ctx, policy.AdmissionName, metav1.GetOptions{}); err == nil {
+		t.Error("binding left after the rules went")
+	}
+
+	// Someone else's object of that name: reported, never updated nor deleted.
+	foreign := &admissionv1.MutatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: policy.AdmissionName}}
+	if _, err := maps.Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*policy.Compiled{withRule, policy.Builtin()} {
+		err := apply(c)
+		if err == nil || !strings.Contains(err.Error(), "not cascade's") {
+			t.Errorf("applyAdmission over a foreign object: %v", err)
+		}
+	}
+	if got, err := maps.Get(ctx, policy.AdmissionName, metav1.GetOptions{}); err != nil || got.Spec.MatchConstraints != nil {
+		t.Errorf("the foreign object was changed: %+v, %v", got, err)
+	}
+}
