@@ -21,6 +21,7 @@ import (
 
 	"github.com/cascade-gc/cascade/e2e/framework"
 	"github.com/cascade-gc/cascade/e2e/harness"
+	"github.com/cascade-gc/cascade/policy"
 )
 
 // deployed is deployBase's outcome, once per package.
@@ -148,6 +149,10 @@ func TestDeployManifests(t *testing.T) {
 		{"create", "", "configmaps", false},
 		{"update", "", "secrets", false},
 		{"create", "", "pods", false},
+		{"create", "admissionregistration.k8s.io", "mutatingadmissionpolicies", true},
+		{"create", "admissionregistration.k8s.io", "mutatingadmissionpolicybindings", true},
+		{"create", "admissionregistration.k8s.io", "validatingadmissionpolicies", false},
+		{"update", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", false},
 	} {
 		r, err := sa.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
@@ -189,5 +194,47 @@ func TestDeployManifests(t *testing.T) {
 			}
 		}
 		return false, nil
+	})
+
+	// A defaultPropagation rule in the shipped ConfigMap: the service account creates the
+	// admission objects (server-side apply) and deletes them when the rule goes.
+	cms := cs.Kube.CoreV1().ConfigMaps("cascade-system")
+	shipped, err := cms.Get(ctx, "cascade-policy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps := cs.Kube.AdmissionregistrationV1().MutatingAdmissionPolicies()
+	t.Cleanup(func() {
+		_ = cs.Kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Delete(ctx, policy.AdmissionName, metav1.DeleteOptions{})
+		_ = maps.Delete(ctx, policy.AdmissionName, metav1.DeleteOptions{})
+	})
+	withRule := shipped.DeepCopy()
+	withRule.Data[policy.ConfigMapKey] = policyDoc("rules:\n- resource: gizmos.deploy.e2e.cascade.dev\n  defaultPropagation: Orphan\n")
+	if _, err := cms.Update(ctx, withRule, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, collectTimeout, "the admission policy created by the service account", func() (bool, error) {
+		p, err := maps.Get(ctx, policy.AdmissionName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, f := range p.ManagedFields {
+			if f.Manager == "cascade" && f.Operation == metav1.ManagedFieldsOperationApply {
+				return p.Labels[policy.ManagedByLabel] == policy.ManagedByValue, nil
+			}
+		}
+		return false, nil
+	})
+	restored, err := cms.Get(ctx, "cascade-policy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored.Data = shipped.Data
+	if _, err := cms.Update(ctx, restored, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.WaitGone(t, "the admission policy, deleted by the service account", collectTimeout, func() error {
+		_, err := maps.Get(ctx, policy.AdmissionName, metav1.GetOptions{})
+		return err
 	})
 }
