@@ -198,10 +198,12 @@ verify: ## @HELP gofmt, go vet, go mod tidy diff (every module), then lint; .ci/
 	@$(MAKE) --no-print-directory lint
 
 .PHONY: lint
+# --allow-parallel-runners: another checkout on the same machine may lint at the same time
+# (golangci-lint otherwise refuses to start while it holds its lock).
 lint: $(LINT_STAMP) ## @HELP golangci-lint (.golangci.yml) on cascade with the e2e tag, then on e2e/benchreport
 	@status=0; \
-	$(GOLANGCI_LINT) run ./... || status=1; \
-	(cd e2e/benchreport && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...) || status=1; \
+	$(GOLANGCI_LINT) run --allow-parallel-runners ./... || status=1; \
+	(cd e2e/benchreport && $(GOLANGCI_LINT) run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...) || status=1; \
 	exit $$status
 
 $(LINT_STAMP): tools/lint/go.mod tools/lint/go.sum
