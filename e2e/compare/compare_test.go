@@ -36,6 +36,10 @@ import (
 //	BENCH_BURST=30    client burst with a QPS budget (default 30, the in-tree GC's)
 //	BENCH_SCENARIOS=  comma-separated subset of background,foreground,orphan,levels,latency,warmup
 //	BENCH_SEED=1      seed for the warm-up objects' data, labels and owners
+//	BENCH_WORKERS=20  concurrency of every subject (cascade --workers, in-tree
+//	                  --concurrent-gc-syncs, raw's concurrent requests)
+//	BENCH_PROFILE=dir cascade runs with --enable-profiling; a 5 s CPU profile of each of its
+//	                  throughput windows is written to dir/<namespace>.pprof
 //	BENCH_OUT=path    where to write the JSON (default docs/benchmarks.json)
 func BenchmarkCompareGC(b *testing.B) {
 	if os.Getenv("CASCADE_COMPARE") == "" {
@@ -84,7 +88,7 @@ func budgetKey(b report.Budget) string {
 var allScenarios = []string{"background", "foreground", "orphan", "levels", "latency", "warmup"}
 
 // workers is the concurrency of each GC (cascade's --workers, kube-controller-manager's
-// --concurrent-gc-syncs: 20 is both defaults) and of the raw client.
+// --concurrent-gc-syncs: 20 is both defaults) and of the raw client, unless BENCH_WORKERS says.
 const workers = 20
 
 func compareConfigFromEnv() (report.Config, error) {
@@ -108,6 +112,11 @@ func compareConfigFromEnv() (report.Config, error) {
 	if v := os.Getenv("BENCH_RUNS"); v != "" {
 		if cfg.Runs, err = strconv.Atoi(v); err != nil || cfg.Runs < 1 {
 			return cfg, fmt.Errorf("BENCH_RUNS=%q: want a positive integer", v)
+		}
+	}
+	if v := os.Getenv("BENCH_WORKERS"); v != "" {
+		if cfg.Workers, err = strconv.Atoi(v); err != nil || cfg.Workers < 1 || cfg.Workers > 1000 {
+			return cfg, fmt.Errorf("BENCH_WORKERS=%q: want an integer from 1 to 1000", v)
 		}
 	}
 	if v := os.Getenv("BENCH_SEED"); v != "" {

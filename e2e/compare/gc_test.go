@@ -6,7 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,6 +34,43 @@ type gcRun struct {
 	srv  framework.Server
 	// synced is process start → graph synced, as detected by polling every 50 ms.
 	synced time.Duration
+	// pprofURL is cascade's /debug/pprof when BENCH_PROFILE is set ("" otherwise).
+	pprofURL string
+}
+
+// profileDir is $BENCH_PROFILE: where cascade's CPU profile of each measured window goes
+// (cascade then runs with --enable-profiling). Empty: no profiling.
+var profileDir = os.Getenv("BENCH_PROFILE")
+
+// startProfile fetches a CPU profile of seconds from cascade into profileDir/name.pprof in the
+// background; the returned function waits for it. A no-op without BENCH_PROFILE or for
+// kube-controller-manager.
+func (g *gcRun) startProfile(name string, seconds int) (wait func()) {
+	if g == nil || g.pprofURL == "" || profileDir == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := os.MkdirAll(profileDir, 0o755); err != nil {
+			fmt.Printf("compare: profile %s: %v\n", name, err)
+			return
+		}
+		resp, err := http.Get(g.pprofURL + "/profile?seconds=" + strconv.Itoa(seconds)) //nolint:noctx // bounded by seconds
+		if err != nil {
+			fmt.Printf("compare: profile %s: %v\n", name, err)
+			return
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, err := io.ReadAll(resp.Body)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(profileDir, name+".pprof"), b, 0o644)
+		}
+		if err != nil {
+			fmt.Printf("compare: profile %s: %v\n", name, err)
+		}
+	}()
+	return func() { <-done }
 }
 
 // startGC starts subject's process with the budget and waits until its dependency graph holds
@@ -60,14 +102,19 @@ func (r *comparison) startGC(subject string, bud report.Budget, ns string, minOb
 		g.synced = time.Since(start)
 		return g, nil
 	case report.Cascade:
-		c, err := suite.CP.StartCascade("cascade-"+name, suite.CascadeBin, nil,
-			"--workers="+strconv.Itoa(r.cfg.Workers),
-			"--kube-api-qps="+strconv.FormatFloat(float64(bud.QPS), 'f', -1, 32),
-			"--kube-api-burst="+strconv.Itoa(bud.Burst))
+		args := []string{
+			"--workers=" + strconv.Itoa(r.cfg.Workers),
+			"--kube-api-qps=" + strconv.FormatFloat(float64(bud.QPS), 'f', -1, 32),
+			"--kube-api-burst=" + strconv.Itoa(bud.Burst),
+		}
+		if profileDir != "" {
+			args = append(args, "--enable-profiling")
+		}
+		c, err := suite.CP.StartCascade("cascade-"+name, suite.CascadeBin, nil, args...)
 		if err != nil {
 			return nil, err
 		}
-		g := &gcRun{proc: c.Process, srv: c}
+		g := &gcRun{proc: c.Process, srv: c, pprofURL: strings.TrimSuffix(c.MetricsURL, "/metrics") + "/debug/pprof"}
 		if err := c.WaitReady(ctx); err != nil {
 			g.stop()
 			return nil, err

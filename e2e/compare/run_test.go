@@ -114,6 +114,8 @@ func (r *comparison) measureTree(sc treeScenario, subject string, bud report.Bud
 
 	timeout := time.Minute + time.Duration(total)*250*time.Millisecond // at least 4 objects/s
 	before := framework.APIServerRequests(r.b, r.cs)
+	waitProfile := obs.gc.startProfile(ns, profileSeconds)
+	defer waitProfile()
 	start := time.Now()
 	if subject == report.Raw {
 		raw := rawClient(r.b, bud)
@@ -170,6 +172,9 @@ func (r *comparison) measureTree(sc treeScenario, subject string, bud report.Bud
 	m.RequestsPerObject = reqs / float64(m.Objects)
 	return m
 }
+
+// profileSeconds is how long a BENCH_PROFILE CPU profile of a throughput window lasts.
+const profileSeconds = 5
 
 // measureLatency creates LatencyReps owners with LatencyDeps dependents each, then deletes the
 // owners one at a time (background) and takes p50 and p99 of owner DELETE sent → last
