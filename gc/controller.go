@@ -373,11 +373,12 @@ func (c *Controller) syncResources(ctx context.Context) {
 	c.discovered.Store(true)
 }
 
-// observedOf lists the observed objects of one kind (for a relist's deletions).
-func (c *Controller) observedOf(apiVersion, kind string) []graph.Ref {
+// observedExcept lists the observed objects of one kind that are not in seen (a complete
+// list's deletions).
+func (c *Controller) observedExcept(apiVersion, kind string, seen *graph.UIDSet) []graph.Ref {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return c.g.ObservedOf(apiVersion, kind)
+	return c.g.ObservedOfExcept(apiVersion, kind, seen)
 }
 
 // apply feeds one event to the graph and dispatches its effects.

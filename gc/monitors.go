@@ -7,9 +7,7 @@ import (
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -59,27 +57,12 @@ func (ms *monitors) start(ctx context.Context, r Resource) error {
 	if _, ok := ms.byR[r.GVR]; ok {
 		return nil
 	}
-	client := ms.client.Resource(r.GVR)
 	store := &graphStore{res: r, graph: ms.graph}
-	// Failures are recorded on the store, so a resource that cannot be listed is named in
-	// /readyz, the metrics and the Events instead of silently holding everything back.
-	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			l, err := client.List(ctx, opts)
-			if err != nil {
-				store.failed(err)
-			}
-			return l, err
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			w, err := client.Watch(ctx, opts)
-			if err != nil {
-				store.failed(err)
-			}
-			return w, err
-		},
-	}, ms.client)
 	logger := klog.FromContext(ctx).WithValues("resource", GVRString(r.GVR))
+	// Failures are recorded on the store, so a resource that cannot be listed is named in
+	// /readyz, the metrics and the Events instead of silently holding everything back. Lists
+	// stream into the graph (listing.go).
+	lw := &streamLister{client: ms.client.Resource(r.GVR), store: store, logger: logger}
 	refl := cache.NewReflectorWithOptions(lw, &metav1.PartialObjectMetadata{}, store, cache.ReflectorOptions{
 		Logger:          &logger,
 		Name:            "cascade/" + GVRString(r.GVR),

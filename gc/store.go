@@ -4,17 +4,16 @@ import (
 	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cascade-gc/cascade/graph"
 )
 
 // graphWriter is what a graphStore needs of the controller: apply one event to the graph, and
-// list the observed objects of one kind (to find what vanished across a relist).
+// find the observed objects of one kind that a complete list did not hold.
 type graphWriter interface {
 	apply(ev graph.Event)
-	observedOf(apiVersion, kind string) []graph.Ref
+	observedExcept(apiVersion, kind string, seen *graph.UIDSet) []graph.Ref
 }
 
 // graphStore is a reflector's store that keeps nothing itself: every notification becomes a
@@ -28,6 +27,10 @@ type graphStore struct {
 	// failure is the last list or watch error since the last complete list ("" when none):
 	// while it is set, the graph's view of this resource may be stale.
 	failure atomic.Pointer[string]
+	// streamed is what the lister (streamLister) applied to the graph itself, one object at a
+	// time, for the Replace that completes its list: that list arrives empty. Only the
+	// reflector's goroutine touches it.
+	streamed *graph.UIDSet
 }
 
 // failed records a list or watch error; the next complete list clears it.
@@ -57,17 +60,19 @@ func (s *graphStore) Delete(obj any) error {
 }
 
 func (s *graphStore) Replace(list []any, _ string) error {
-	seen := make(map[types.UID]struct{}, len(list))
+	seen := s.streamed
+	s.streamed = nil
+	if seen == nil {
+		seen = graph.NewUIDSet(len(list))
+	}
 	for _, obj := range list {
 		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-			seen[m.UID] = struct{}{}
+			seen.Add(m.UID)
 			s.graph.apply(graph.Event{Type: graph.EventObserved, Object: toGraphObject(s.res, m)})
 		}
 	}
-	for _, ref := range s.graph.observedOf(s.res.GVR.GroupVersion().String(), s.res.Kind) {
-		if _, ok := seen[ref.UID]; !ok {
-			s.graph.apply(graph.Event{Type: graph.EventDeleted, Object: graph.Object{Ref: ref}})
-		}
+	for _, ref := range s.graph.observedExcept(s.res.GVR.GroupVersion().String(), s.res.Kind, seen) {
+		s.graph.apply(graph.Event{Type: graph.EventDeleted, Object: graph.Object{Ref: ref}})
 	}
 	s.synced.Store(true)
 	s.failure.Store(nil)

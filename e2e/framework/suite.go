@@ -36,10 +36,18 @@ type Suite struct {
 //
 //	func TestMain(m *testing.M) { os.Exit(framework.Main(m, &suite)) }
 func Main(m *testing.M, s *Suite) (code int) {
+	return MainWith(m, s, func() harness.Options { return harness.Options{} })
+}
+
+// MainWith is Main with the control plane's options, made after the flags are parsed (-keep is
+// added to them): the scale benchmark keeps its loaded etcd in a directory of its own.
+func MainWith(m *testing.M, s *Suite, options func() harness.Options) (code int) {
 	flag.Parse()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	opts := options()
+	opts.KeepDir = opts.KeepDir || *keep
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute+opts.ReadyTimeout)
 	defer cancel()
-	cp, err := harness.Start(ctx, harness.Options{KeepDir: *keep})
+	cp, err := harness.Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: start control plane: %v\n", err)
 		return 1

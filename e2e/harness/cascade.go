@@ -41,6 +41,12 @@ func BuildCascade(dir string) (string, error) {
 // StartCascade runs bin against cp on free metrics and health ports, with extra flags appended.
 // The process is tracked: cp.Stop ends it. name distinguishes restarts in the log files.
 func (cp *ControlPlane) StartCascade(name, bin string, tee io.Writer, extra ...string) (*Cascade, error) {
+	return cp.StartCascadeWith(name, bin, ProcessOptions{Tee: tee}, extra...)
+}
+
+// StartCascadeWith is StartCascade with the process's options (its environment: client-go's
+// KUBE_FEATURE_* gates, GOGC, GOMEMLIMIT).
+func (cp *ControlPlane) StartCascadeWith(name, bin string, opt ProcessOptions, extra ...string) (*Cascade, error) {
 	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
@@ -50,7 +56,7 @@ func (cp *ControlPlane) StartCascade(name, bin string, tee io.Writer, extra ...s
 		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(ports[0]),
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(ports[1]),
 	}, extra...)
-	p, err := StartProcess(cp.Dir, name, bin, args, ProcessOptions{Tee: tee})
+	p, err := StartProcess(cp.Dir, name, bin, args, opt)
 	if err != nil {
 		return nil, err
 	}

@@ -146,7 +146,14 @@ func (k *KubeControllerManager) WaitMonitorsSynced(ctx context.Context) error {
 }
 
 // ResidentBytes returns the resident set size of process pid (VmRSS in /proc/pid/status).
-func ResidentBytes(pid int) (int64, error) {
+func ResidentBytes(pid int) (int64, error) { return statusBytes(pid, "VmRSS") }
+
+// PeakResidentBytes returns the largest resident set size process pid has had so far (VmHWM in
+// /proc/pid/status, the kernel's high-water mark: no sampling can miss the peak).
+func PeakResidentBytes(pid int) (int64, error) { return statusBytes(pid, "VmHWM") }
+
+// statusBytes reads a "<field>: N kB" line of /proc/pid/status.
+func statusBytes(pid int, field string) (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
@@ -154,13 +161,13 @@ func ResidentBytes(pid int) (int64, error) {
 	defer func() { _ = f.Close() }() // read only
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:")
+		rest, ok := strings.CutPrefix(sc.Text(), field+":")
 		if !ok {
 			continue
 		}
 		fields := strings.Fields(rest) // "12345", "kB"
 		if len(fields) != 2 || fields[1] != "kB" {
-			return 0, fmt.Errorf("unexpected VmRSS line %q", sc.Text())
+			return 0, fmt.Errorf("unexpected %s line %q", field, sc.Text())
 		}
 		kb, err := strconv.ParseInt(fields[0], 10, 64)
 		return kb * 1024, err
@@ -168,5 +175,5 @@ func ResidentBytes(pid int) (int64, error) {
 	if err := sc.Err(); err != nil {
 		return 0, err
 	}
-	return 0, errors.New("no VmRSS in /proc/" + strconv.Itoa(pid) + "/status")
+	return 0, errors.New("no " + field + " in /proc/" + strconv.Itoa(pid) + "/status")
 }

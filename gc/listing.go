@@ -1,0 +1,188 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/cascade-gc/cascade/graph"
+)
+
+// listPageSize is the page size of paginated lists, where the server refuses a watch-list.
+const listPageSize = 500
+
+// streamLister is a monitor's ListerWatcher. Its lists never hold the resource's objects: each
+// object goes into the graph as it arrives, and the list the reflector gets is empty but for
+// its resourceVersion; graphStore.Replace then completes it with the UIDs seen (what vanished
+// since the last list is deleted from the graph, and the resource counts as synced). So
+// cascade's memory while listing is the graph plus one object, plus 16 bytes per UID seen,
+// whatever the size of the resource — where client-go's reflector holds the whole list (a
+// regular list: the server's whole response, decoded; a watch-list: every object, buffered
+// until the end).
+//
+// It asks for a streaming list first (a watch with sendInitialEvents, ended by the
+// initial-events-end bookmark: kube-apiserver serves it from its watch cache, Kubernetes
+// 1.32+ by default), and falls back to paginated lists of listPageSize where the server
+// refuses one.
+type streamLister struct {
+	client metadata.ResourceInterface
+	store  *graphStore
+	logger klog.Logger
+	// paginate is set once the server refused a watch-list.
+	paginate atomic.Bool
+}
+
+var (
+	_ cache.ListerWatcherWithContext = (*streamLister)(nil)
+	_ cache.ListerWatcher            = (*streamLister)(nil)
+)
+
+// List and Watch are what NewReflectorWithOptions's signature asks for; the reflector calls the
+// WithContext methods of a lister that has them.
+func (l *streamLister) List(opts metav1.ListOptions) (runtime.Object, error) {
+	return l.ListWithContext(context.Background(), opts)
+}
+
+func (l *streamLister) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	return l.WatchWithContext(context.Background(), opts)
+}
+
+// IsWatchListSemanticsUnSupported tells the reflector to list through ListWithContext, which
+// streams by itself (client-go's own watch-list would buffer the whole list).
+func (l *streamLister) IsWatchListSemanticsUnSupported() bool { return true }
+
+// WatchWithContext is the resource's watch, from the resourceVersion the last list returned.
+func (l *streamLister) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := l.client.Watch(ctx, opts)
+	if err != nil {
+		l.store.failed(err)
+	}
+	return w, err
+}
+
+// ListWithContext streams the resource into the graph and returns an empty list at the
+// resourceVersion the stream reached.
+func (l *streamLister) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	rv, err := l.stream(ctx, opts.ResourceVersion)
+	if err != nil {
+		l.store.failed(err)
+		return nil, err
+	}
+	return &metav1.PartialObjectMetadataList{ListMeta: metav1.ListMeta{ResourceVersion: rv}}, nil
+}
+
+// stream applies every object of the resource to the graph and hands the UIDs seen to the
+// store for the Replace that follows. rv is the reflector's: "0" (any) or "" (the most recent)
+// on a first list, the last one synced on a relist. Objects applied before a failure stay in
+// the graph: each was observed at its resourceVersion.
+func (l *streamLister) stream(ctx context.Context, rv string) (string, error) {
+	if rv == "0" {
+		rv = "" // a consistent read: a streamed list served from cache is as cheap either way
+	}
+	if !l.paginate.Load() {
+		seen := graph.NewUIDSet(0)
+		got, err := l.watchList(ctx, rv, seen)
+		if err == nil {
+			l.store.streamed = seen
+			return got, nil
+		}
+		if !refusedWatchList(err) {
+			return "", err
+		}
+		l.logger.Info("The server refused a streaming list (watch with sendInitialEvents); listing in pages from now on", "err", err)
+		l.paginate.Store(true)
+	}
+	seen := graph.NewUIDSet(0)
+	got, err := l.pages(ctx, seen)
+	if err != nil {
+		return "", err
+	}
+	l.store.streamed = seen
+	return got, nil
+}
+
+// refusedWatchList reports whether err says the server does not serve watch-lists (its
+// WatchList feature off: the request is invalid; or no watch with these options at all).
+func refusedWatchList(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsMethodNotSupported(err)
+}
+
+// watchList streams the resource's objects at rv or newer (the most recent with rv "") and
+// returns the resourceVersion of the initial-events-end bookmark.
+func (l *streamLister) watchList(ctx context.Context, rv string, seen *graph.UIDSet) (string, error) {
+	w, err := l.client.Watch(ctx, metav1.ListOptions{
+		ResourceVersion:      rv,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		SendInitialEvents:    ptr.To(true),
+		AllowWatchBookmarks:  true,
+	})
+	if err != nil {
+		return "", err
+	}
+	defer w.Stop()
+	for {
+		var ev watch.Event
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case ev, ok = <-w.ResultChan():
+		}
+		if !ok {
+			return "", errors.New("the streaming list ended before its initial-events-end bookmark")
+		}
+		if ev.Type == watch.Error {
+			return "", apierrors.FromObject(ev.Object)
+		}
+		m, isMeta := ev.Object.(*metav1.PartialObjectMetadata)
+		if !isMeta {
+			return "", fmt.Errorf("streaming list: unexpected %T in a %s event", ev.Object, ev.Type)
+		}
+		switch ev.Type {
+		case watch.Bookmark:
+			if m.Annotations[metav1.InitialEventsAnnotationKey] == "true" {
+				return m.ResourceVersion, nil
+			}
+		case watch.Added, watch.Modified:
+			seen.Add(m.UID)
+			l.store.observe(m)
+		case watch.Deleted:
+			seen.Remove(m.UID)
+			_ = l.store.Delete(m)
+		}
+	}
+}
+
+// pages lists the resource listPageSize objects at a time (one consistent snapshot: the first
+// page's resourceVersion, which the continue tokens carry) and returns its resourceVersion.
+func (l *streamLister) pages(ctx context.Context, seen *graph.UIDSet) (string, error) {
+	opts := metav1.ListOptions{Limit: listPageSize}
+	rv := ""
+	for {
+		page, err := l.client.List(ctx, opts)
+		if err != nil {
+			return "", err
+		}
+		if rv == "" {
+			rv = page.ResourceVersion
+		}
+		for i := range page.Items {
+			seen.Add(page.Items[i].UID)
+			l.store.observe(&page.Items[i])
+		}
+		if page.Continue == "" {
+			return rv, nil
+		}
+		opts.Continue = page.Continue
+	}
+}
