@@ -50,7 +50,9 @@ func TestMonitoringOnPrometheus(t *testing.T) {
 	cs := suite.Clients(t)
 	ns := cs.NewNamespace(t)
 	ctx := context.Background()
-	c := suite.StartCascade(t)
+	// A client budget of 40 QPS (the default is none), so that the queues fill and drain
+	// visibly on the dashboard's panels.
+	c := suite.StartCascade(t, "--kube-api-qps=40", "--kube-api-burst=60")
 
 	// Warm-up: one small cascade of each propagation before the first scrape, so that the
 	// labelled series they create (collected, collection latency per propagation, finalizers
@@ -281,7 +283,7 @@ func writeSnapshot(t *testing.T, prom *harness.Prometheus, dash monitoring.Dashb
 		sizes = append(sizes, fmt.Sprintf("%d×%d", r.owners, r.dependents))
 	}
 	snap := monitoring.Snapshot{
-		Scenario: fmt.Sprintf("cascade with its defaults (--kube-api-qps 40, --workers 20) on the local control plane; %d rounds of owners (%s dependents) deleted half in the background, half in the foreground, plus one owner with 10 dependents deleted with orphan",
+		Scenario: fmt.Sprintf("cascade with --kube-api-qps 40 (burst 60) and --workers 20 on the local control plane; %d rounds of owners (%s dependents) deleted half in the background, half in the foreground, plus one owner with 10 dependents deleted with orphan",
 			len(rounds), strings.Join(sizes, ", ")),
 		Prometheus:     promVersion,
 		Cascade:        strings.TrimSpace(string(cascadeVersion)),

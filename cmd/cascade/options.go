@@ -21,8 +21,9 @@ import (
 // ConfigMap (--policy-configmap, package policywatch).
 type Options struct {
 	Kubeconfig string
-	// QPS and Burst are the client-side budget for every request cascade makes. QPS 0 means
-	// no client-side limit (used by benchmarks to find the raw rate).
+	// QPS and Burst are the client-side budget for every request cascade makes. QPS 0 (the
+	// default) means no client-side limit: the Workers bound what is in flight, and
+	// kube-apiserver's API Priority and Fairness protects the server (README, "Throughput").
 	QPS   float32
 	Burst int
 	// Workers is the number of concurrent collection workers.
@@ -86,7 +87,7 @@ func defaultLeaseNamespace() string {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		QPS:                          40, // the in-tree GC's budget (20 QPS ×2), so comparisons are fair
+		QPS:                          0, // no client-side limit: see Options.QPS
 		Burst:                        60,
 		Workers:                      20,
 		DiscoveryPeriod:              30 * time.Second,
@@ -112,8 +113,8 @@ func NewOptions() *Options {
 // AddFlags registers the flags on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Empty: use the in-cluster service account.")
-	fs.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "Client-side queries per second to the API server, for all of cascade's requests. 0 disables the client-side limit.")
-	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Client-side burst above --kube-api-qps.")
+	fs.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "Client-side queries per second to the API server, for all of cascade's requests. 0 (the default) disables the client-side limit: --workers bounds the requests in flight and the API server's API Priority and Fairness protects it.")
+	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Client-side burst above --kube-api-qps (when it is set).")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of concurrent collection workers.")
 	fs.DurationVar(&o.DiscoveryPeriod, "discovery-period", o.DiscoveryPeriod, "How often to re-discover deletable resources (new CRDs are watched within one period).")
 	fs.StringSliceVar(&o.IgnoredResources, "ignored-resources", o.IgnoredResources, "Resources never watched nor collected, as resource.group (core group: just resource).")
