@@ -124,13 +124,19 @@ e2e: build tools ## @HELP the e2e suite against a real etcd + kube-apiserver
 # The comparison with the in-tree GC (BenchmarkCompareGC, e2e/compare) writes
 # docs/benchmarks.json, then e2e/benchreport draws docs/benchmarks.md and the charts. Full size
 # takes hours (3 runs per figure at 40 QPS and unthrottled); QUICK=1 minutes. BENCH_RUNS,
-# BENCH_QPS ("40,0": 0 is unthrottled), BENCH_BURST, BENCH_SCENARIOS, BENCH_SEED narrow or vary it.
+# BENCH_QPS ("40,0": 0 is unthrottled), BENCH_BURST, BENCH_SCENARIOS, BENCH_SEED, BENCH_WORKERS
+# narrow or vary it; BENCH_PROFILE=dir keeps cascade's CPU profiles. It is resumable: the JSON is
+# written after every measurement, and a rerun of the same commit and sizes measures only what
+# is missing (BENCH_RESUME=1: whatever the commit; BENCH_RESUME=0: start afresh).
 BENCH_TIMEOUT ?= 10h
 BENCH_RUNS ?=
 BENCH_QPS ?=
 BENCH_BURST ?=
 BENCH_SCENARIOS ?=
 BENCH_SEED ?=
+BENCH_WORKERS ?=
+BENCH_RESUME ?=
+BENCH_PROFILE ?=
 
 .PHONY: bench
 bench: build tools ## @HELP benchmarks (graph; collector; cascade vs the in-tree GC, docs/benchmarks.md). QUICK=1 for a reduced set
@@ -138,6 +144,7 @@ bench: build tools ## @HELP benchmarks (graph; collector; cascade vs the in-tree
 	CASCADE_BINARY=$(BIN)/cascade QUICK=$(QUICK) $(GO) test -tags e2e -run '^$$' -bench . -benchtime 1x -timeout 60m -v ./e2e/
 	CASCADE_BINARY=$(BIN)/cascade CASCADE_COMPARE=1 QUICK=$(QUICK) BENCH_RUNS=$(BENCH_RUNS) BENCH_QPS=$(BENCH_QPS) \
 	  BENCH_BURST=$(BENCH_BURST) BENCH_SCENARIOS=$(BENCH_SCENARIOS) BENCH_SEED=$(BENCH_SEED) \
+	  BENCH_WORKERS=$(BENCH_WORKERS) BENCH_RESUME=$(BENCH_RESUME) BENCH_PROFILE=$(BENCH_PROFILE) \
 	  $(GO) test -tags e2e -run '^$$' -bench '^BenchmarkCompareGC$$' -benchtime 1x -timeout $(BENCH_TIMEOUT) -v ./e2e/compare/
 	$(MAKE) bench-report
 

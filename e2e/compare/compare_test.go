@@ -41,6 +41,9 @@ import (
 //	BENCH_PROFILE=dir cascade runs with --enable-profiling; a 5 s CPU profile of each of its
 //	                  throughput windows is written to dir/<namespace>.pprof
 //	BENCH_OUT=path    where to write the JSON (default docs/benchmarks.json)
+//	BENCH_RESUME=     unset: resume the JSON when it is from the same commit and sizes (what it
+//	                  has measured is skipped); 1: resume it whatever the commit; 0: start afresh.
+//	                  The JSON is written after every measurement, so a stopped run loses none.
 func BenchmarkCompareGC(b *testing.B) {
 	if os.Getenv("CASCADE_COMPARE") == "" {
 		b.Skip("the GC comparison takes minutes to hours: set CASCADE_COMPARE=1 (make bench does)")
@@ -58,6 +61,10 @@ func BenchmarkCompareGC(b *testing.B) {
 		out = filepath.Join(root, "docs", "benchmarks.json")
 	}
 	r := newComparison(b, cfg)
+	r.out, r.root = out, root
+	if err := r.resume(os.Getenv("BENCH_RESUME")); err != nil {
+		b.Fatal(err)
+	}
 	r.run()
 	rep := r.results(root)
 	if err := report.Write(out, rep); err != nil {

@@ -37,35 +37,39 @@ var (
 // and metric with each subject's median and spread, the targets, the machine and the
 // versions.
 func (r *comparison) results(root string) report.Report {
+	cfg := r.reportConfig() // this run's, widened by a resumed report's (resume.go)
 	rep := report.Report{
 		Date:            time.Now().UTC().Format(time.RFC3339),
 		Command:         "make bench",
 		Quick:           r.cfg.Quick,
-		DurationSeconds: time.Since(r.started).Seconds(),
+		DurationSeconds: r.prev.DurationSeconds + time.Since(r.started).Seconds(),
 		Machine:         readMachine(),
 		Versions:        versions(root),
-		Config:          r.cfg,
+		Config:          cfg,
 		Measurements:    r.measurements,
 	}
 	if r.cfg.Quick {
 		rep.Command = "make bench QUICK=1"
 	}
-	for _, bud := range r.cfg.Budgets {
-		for _, sc := range treeScenarios(r.cfg) {
+	if r.prev.Date != "" {
+		rep.Command += " (resumed over several runs)"
+	}
+	for _, bud := range cfg.Budgets {
+		for _, sc := range treeScenarios(cfg) {
 			for _, md := range []metricDef{metricThroughput, metricRequests} {
 				rep.Rows = append(rep.Rows, r.row(sc.key, sc.title, bud.Name, md))
 			}
 		}
-		if slices.Contains(r.cfg.Scenarios, "latency") {
-			title := fmt.Sprintf("small cascade 1 × %d, %d repetitions", r.cfg.LatencyDeps, r.cfg.LatencyReps)
+		if slices.Contains(cfg.Scenarios, "latency") {
+			title := fmt.Sprintf("small cascade 1 × %d, %d repetitions", cfg.LatencyDeps, cfg.LatencyReps)
 			for _, md := range []metricDef{metricP50, metricP99} {
 				rep.Rows = append(rep.Rows, r.row("latency", title, bud.Name, md))
 			}
 		}
 	}
-	if slices.Contains(r.cfg.Scenarios, "warmup") {
-		bud := r.cfg.Budgets[0].Name
-		n := report.Thousands(r.cfg.WarmupObjects)
+	if slices.Contains(cfg.Scenarios, "warmup") {
+		bud := cfg.Budgets[0].Name
+		n := report.Thousands(cfg.WarmupObjects)
 		rep.Rows = append(rep.Rows,
 			r.row("warmup", "warm-up "+n+" objects", bud, metricSync),
 			r.row("warmup", "memory holding "+n+" objects", bud, metricRSS),

@@ -28,6 +28,10 @@ type comparison struct {
 	cs           framework.Clients
 	started      time.Time
 	measurements []report.Measurement
+	// prev is the report resumed from (resume.go), zero when starting afresh; out and root
+	// are where the report is written after every measurement.
+	prev      report.Report
+	out, root string
 }
 
 func newComparison(b *testing.B, cfg report.Config) *comparison {
@@ -43,12 +47,16 @@ func (r *comparison) run() {
 		for _, bud := range r.cfg.Budgets {
 			for _, sc := range treeScenarios(r.cfg) {
 				for _, subject := range report.Subjects {
-					r.record(r.measureTree(sc, subject, bud, run))
+					if !r.have(sc.key, bud.Name, subject, run) {
+						r.record(r.measureTree(sc, subject, bud, run))
+					}
 				}
 			}
 			if slices.Contains(r.cfg.Scenarios, "latency") {
 				for _, subject := range report.Subjects {
-					r.record(r.measureLatency(subject, bud, run))
+					if !r.have("latency", bud.Name, subject, run) {
+						r.record(r.measureLatency(subject, bud, run))
+					}
 				}
 			}
 		}
@@ -58,8 +66,12 @@ func (r *comparison) run() {
 	}
 }
 
+// record keeps m (in place of a failed measurement of the same figure and run) and writes the
+// report at once, so that a run stopped midway keeps what it measured (resume.go).
 func (r *comparison) record(m report.Measurement) {
+	r.measurements = slices.DeleteFunc(r.measurements, func(o report.Measurement) bool { return sameFigure(o, m) })
 	r.measurements = append(r.measurements, m)
+	defer r.flush()
 	var parts []string
 	if m.ObjectsPerSecond > 0 {
 		parts = append(parts, fmt.Sprintf("%d objects in %.2fs = %.1f objects/s, %.3f requests/object (%s)", m.Objects, m.Seconds, m.ObjectsPerSecond, m.RequestsPerObject, m.RequestDetail))
@@ -228,16 +240,27 @@ func (r *comparison) measureLatency(subject string, bud report.Budget, run int) 
 // first budget (the in-tree defaults: 40 QPS) and times process start → graph synced, then
 // samples its resident set and Go heap while it holds those objects.
 func (r *comparison) measureWarmup() {
+	bud := r.cfg.Budgets[0]
+	todo := false
+	for run := 1; run <= r.cfg.Runs; run++ {
+		for _, subject := range []string{report.InTree, report.Cascade} {
+			todo = todo || !r.have("warmup", bud.Name, subject, run)
+		}
+	}
+	if !todo {
+		return
+	}
 	ns := "cmp-warmup"
 	r.cs.CreateNamespace(r.b, ns)
 	defer cleanupNamespace(r.b, r.cs, ns)
 	start := time.Now()
 	createWarmupObjects(r.b, r.cs, ns, r.cfg)
 	fmt.Printf("compare: created %d warm-up objects in %s\n", r.cfg.WarmupObjects, time.Since(start).Round(time.Second))
-	bud := r.cfg.Budgets[0]
 	for run := 1; run <= r.cfg.Runs; run++ {
 		for _, subject := range []string{report.InTree, report.Cascade} {
-			r.record(r.measureMemory(subject, bud, run, ns))
+			if !r.have("warmup", bud.Name, subject, run) {
+				r.record(r.measureMemory(subject, bud, run, ns))
+			}
 		}
 	}
 }
