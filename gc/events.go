@@ -8,29 +8,6 @@ import (
 	"github.com/cascade-gc/cascade/policy"
 )
 
-// trim keeps only what garbage collection needs (identity, resourceVersion, owner references,
-// finalizers, deletion timestamp) of objects a reflector buffers during a streamed initial
-// list. Labels, annotations and managedFields are dropped.
-func trim(obj any) (any, error) {
-	m, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return obj, nil // tombstones and anything unexpected pass through unchanged
-	}
-	t := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-		Name:              m.Name,
-		Namespace:         m.Namespace,
-		UID:               m.UID,
-		ResourceVersion:   m.ResourceVersion,
-		OwnerReferences:   m.OwnerReferences,
-		Finalizers:        m.Finalizers,
-		DeletionTimestamp: m.DeletionTimestamp,
-	}}
-	if v, ok := m.Annotations[policy.DefaultPropagationAnnotation]; ok {
-		t.Annotations = map[string]string{policy.DefaultPropagationAnnotation: v}
-	}
-	return t, nil
-}
-
 // toGraphObject converts a watched object of resource r into the graph's plain object.
 func toGraphObject(r Resource, m *metav1.PartialObjectMetadata) graph.Object {
 	o := graph.Object{

@@ -14,10 +14,12 @@ import (
 
 var cmResource = Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: "ConfigMap", Namespaced: true}
 
-func TestTrimKeepsOnlyWhatGCNeeds(t *testing.T) {
+// TestToGraphObjectKeepsWhatGCNeeds: identity, deletion, GC finalizers and references (with
+// their flags) reach the graph.
+func TestToGraphObjectKeepsWhatGCNeeds(t *testing.T) {
 	now := metav1.Now()
 	yes := true
-	in := &metav1.PartialObjectMetadata{
+	m := &metav1.PartialObjectMetadata{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "n", Namespace: "ns", UID: "u", ResourceVersion: "7", Generation: 3,
@@ -28,18 +30,6 @@ func TestTrimKeepsOnlyWhatGCNeeds(t *testing.T) {
 			DeletionTimestamp: &now,
 		},
 	}
-	out, err := trim(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := out.(*metav1.PartialObjectMetadata)
-	if m.Labels != nil || m.Annotations != nil || m.ManagedFields != nil || m.Generation != 0 || m.APIVersion != "" {
-		t.Errorf("trim kept fields the GC does not need: %+v", m)
-	}
-	if m.Name != "n" || m.Namespace != "ns" || m.UID != "u" || m.ResourceVersion != "7" ||
-		len(m.OwnerReferences) != 1 || len(m.Finalizers) != 2 || m.DeletionTimestamp == nil {
-		t.Errorf("trim dropped fields the GC needs: %+v", m)
-	}
 	o := toGraphObject(cmResource, m)
 	if o.APIVersion != "v1" || o.Kind != "ConfigMap" || !o.Deleting || o.Finalizers != graph.FinalizerOrphan ||
 		len(o.Owners) != 1 || !o.Owners[0].BlockOwnerDeletion || o.Owners[0].Controller {
@@ -48,17 +38,15 @@ func TestTrimKeepsOnlyWhatGCNeeds(t *testing.T) {
 	if o.Stamp != 0 {
 		t.Errorf("stamp %v without the annotation", o.Stamp)
 	}
+	if o.Name != "n" || o.Namespace != "ns" || o.UID != "u" || o.ResourceVersion != "7" {
+		t.Errorf("toGraphObject identity = %+v", o.Ref)
+	}
 
-	// The default-propagation stamp annotation is the one annotation kept.
+	// The default-propagation stamp annotation reaches the graph.
 	for value, want := range map[string]graph.Finalizers{
 		"Orphan": graph.FinalizerOrphan, "Foreground": graph.FinalizerForeground, "Sideways": graph.FinalizerOrphan | graph.FinalizerForeground,
 	} {
-		in.Annotations = map[string]string{"c": "d", policy.DefaultPropagationAnnotation: value}
-		out, _ := trim(in)
-		m := out.(*metav1.PartialObjectMetadata)
-		if len(m.Annotations) != 1 || m.Annotations[policy.DefaultPropagationAnnotation] != value {
-			t.Errorf("trim kept annotations %v, want the stamp %q alone", m.Annotations, value)
-		}
+		m.Annotations = map[string]string{"c": "d", policy.DefaultPropagationAnnotation: value}
 		if got := toGraphObject(cmResource, m).Stamp; got != want {
 			t.Errorf("stamp %q: graph stamp %v, want %v", value, got, want)
 		}

@@ -47,7 +47,7 @@ func (s *graphStore) lastFailure() string {
 	return ""
 }
 
-var _ cache.TransformingStore = (*graphStore)(nil)
+var _ cache.ReflectorStore = (*graphStore)(nil)
 
 func (s *graphStore) Add(obj any) error    { s.observe(obj); return nil }
 func (s *graphStore) Update(obj any) error { s.observe(obj); return nil }
@@ -81,9 +81,6 @@ func (s *graphStore) Replace(list []any, _ string) error {
 
 // Resync has nothing to do: the graph is level-driven by the finalizers' periodic re-check.
 func (s *graphStore) Resync() error { return nil }
-
-// Transformer trims objects the reflector buffers during a streamed initial list.
-func (s *graphStore) Transformer() cache.TransformFunc { return trim }
 
 func (s *graphStore) observe(obj any) {
 	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {

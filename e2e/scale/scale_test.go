@@ -439,7 +439,7 @@ func (s *scale) start(subject string) (*running, time.Duration, error) {
 			return nil, 0, err
 		}
 		r := &running{proc: k.Process, metrics: k}
-		if err := framework.WaitInTreeGCSynced(ctx, k, float64(s.cfg.Objects)); err != nil {
+		if err := waitInTreeGraph(ctx, k, float64(s.cfg.Objects)); err != nil {
 			_ = k.Stop(15 * time.Second)
 			return nil, 0, err
 		}
@@ -609,6 +609,42 @@ func (s *scale) watchGone(ctx context.Context, rv string, deps map[string]struct
 		w.Stop() // the server ended the watch: resume from the last resource version
 	}
 	return ctx.Err()
+}
+
+// waitInTreeGraph waits until kube-controller-manager's garbage collector has at least objects
+// objects in its graph: its graph-changes queue (every informer event goes through it) has
+// taken that many and stayed empty over three polls 50 ms apart. Unlike
+// framework.WaitInTreeGCSynced it does not require the "all resource monitors have synced" log
+// line: with millions of objects the in-tree collector's initial sync outlasts its own wait and
+// it logs "proceeding anyways" while its informers are still listing; the graph is what counts.
+func waitInTreeGraph(ctx context.Context, k *harness.KubeControllerManager, objects float64) error {
+	quiet, last := 0, -1.0
+	var lastErr error
+	err := framework.Poll(time.Hour, 50*time.Millisecond, func() (bool, error) {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		if exited, werr := k.Exited(); exited {
+			return false, fmt.Errorf("kube-controller-manager exited before its graph synced: %v", werr)
+		}
+		m, err := framework.ReadMetrics(k)
+		if lastErr = err; err != nil {
+			return false, nil
+		}
+		depth, _ := m.Value(`workqueue_depth{name="garbage_collector_graph_changes"}`)
+		adds, _ := m.Value(`workqueue_adds_total{name="garbage_collector_graph_changes"}`)
+		if depth == 0 && adds >= objects && adds == last {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		last = adds
+		return quiet >= 2, nil
+	})
+	if err != nil {
+		return fmt.Errorf("kube-controller-manager's graph not synced (last scrape error: %v): %w\n%s", lastErr, err, k.Tail(30))
+	}
+	return nil
 }
 
 // waitAPIQuiet waits until kube-apiserver has served no per-object ConfigMap request for two
