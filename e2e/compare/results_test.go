@@ -122,7 +122,8 @@ func firstLine(s string) string {
 }
 
 // targets evaluates the issue's targets on the medians:
-//   - throughput >= 2 × in-tree at equal budget, and >= 0.9 × raw (every throughput scenario);
+//   - throughput >= 2 × in-tree at equal budget, and >= 0.95 × raw (every throughput scenario;
+//     issue 15 raised it from 0.9);
 //   - requests per processed object <= 1.05 (every throughput scenario);
 //   - p99 small-cascade latency <= 0.5 × in-tree (every budget);
 //   - RSS holding the warm-up objects <= 0.25 × in-tree; warm-up time <= in-tree.
@@ -143,7 +144,7 @@ func targets(rows []report.Row) []report.Target {
 		switch {
 		case row.Metric == metricThroughput.name:
 			ratio("throughput cascade/in-tree", where, row.CascadeToInTree, ">=", 2, missingOf(row, true, false))
-			ratio("throughput cascade/raw", where, row.CascadeToRaw, ">=", 0.9, missingOf(row, false, true))
+			ratio("throughput cascade/raw", where, row.CascadeToRaw, ">=", 0.95, missingOf(row, false, true))
 		case row.Metric == metricRequests.name:
 			var v *float64
 			if row.Cascade != nil {

@@ -47,8 +47,8 @@ import (
 //   - deletes every owner (background) and times the first owner DELETE sent → the last
 //     dependent's deletion seen on a watch, and counts kube-apiserver's ConfigMap requests in
 //     that window (less the owner deletions) per collected object;
-//   - stops the process and recreates what was collected, so the next subject meets the same
-//     cluster.
+//   - stops the process; what was collected is recreated before the next subject, so that each
+//     meets the same cluster (a SCALE_DIR left collected is restored at the next run's start).
 //
 // It writes every measurement to SCALE_OUT (default docs/scale/<objects>.json) and prints a
 // table. It reports and never fails on a figure: the machine is shared and noisy. Environment:
@@ -91,6 +91,10 @@ func BenchmarkScale(b *testing.B) {
 			slices.Reverse(subjects)
 		}
 		for _, subject := range subjects {
+			if s.collected { // what the last measurement collected comes back first
+				s.restore()
+				s.collected = false
+			}
 			m := s.measure(subject, run)
 			s.results = append(s.results, m)
 			s.print(m)
@@ -156,6 +160,9 @@ type scale struct {
 	meta    metadata.Interface
 	ownUIDs []types.UID // owner i's current UID
 	results []Measurement
+	// collected is set once a measurement deleted the owners and dependents: they are
+	// recreated before the next one (and left deleted after the last).
+	collected bool
 }
 
 const ns = "scale"
@@ -515,10 +522,9 @@ func (s *scale) measure(subject string, run int) (m Measurement) {
 		return m
 	}
 	wait := r.profile(fmt.Sprintf("%s-%d-collect-r%d", subject, s.cfg.Objects, run), 10)
+	s.collected = true // the caller restores before the next measurement
 	err = s.collect(&m)
 	wait()
-	_ = r.proc.Stop(30 * time.Second)
-	s.restore()
 	if err != nil {
 		return fail(fmt.Errorf("%w\n%s", err, r.proc.Tail(20)))
 	}
