@@ -22,9 +22,15 @@ func markdown(rep report.Report, charts []string) string {
 	p("This page and `benchmarks.json` (the same data, every measurement included) are written by the\n")
 	p("run and `e2e/benchreport`; do not edit them by hand.\n\n")
 	if rep.Quick {
-		p("> **This was a QUICK run** (`make bench QUICK=1`): reduced sizes and %s per figure, so the\n", plural(cfg.Runs, "run"))
-		p("> spread is not known and the figures are noisier than a full `make bench`. Scenario sizes\n")
-		p("> are in the table's first column.\n\n")
+		if cfg.Runs > 1 {
+			p("> **This was a QUICK run** (`make bench QUICK=1`): reduced sizes, %s per figure (the\n", plural(cfg.Runs, "run"))
+			p("> table shows the median and, in brackets, the lowest and highest run); short windows make\n")
+			p("> the figures noisier than a full `make bench`. Scenario sizes are in the table's first column.\n\n")
+		} else {
+			p("> **This was a QUICK run** (`make bench QUICK=1`): reduced sizes and %s per figure, so the\n", plural(cfg.Runs, "run"))
+			p("> spread is not known and the figures are noisier than a full `make bench`. Scenario sizes\n")
+			p("> are in the table's first column.\n\n")
+		}
 	} else {
 		p("Full run: %s per figure; the table shows the median and, in brackets, the lowest and highest run.\n\n", plural(cfg.Runs, "run"))
 	}
