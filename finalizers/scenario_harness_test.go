@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -108,7 +109,12 @@ func newScenarioWith(t *testing.T, setup scenarioSetup) *scenario {
 		sw.failing.Store(slices.Contains(setup.unlisted, r))
 		s.watches[r.GVR] = sw
 		s.ByKind[r.GVR.GroupVersion().WithKind(r.Kind)] = r.GVR
-		s.Fake.PrependWatchReactor(r.GVR.Resource, func(clienttesting.Action) (bool, watch.Interface, error) {
+		s.Fake.PrependWatchReactor(r.GVR.Resource, func(a clienttesting.Action) (bool, watch.Interface, error) {
+			if wa, ok := a.(clienttesting.WatchActionImpl); ok && wa.ListOptions.SendInitialEvents != nil {
+				// A streaming list: refused as a server without the WatchList feature does, so
+				// the collector lists (the fake tracker's objects) and then watches sw.w.
+				return true, nil, apierrors.NewBadRequest("sendInitialEvents is not served here")
+			}
 			if sw.failing.Load() || sw.served.Swap(true) {
 				return true, nil, fmt.Errorf("watching %s failed", r.GVR.Resource)
 			}
