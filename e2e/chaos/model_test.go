@@ -1,0 +1,123 @@
+package chaos
+
+import "testing"
+
+// The oracle's rules on small graphs whose outcome Kubernetes documents.
+func TestOracle(t *testing.T) {
+	kinds := map[string]KindInfo{
+		"v1/ConfigMap":  {Namespaced: true, Known: true},
+		"x/v1/Gadget":   {Namespaced: false, Known: true},
+		"ghost/v1/Nope": {Namespaced: true, Known: false},
+	}
+	cm := func(uid, ns string, del Deletion, refs ...Ref) *Obj {
+		return &Obj{UID: uid, GK: "v1/ConfigMap", Namespace: ns, Name: uid, Namespaced: true, Deletion: del, Refs: refs}
+	}
+	gadget := func(uid string, del Deletion, refs ...Ref) *Obj {
+		return &Obj{UID: uid, GK: "x/v1/Gadget", Name: uid, Deletion: del, Refs: refs}
+	}
+	to := func(o *Obj, block bool) Ref {
+		i := len(o.GK) - 1
+		for o.GK[i] != '/' {
+			i--
+		}
+		return Ref{APIVersion: o.GK[:i], Kind: o.GK[i+1:], Name: o.Name, UID: o.UID, Block: block}
+	}
+	never := Ref{APIVersion: "v1", Kind: "ConfigMap", Name: "never", UID: "never"}
+	unknown := Ref{APIVersion: "ghost/v1", Kind: "Nope", Name: "p", UID: "p"}
+
+	type want map[string]Fate
+	cases := []struct {
+		name string
+		objs func() []*Obj
+		want want
+		held []string // FinalizerMayStay
+	}{
+		{"background: dependents of a gone owner go, a live co-owner keeps one", func() []*Obj {
+			o := cm("o", "a", Gone)
+			l := cm("l", "a", NotDeleted)
+			return []*Obj{o, l, cm("d1", "a", NotDeleted, to(o, false)), cm("d2", "a", NotDeleted, to(o, false), to(l, false))}
+		}, want{"d1": MustBeGone, "d2": MustExist, "l": MustExist}, nil},
+		{"never-existing UID and cross-namespace owner are absent", func() []*Obj {
+			other := cm("x", "b", NotDeleted)
+			return []*Obj{other, cm("d1", "a", NotDeleted, never), cm("d2", "a", NotDeleted, to(other, false))}
+		}, want{"d1": MustBeGone, "d2": MustBeGone, "x": MustExist}, nil},
+		{"same name, other UID: absent", func() []*Obj {
+			now := cm("n", "a", NotDeleted)
+			stale := to(now, false)
+			stale.UID = "old"
+			return []*Obj{now, cm("d", "a", NotDeleted, stale)}
+		}, want{"d": MustBeGone}, nil},
+		{"unresolvable references keep the dependent", func() []*Obj {
+			ns := cm("o", "a", NotDeleted)
+			return []*Obj{ns, cm("d1", "a", NotDeleted, unknown, never), gadget("g", NotDeleted, to(ns, false), never)}
+		}, want{"d1": MustExist, "g": MustExist}, nil},
+		{"namespaced dependent of a cluster-scoped owner", func() []*Obj {
+			g := gadget("g", DeletedBackground)
+			return []*Obj{g, cm("d", "a", NotDeleted, to(g, true))}
+		}, want{"g": MustBeGone, "d": MustBeGone}, nil},
+		{"orphan: dependents lose the reference and stay", func() []*Obj {
+			o := cm("o", "a", DeletedOrphan)
+			return []*Obj{o, cm("d", "a", NotDeleted, to(o, true))}
+		}, want{"o": MustBeGone, "d": MustExist}, nil},
+		{"orphan racing a dangling reference: either", func() []*Obj {
+			o := cm("o", "a", DeletedOrphan)
+			return []*Obj{o, cm("d", "a", NotDeleted, to(o, false), never)}
+		}, want{"o": MustBeGone, "d": Either}, nil},
+		{"foreground chain goes entirely", func() []*Obj {
+			w := cm("w", "a", DeletedForeground)
+			c := cm("c", "a", NotDeleted, to(w, true))
+			return []*Obj{w, c, cm("gc", "a", NotDeleted, to(c, true))}
+		}, want{"w": MustBeGone, "c": MustBeGone, "gc": MustBeGone}, nil},
+		{"foreground: a dependent with another live owner stays and stops blocking", func() []*Obj {
+			w := cm("w", "a", DeletedForeground)
+			l := cm("l", "a", NotDeleted)
+			return []*Obj{w, l, cm("d", "a", NotDeleted, to(w, true), to(l, false))}
+		}, want{"w": MustBeGone, "d": MustExist}, nil},
+		{"blockOwnerDeletion cycle under foreground completes", func() []*Obj {
+			a := cm("a1", "a", DeletedForeground)
+			b := cm("b1", "a", NotDeleted)
+			a.Refs = []Ref{to(b, true)}
+			b.Refs = []Ref{to(a, true)}
+			return []*Obj{a, b}
+		}, want{"a1": MustBeGone, "b1": MustBeGone}, nil},
+		{"a blocking dependent that can never go holds its owner", func() []*Obj {
+			w := cm("w", "a", DeletedForeground)
+			return []*Obj{w, cm("d", "a", NotDeleted, to(w, true), unknown)}
+		}, want{"w": MustExist, "d": MustExist}, []string{"w"}},
+		{"no references: never collected", func() []*Obj {
+			return []*Obj{cm("d", "a", NotDeleted)}
+		}, want{"d": MustExist}, nil},
+		{"unknown delete policy: dependents either", func() []*Obj {
+			o := cm("o", "a", DeletedUnknown)
+			return []*Obj{o, cm("d", "a", NotDeleted, to(o, false))}
+		}, want{"o": MustBeGone, "d": Either}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			or := &Oracle{Kinds: kinds, Objs: map[string]*Obj{}, Seed: 7}
+			for _, o := range c.objs() {
+				or.Objs[o.UID] = o
+			}
+			v := or.Verdicts()
+			for uid, f := range c.want {
+				if v[uid].Fate != f {
+					t.Errorf("%s: %s, want %s", uid, v[uid].Fate, f)
+				}
+			}
+			for uid, vd := range v {
+				if vd.FinalizerMayStay != contains(c.held, uid) {
+					t.Errorf("%s: finalizer may stay %v", uid, vd.FinalizerMayStay)
+				}
+			}
+		})
+	}
+}
+
+func contains(s []string, x string) bool {
+	for _, e := range s {
+		if e == x {
+			return true
+		}
+	}
+	return false
+}
