@@ -4,6 +4,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -21,7 +22,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cascade-gc/cascade/e2e/harness"
 )
@@ -80,9 +83,12 @@ func loadConfig(t *testing.T) config {
 	return c
 }
 
+// replay is the command that runs the same operations again: the seed fixes every random
+// choice of the driver and of the fault injector; what cascade does in between is timing, so a
+// replay meets the same operations and faults, not always the same interleaving.
 func (c config) replay() string {
 	s := fmt.Sprintf("CHAOS_SEED=%d CHAOS_OPS=%d CHAOS_FAULT_EVERY=%d CHAOS_OBJECTS=%d", c.seed, c.ops, c.faultEvery, c.objects)
-	if c.duration > 0 {
+	if c.duration > 0 && c.ops == 0 {
 		s += " CHAOS_DURATION=" + c.duration.String()
 	}
 	return s + " make chaos"
@@ -217,6 +223,9 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	opsDone := time.Now()
+	if cfg.ops == 0 {
+		cfg.ops = n // a duration-bound run replays as this many operations
+	}
 
 	// Heal: every fault ends, foreign finalizers are removed, deleted CRDs come back.
 	if err := cl.heal(); err != nil {
@@ -297,11 +306,29 @@ func TestChaos(t *testing.T) {
 	badFinalizers := leftFinalizers(d, verdicts, live)
 	convergedAfterFault := time.Since(lastFault)
 
+	// Canaries, to prove the checks are not blind: as cascade, delete an object the oracle
+	// says must exist (it has a live owner), and remove a reference to a live owner from
+	// another. Both checks must report exactly those; they are then taken out of the findings.
+	canaryDel, canaryRef := plantCanaries(t, ctx, cp, kubeconfig, d, verdicts, live)
+	if live2, err := liveObjects(ctx, a); err == nil && canaryDel != "" {
+		found := false
+		for _, w := range wrongfulDeletions(d, verdicts, live2) {
+			if strings.Contains(w, canaryDel) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("canary: the oracle's check missed the deletion of %s", canaryDel)
+		}
+	}
+
 	// Proof from the audit log.
 	audit, err := checkAudit(auditLog, d)
 	if err != nil {
 		t.Fatalf("audit log: %v", err)
 	}
+	audit.wrongDeletes = dropCanary(t, "deletion", audit.wrongDeletes, canaryDel)
+	audit.wrongRefRemovals = dropCanary(t, "reference removal", audit.wrongRefRemovals, canaryRef)
 	if err := cl.supervise(); err != nil {
 		t.Fatal(err)
 	}
@@ -514,6 +541,104 @@ func cascadeDeletes(cl *cluster) (float64, error) {
 		}
 	}
 	return sum, nil
+}
+
+// plantCanaries deletes (with cascade's credentials) an object that must exist, has a live
+// owner and no dependent, and removes a live owner's reference from another; it returns their
+// UIDs ("" when no candidate exists).
+func plantCanaries(t *testing.T, ctx context.Context, cp *harness.ControlPlane, kubeconfig string, d *driver, v map[string]Verdict, live map[string]*unstructured.Unstructured) (string, string) {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, err := newAPI(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hasDependents := map[string]bool{}
+	for _, got := range live {
+		for _, r := range got.GetOwnerReferences() {
+			hasDependents[string(r.UID)] = true
+		}
+	}
+	liveOwner := func(r *record) (Ref, bool) {
+		for _, ref := range r.Refs {
+			o := d.recs[ref.UID]
+			if o == nil || o.GK != ref.GK() || o.Name != ref.Name || !validOwner(r.k, r.Namespace, o) || o.UID == r.UID {
+				continue
+			}
+			if got, ok := live[o.UID]; ok && got.GetDeletionTimestamp() == nil && v[o.UID].Fate == MustExist {
+				return ref, true
+			}
+		}
+		return Ref{}, false
+	}
+	var del, rem string
+	var remOwner Ref
+	for _, u := range d.order {
+		r := d.recs[u]
+		got, ok := live[u]
+		if !ok || got.GetDeletionTimestamp() != nil || v[u].Fate != MustExist || hasDependents[u] {
+			continue
+		}
+		if _, ok := liveOwner(r); !ok {
+			continue
+		}
+		if del == "" {
+			del = u
+		} else if rem == "" {
+			if ref, ok := liveOwner(r); ok && ref.UID != del {
+				rem, remOwner = u, ref
+				break
+			}
+		}
+	}
+	if del != "" {
+		r := d.recs[del]
+		uid := types.UID(del)
+		if _, err := as.del(ctx, r.k, r.Namespace, r.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil {
+			t.Fatalf("canary delete: %v", err)
+		}
+	}
+	if rem != "" {
+		r := d.recs[rem]
+		patch := fmt.Sprintf(`{"metadata":{"uid":%q,"ownerReferences":[{"$patch":"delete","uid":%q}]}}`, rem, remOwner.UID)
+		pt := types.StrategicMergePatchType
+		if r.k.crd != "" {
+			got := live[rem]
+			keep := slices.DeleteFunc(refsOf(got), func(x Ref) bool { return x.UID == remOwner.UID })
+			b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": got.GetResourceVersion(), "ownerReferences": toOwnerRefs(keep)}})
+			patch, pt = string(b), types.MergePatchType
+		}
+		if _, err := as.res(r.k, r.Namespace).Patch(ctx, r.Name, pt, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("canary reference removal: %v", err)
+		}
+	}
+	t.Logf("canaries: deleted %s, removed a live owner's reference from %s (as cascade)", del, rem)
+	return del, rem
+}
+
+// dropCanary takes the canary's finding out of findings; it fails the test when the check
+// missed it.
+func dropCanary(t *testing.T, what string, findings []string, canary string) []string {
+	t.Helper()
+	if canary == "" {
+		return findings
+	}
+	var out []string
+	found := false
+	for _, f := range findings {
+		if strings.Contains(f, canary) {
+			found = true
+			continue
+		}
+		out = append(out, f)
+	}
+	if !found {
+		t.Errorf("canary: the audit check missed the wrongful %s of %s", what, canary)
+	}
+	return out
 }
 
 func hasGCFinalizer(u *unstructured.Unstructured) bool {
