@@ -146,8 +146,6 @@ func TestChaos(t *testing.T) {
 		"--audit-log-path=" + auditLog,
 		"--audit-policy-file=" + policy,
 		"--audit-log-maxsize=0",
-		// Watches end after 5 to 10 s: cascade's informers re-establish them all the time.
-		"--min-request-timeout=5",
 	}})
 	cancelStart()
 	if err != nil {
@@ -173,7 +171,14 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig := setup(t, ctx, cp, kube, a)
+	// cascade reaches the apiserver through a proxy that drops every connection every 3 to 10 s
+	// while the operations run (watches cut often).
+	cut, err := startCutter(strings.TrimPrefix(cp.URL, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cut.close)
+	kubeconfig := setup(t, ctx, cp, kube, a, "https://"+cut.addr())
 
 	cl := &cluster{
 		ctx: ctx, cp: cp, bin: bin, kubeconfig: kubeconfig, api: a, logf: t.Logf,
@@ -200,6 +205,8 @@ func TestChaos(t *testing.T) {
 	// so that every type occurs).
 	d := newDriver(ctx, cfg.seed, a, cfg.objects, t.Logf)
 	var rotation []string
+	cutCtx, stopCuts := context.WithCancel(ctx)
+	go cut.run(cutCtx, cfg.seed)
 	opsStart := time.Now()
 	n := 0
 	for ; (cfg.ops == 0 || n < cfg.ops) && (cfg.duration == 0 || time.Since(opsStart) < cfg.duration); n++ {
@@ -223,6 +230,9 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	opsDone := time.Now()
+	stopCuts()
+	cuts, drops := cut.stats()
+	cl.faults["watch-cut"] = cuts
 	if cfg.ops == 0 {
 		cfg.ops = n // a duration-bound run replays as this many operations
 	}
@@ -329,6 +339,12 @@ func TestChaos(t *testing.T) {
 	}
 	audit.wrongDeletes = dropCanary(t, "deletion", audit.wrongDeletes, canaryDel)
 	audit.wrongRefRemovals = dropCanary(t, "reference removal", audit.wrongRefRemovals, canaryRef)
+	if canaryDel != "" {
+		audit.deletes-- // the canary's, not cascade's
+	}
+	if canaryRef != "" {
+		audit.refRemovals--
+	}
 	if err := cl.supervise(); err != nil {
 		t.Fatal(err)
 	}
@@ -343,9 +359,9 @@ func TestChaos(t *testing.T) {
 		fmt.Fprintf(&b, "    first refusal of %s: %s\n", op, why)
 	}
 	fmt.Fprintf(&b, "  objects:                  %d created; oracle: %d must exist, %d must be gone, %d either\n", len(d.recs), must, gone, either)
-	fmt.Fprintf(&b, "  faults injected:          %s\n", summarize(cl.faults))
+	fmt.Fprintf(&b, "  faults injected:          %s (watch-cut: every connection of cascade dropped, %d connections in all)\n", summarize(cl.faults), drops)
 	fmt.Fprintf(&b, "  cascade exits on its own: %d after losing the Lease (by design), %d crashes\n", cl.leaseExits, len(cl.crashes))
-	fmt.Fprintf(&b, "  deletions by cascade:     %.0f by the metrics of the replicas now running (audit log: %d DELETE answered 2xx, %d PATCH removing references)\n", deletes, audit.deletes, audit.refRemovals)
+	fmt.Fprintf(&b, "  deletions by cascade:     %d (audit log: DELETE answered 2xx; the replicas running now count %.0f since their start); %d PATCH removing references\n", audit.deletes, deletes, audit.refRemovals)
 	fmt.Fprintf(&b, "  wrongful deletions:       %d (oracle) + %d (audit)\n", len(wrongful), len(audit.wrongDeletes))
 	fmt.Fprintf(&b, "  wrongful ref removals:    %d (audit)\n", len(audit.wrongRefRemovals))
 	fmt.Fprintf(&b, "  stuck owners:             %d (must be gone but present) + %d (GC finalizer left)\n", len(stuck), len(badFinalizers))
@@ -393,7 +409,7 @@ func TestChaos(t *testing.T) {
 
 // setup creates the namespaces, the CRDs, and cascade's ServiceAccount (cluster-admin) with a
 // token; it returns a kubeconfig for cascade.
-func setup(t *testing.T, ctx context.Context, cp *harness.ControlPlane, kube kubernetes.Interface, a *api) string {
+func setup(t *testing.T, ctx context.Context, cp *harness.ControlPlane, kube kubernetes.Interface, a *api, server string) string {
 	t.Helper()
 	for _, ns := range append([]string{systemNamespace}, namespaces...) {
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -423,6 +439,16 @@ func setup(t *testing.T, ctx context.Context, cp *harness.ControlPlane, kube kub
 	}
 	kc := filepath.Join(cp.Dir, "cascade.kubeconfig")
 	if err := cp.WriteKubeconfig(kc, "cascade", tok.Status.Token); err != nil {
+		t.Fatal(err)
+	}
+	kcfg, err := clientcmd.LoadFromFile(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cluster := range kcfg.Clusters {
+		cluster.Server = server
+	}
+	if err := clientcmd.WriteToFile(*kcfg, kc); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range kinds {
