@@ -534,3 +534,38 @@ func TestScenarioClusterScopedVirtualOwner(t *testing.T) {
 	s.AssertActions("DELETE widgets ns5/d5 uid=u-d5 rv=3 propagation=Background")
 	s.AssertMetric("cascade_owner_verifications_total", 1, "result", "cached_absent")
 }
+
+// TestScenarioUnmappedClaimOnDeletedOwner (found by the chaos suite's bad-input test): a
+// reference with an apiVersion no API serves ("not a version!") names the UID of a Widget that
+// cascade observed deleted. The graph knows that UID is gone whatever the claim, but the
+// in-tree collector cannot resolve such a reference and keeps the dependent forever: so must
+// cascade. Never deleted, its unmapped reference never removed (which would make it
+// collectable later), retried and counted; a dependent with a live owner loses only its
+// mapped dangling reference.
+func TestScenarioUnmappedClaimOnDeletedOwner(t *testing.T) {
+	owner := scObj(scWidgets, "owner", "u-owner", "1")
+	odd := gctest.RefTo(owner)
+	odd.APIVersion = "not a version!"
+	alone := scObj(scWidgets, "alone", "u-alone", "3", odd)
+	live := scObj(scWidgets, "live", "u-live", "1")
+	other := scObj(scWidgets, "other", "u-other", "1")
+	withLive := scObj(scWidgets, "with-live", "u-with-live", "4", odd, gctest.RefTo(live), gctest.RefTo(other))
+	s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{alone, live, withLive}})
+	s.observe(owner, live, other, alone, withLive)
+	s.observeDeleted(owner, other)
+	s.AssertOwnerStates("u-alone", graph.OwnerAbsent)
+	s.processDeletes()
+	s.AssertOutcomes("delete u-alone: Retry error", "delete u-with-live: Done")
+	s.AssertActions(`PATCH widgets ns/with-live strategic {"metadata":{"uid":"u-with-live","ownerReferences":[{"$patch":"delete","uid":"u-other"}]}}`)
+	s.AssertLiveOwners(alone, "u-owner")
+	s.AssertLiveOwners(withLive, "u-owner", "u-live")
+
+	// Retried: still kept, never a DELETE.
+	s.retryPending()
+	s.processDeletes()
+	s.AssertActions()
+	s.AssertLiveOwners(alone, "u-owner")
+	if v, _ := gctest.Sample(s.Reg, "cascade_rest_mapping_errors_total"); v < 2 {
+		t.Errorf("cascade_rest_mapping_errors_total %v, want at least 2", v)
+	}
+}

@@ -46,6 +46,15 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 		// An owner is still being verified; its answer re-enqueues this dependent.
 		return work.Done, nil
 	case policy.RemoveRefs:
+		// A reference whose kind has no REST mapping is never judged (as in-tree, where
+		// resolving it fails): it stays, whatever the graph knows of its UID.
+		// (A reference to an owner deleted with orphan goes whatever its claim, as in-tree.)
+		if unmapped := c.unmappedOwners(n, owners, true); len(unmapped) > 0 {
+			d.Owners = slices.DeleteFunc(slices.Clone(d.Owners), func(u types.UID) bool { return slices.Contains(unmapped, u) })
+			if len(d.Owners) == 0 {
+				return work.Retry, fmt.Errorf("references to owners %v kept: their kind has no REST mapping", unmapped)
+			}
+		}
 		if err := client.RemoveOwnerRefs(ctx, c.deps.Client, target, d.Owners); err != nil {
 			return work.Retry, fmt.Errorf("removing owner references %v (%s): %w", d.Owners, d.Reason, err)
 		}
@@ -61,6 +70,15 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 		}
 		return work.Done, nil
 	case policy.Delete:
+		// Never collected while a reference names a kind without REST mapping: the in-tree
+		// collector cannot resolve such a reference and keeps the object, and so does cascade,
+		// even when the UID it names was observed deleted as another kind (found by the chaos
+		// suite's bad-input test: a reference with apiVersion "not a version!" and the UID of a
+		// deleted ConfigMap made its dependent collected). Retried: the kind may appear (a CRD
+		// created again).
+		if unmapped := c.unmappedOwners(n, owners, false); len(unmapped) > 0 {
+			return work.Retry, fmt.Errorf("not collected: the references to owners %v name a kind without REST mapping", unmapped)
+		}
 		return c.collect(ctx, logger, target, n, d)
 	case policy.Requeue:
 		c.deleteQueue.AddAfter(uid, d.After)
@@ -217,6 +235,28 @@ func namesObject(err error, name string) bool {
 	}
 	d := st.Status().Details
 	return d != nil && d.Name == name
+}
+
+// unmappedOwners returns the UIDs of n's owner references whose apiVersion does not parse or
+// whose kind has no REST mapping (each counted in cascade_rest_mapping_errors_total), leaving
+// out references to orphaned owners when skipOrphaned is set. owners are n's references with
+// their states, in the same order as n.Owners.
+func (c *Controller) unmappedOwners(n graph.NodeView, owners []graph.OwnerView, skipOrphaned bool) []types.UID {
+	var out []types.UID
+	for _, o := range owners {
+		if skipOrphaned && o.State == graph.OwnerOrphaned {
+			continue
+		}
+		gv, err := schema.ParseGroupVersion(o.APIVersion)
+		if err == nil && o.Kind != "" {
+			_, err = c.restMapping(gv.WithKind(o.Kind).GroupKind(), gv.Version)
+		}
+		if err != nil || o.Kind == "" {
+			c.deps.Metrics.RESTMappingErrors.Inc()
+			out = append(out, o.UID)
+		}
+	}
+	return out
 }
 
 func (c *Controller) restMapping(gk schema.GroupKind, version string) (*meta.RESTMapping, error) {
