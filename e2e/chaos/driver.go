@@ -181,10 +181,20 @@ func (d *driver) randomRef(k *kindDef, ns string, self string) (Ref, bool) {
 	case x < 72: // a UID that never existed
 		kk := kinds[d.rng.IntN(len(kinds))]
 		return Ref{APIVersion: kk.apiVersion, Kind: kk.kind, Name: fmt.Sprintf("%s-never-%d", kk.short, d.rng.IntN(1000)), UID: randomUID(d.rng)}, true
-	case x < 77: // a kind no API serves
+	case x < 77: // a kind no API serves, or a version of a served kind that is not served;
+		// half of them name the UID (and name) of a real object, which may be deleted later:
+		// the reference stays unresolvable all the same (as in-tree: no REST mapping).
 		r := ghost
 		r.Name = fmt.Sprintf("phantom-%d", d.rng.IntN(100))
 		r.UID = randomUID(d.rng)
+		if len(d.order) > 0 && d.rng.IntN(2) == 0 {
+			o := d.recs[d.order[d.rng.IntN(len(d.order))]]
+			r.Name, r.UID = o.Name, o.UID
+			if d.rng.IntN(2) == 0 {
+				r.Kind = o.k.kind
+				r.APIVersion = o.k.apiVersion + "alpha9" // v1alpha9, apps/v1alpha9
+			}
+		}
 		return r, true
 	case x < 87: // an owner that does not resolve from here: another namespace, or a
 		// namespaced owner of a cluster-scoped dependent
