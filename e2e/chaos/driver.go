@@ -208,8 +208,11 @@ func (d *driver) randomRef(k *kindDef, ns string, self string) (Ref, bool) {
 			if len(d.order) == 0 {
 				break
 			}
+			// Not one deleted with orphan (or an unknown policy): the oracle takes every
+			// reference to such an owner as one its orphaning removes, which holds only for
+			// references made before its delete.
 			r := d.recs[d.order[d.rng.IntN(len(d.order))]]
-			if (r.gone || r.Deletion != NotDeleted) && r.UID != self {
+			if (r.gone || r.Deletion != NotDeleted) && r.Deletion != DeletedOrphan && r.Deletion != DeletedUnknown && r.UID != self {
 				return refTo(r, false), true
 			}
 		}
@@ -404,6 +407,12 @@ func (d *driver) update(r *record, op string, change func(u *unstructured.Unstru
 	for range 4 {
 		u := d.get(r)
 		if u == nil {
+			return ""
+		}
+		if op != "unhold" && u.GetDeletionTimestamp() != nil {
+			// The references of an object being deleted are left alone: the oracle judges the
+			// final references, and an edit after the collector finished a foreground
+			// deletion (a reference blocking again) would describe a state that never was.
 			return ""
 		}
 		if !change(u) {
@@ -661,6 +670,27 @@ func (d *driver) recreateCRDs(timeout time.Duration) error {
 		}
 	}
 	return waitCRDsEstablished(d.ctx, d.api, time.Until(deadline)+30*time.Second)
+}
+
+// refreshForeground reads again every object the driver knows deleted in the foreground: one
+// the collector finished with (gone, or without the foregroundDeletion finalizer) waits for no
+// dependent any more, whatever references appeared since, so the oracle takes it as deleted in
+// the background. (A finish that broke the semantics, with a blocking dependent left, is what
+// the oracle's verdict on that dependent and the stuck-owner checks judge.)
+func (d *driver) refreshForeground() int {
+	n := 0
+	for _, u := range d.order {
+		r := d.recs[u]
+		if r.Deletion != DeletedForeground || r.gone {
+			continue
+		}
+		got := d.get(r)
+		if got == nil || !slices.Contains(got.GetFinalizers(), metav1.FinalizerDeleteDependents) {
+			r.Deletion = DeletedBackground
+			n++
+		}
+	}
+	return n
 }
 
 // removeAllHolds removes the foreign finalizer from every object that may still carry it.
