@@ -121,3 +121,17 @@ func contains(s []string, x string) bool {
 	}
 	return false
 }
+
+// An orphaned owner named by a reference with other coordinates (here an unserved version, in
+// another namespace): the in-tree collector removes it by UID, cascade may keep it; the
+// dependent, whose other owner is gone, is "either".
+func TestOracleMismatchedOrphanClaim(t *testing.T) {
+	or := &Oracle{Kinds: map[string]KindInfo{"v1/ConfigMap": {Namespaced: true, Known: true}}, Objs: map[string]*Obj{}, Seed: 3}
+	or.Objs["o"] = &Obj{UID: "o", GK: "v1/ConfigMap", Namespace: "a", Name: "o", Namespaced: true, Deletion: DeletedOrphan}
+	or.Objs["d"] = &Obj{UID: "d", GK: "v1/ConfigMap", Namespace: "b", Name: "d", Namespaced: true,
+		Refs: []Ref{{APIVersion: "v1alpha9", Kind: "ConfigMap", Name: "o", UID: "o"}, {APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "never"}}}
+	v := or.Verdicts()
+	if v["d"].Fate != Either || v["o"].Fate != MustBeGone {
+		t.Fatalf("d %s, o %s; want either, must be gone", v["d"].Fate, v["o"].Fate)
+	}
+}
