@@ -168,8 +168,8 @@ func (or *Oracle) resolve(d *Obj, r Ref) (refClass, *Obj) {
 	return refOwner, o
 }
 
-// strategy picks the next action among the enabled ones.
-type strategy func(n int, kinds []actionKind) int
+// strategy orders the actions enabled at the start of a pass (indexes into acts).
+type strategy func(acts []action) []int
 
 type actionKind int
 
@@ -230,7 +230,7 @@ func (or *Oracle) Verdicts() map[string]Verdict {
 	}
 	for range runs {
 		strategies = append(strategies, func(rng *rand.Rand) strategy {
-			return func(n int, _ []actionKind) int { return rng.IntN(n) }
+			return func(acts []action) []int { return rng.Perm(len(acts)) }
 		})
 	}
 	for i, mk := range strategies {
@@ -267,20 +267,27 @@ func (or *Oracle) Verdicts() map[string]Verdict {
 	return v
 }
 
+// prefer fires the actions of the given kinds first, in that order of kinds, then the rest.
 func prefer(kinds ...actionKind) strategy {
-	return func(n int, ks []actionKind) int {
-		for _, want := range kinds {
-			for i, k := range ks {
-				if k == want {
-					return i
-				}
+	rank := func(k actionKind) int {
+		for i, want := range kinds {
+			if k == want {
+				return i
 			}
 		}
-		return 0
+		return len(kinds)
+	}
+	return func(acts []action) []int {
+		idx := make([]int, len(acts))
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.SliceStable(idx, func(a, b int) bool { return rank(acts[idx[a]].kind) < rank(acts[idx[b]].kind) })
+		return idx
 	}
 }
 
-func (or *Oracle) simulate(uids []string, deps map[string][]string, pick strategy, rng *rand.Rand) map[string]simState {
+func (or *Oracle) simulate(uids []string, deps map[string][]string, order strategy, rng *rand.Rand) map[string]simState {
 	st := make(map[string]*simObj, len(uids))
 	// A reference that names an orphaned owner's UID with other coordinates (another
 	// namespace, a kind or version no API serves, another name): the in-tree collector links
@@ -374,88 +381,126 @@ func (or *Oracle) simulate(uids []string, deps map[string][]string, pick strateg
 		}
 		return plan{del: true, waiting: len(waiting) > 0}, true
 	}
+	blocked := func(u string) bool {
+		for _, d := range liveDependents(u) {
+			for _, r := range d.refs {
+				if r.UID == u && r.Block {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	removable := func(u string) int {
+		n := 0
+		for _, d := range liveDependents(u) {
+			if orphanRemoves(d, u) {
+				n++
+			}
+		}
+		return n
+	}
+	// enabled says whether a can fire now (an earlier action of the same pass may have
+	// disabled it).
+	enabled := func(a action) bool {
+		s := st[a.uid]
+		switch a.kind {
+		case aBGGone:
+			return s.state == sBG
+		case aOrphanRemoveRef:
+			d := st[a.dep]
+			return s.state == sOrphan && d.state != sGone && orphanRemoves(d, a.uid)
+		case aOrphanDone:
+			return s.state == sOrphan && removable(a.uid) == 0
+		case aFGDone:
+			return s.state == sFG && !blocked(a.uid)
+		case aDependentAct:
+			_, ok := decide(s)
+			return ok
+		}
+		return false
+	}
+	// Passes: collect the enabled actions, fire them in the strategy's order, each only if
+	// still enabled when its turn comes (so every run is a valid interleaving), until none is.
 	for {
 		var acts []action
-		var kinds []actionKind
-		add := func(a action) { acts = append(acts, a); kinds = append(kinds, a.kind) }
 		for _, u := range uids {
 			s := st[u]
 			switch s.state {
 			case sBG:
-				add(action{kind: aBGGone, uid: u})
+				acts = append(acts, action{kind: aBGGone, uid: u})
 			case sOrphan:
 				n := 0
 				for _, d := range liveDependents(u) {
 					if orphanRemoves(d, u) {
-						add(action{kind: aOrphanRemoveRef, uid: u, dep: d.o.UID})
+						acts = append(acts, action{kind: aOrphanRemoveRef, uid: u, dep: d.o.UID})
 						n++
 					}
 				}
 				if n == 0 {
-					add(action{kind: aOrphanDone, uid: u})
+					acts = append(acts, action{kind: aOrphanDone, uid: u})
 				}
 			case sFG:
-				blocked := false
-				for _, d := range liveDependents(u) {
-					for _, r := range d.refs {
-						if r.UID == u && r.Block {
-							blocked = true
-						}
-					}
-				}
-				if !blocked {
-					add(action{kind: aFGDone, uid: u})
+				if !blocked(u) {
+					acts = append(acts, action{kind: aFGDone, uid: u})
 				}
 			case sLive:
 				if _, ok := decide(s); ok {
-					add(action{kind: aDependentAct, uid: u})
+					acts = append(acts, action{kind: aDependentAct, uid: u})
 				}
 			}
 		}
-		if len(acts) == 0 {
-			break
-		}
-		a := acts[pick(len(acts), kinds)]
-		s := st[a.uid]
-		switch a.kind {
-		case aBGGone, aOrphanDone, aFGDone:
-			s.state = sGone
-		case aOrphanRemoveRef:
-			d := st[a.dep]
-			kept := d.refs[:0:0]
-			for _, r := range d.refs {
-				if r.UID != a.uid {
-					kept = append(kept, r)
-				}
+		fired := 0
+		for _, i := range order(acts) {
+			a := acts[i]
+			if !enabled(a) {
+				continue
 			}
-			d.refs = kept
-		case aDependentAct:
-			p, _ := decide(s)
-			switch {
-			case p.remove:
-				s.refs = p.keepRefs
-			case p.del && p.waiting && len(liveDependents(a.uid)) > 0:
-				// Deleted in the foreground; a dependent itself waiting in the foreground means
-				// a cycle: unblock the references to the waiting owners first.
-				cycle := false
-				for _, d := range liveDependents(a.uid) {
-					if d.state == sFG {
-						cycle = true
+			fired++
+			s := st[a.uid]
+			switch a.kind {
+			case aBGGone, aOrphanDone, aFGDone:
+				s.state = sGone
+			case aOrphanRemoveRef:
+				d := st[a.dep]
+				kept := d.refs[:0:0]
+				for _, r := range d.refs {
+					if r.UID != a.uid {
+						kept = append(kept, r)
 					}
 				}
-				if cycle {
-					refs := append([]Ref(nil), s.refs...)
-					for i, r := range refs {
-						if c, o := or.resolve(s.o, r); c == refOwner && st[o.UID].state == sFG {
-							refs[i].Block = false
+				d.refs = kept
+			case aDependentAct:
+				p, _ := decide(s)
+				switch {
+				case p.remove:
+					s.refs = p.keepRefs
+				case p.del && p.waiting && len(liveDependents(a.uid)) > 0:
+					// Deleted in the foreground; a dependent itself waiting in the foreground
+					// means a cycle: unblock the references to the waiting owners first.
+					cycle := false
+					for _, d := range liveDependents(a.uid) {
+						if d.state == sFG {
+							cycle = true
 						}
 					}
-					s.refs = refs
+					if cycle {
+						refs := append([]Ref(nil), s.refs...)
+						for i, r := range refs {
+							if c, o := or.resolve(s.o, r); c == refOwner && st[o.UID].state == sFG {
+								refs[i].Block = false
+							}
+						}
+						s.refs = refs
+					}
+					s.state = sFG
+				default:
+					s.state = sBG
 				}
-				s.state = sFG
-			default:
-				s.state = sBG
 			}
+		}
+		if fired == 0 {
+			break
 		}
 	}
 	final := make(map[string]simState, len(st))
