@@ -48,11 +48,13 @@ type cascadeWrite struct {
 	removed []string
 	newRefs []string
 	isJMP   bool
+	maybe   bool // a DELETE that failed with a server error: perhaps applied
 }
 
 // auditResult is what the audit check found.
 type auditResult struct {
 	deletes, refRemovals int
+	maybeDeletes         int // DELETEs answered with a server error (perhaps applied)
 	wrongDeletes         []string
 	wrongRefRemovals     []string
 	unverifiable         int
@@ -120,7 +122,7 @@ func checkAudit(path string, d *driver) (*auditResult, error) {
 		}
 		switch w.verb {
 		case "delete":
-			if _, seen := c.cDel[w.uid]; !seen {
+			if prev, seen := c.cDel[w.uid]; !seen || w.from.Before(prev.from) {
 				c.cDel[w.uid] = w
 			}
 		case "patch":
@@ -149,6 +151,10 @@ func checkAudit(path string, d *driver) (*auditResult, error) {
 		}
 		switch w.verb {
 		case "delete":
+			if w.maybe {
+				c.res.maybeDeletes++
+				continue
+			}
 			c.res.deletes++
 			c.checkDelete(w)
 		case "patch":
@@ -185,14 +191,21 @@ func (c *checker) read(path string) ([]cascadeWrite, error) {
 			continue // a line cut by a killed apiserver
 		}
 		if e.User.Username != cascadeUser || e.Stage != "ResponseComplete" || e.ObjectRef == nil || e.ResponseStatus == nil ||
-			e.ResponseStatus.Code < 200 || e.ResponseStatus.Code > 299 || (e.Verb != "delete" && e.Verb != "patch") {
+			(e.Verb != "delete" && e.Verb != "patch") {
+			continue
+		}
+		// A DELETE answered with a server error (a timeout while etcd restarts) may have been
+		// applied: it counts as a possible end of its object for the objects it owned, and is
+		// not itself judged (the oracle judges the object's fate).
+		maybe := e.Verb == "delete" && e.ResponseStatus.Code >= 500
+		if !maybe && (e.ResponseStatus.Code < 200 || e.ResponseStatus.Code > 299) {
 			continue
 		}
 		k := c.kindOf[[2]string{e.ObjectRef.APIGroup, e.ObjectRef.Resource}]
 		if k == nil {
 			continue
 		}
-		w := cascadeWrite{from: e.RequestReceivedTimestamp.Time, to: e.StageTimestamp.Time, verb: e.Verb, k: k, ns: e.ObjectRef.Namespace, name: e.ObjectRef.Name}
+		w := cascadeWrite{from: e.RequestReceivedTimestamp.Time, to: e.StageTimestamp.Time, verb: e.Verb, k: k, ns: e.ObjectRef.Namespace, name: e.ObjectRef.Name, maybe: maybe}
 		if e.Verb == "delete" {
 			var opts metav1.DeleteOptions
 			if len(e.RequestObject) > 0 && json.Unmarshal(e.RequestObject, &opts) == nil {

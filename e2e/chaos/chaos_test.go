@@ -94,9 +94,10 @@ func (c config) replay() string {
 	return s + " make chaos"
 }
 
-// auditPolicy logs deletes and patches at Metadata level, and cascade's own writes at Request
-// level: their bodies name the object (the UID precondition of a DELETE) and the references a
-// PATCH removes, which the audit check needs.
+// auditPolicy logs deletes and patches at Metadata level, and the writes of cascade and of the
+// driver at Request level: their bodies name the object (the UID precondition of a DELETE) and
+// the references a PATCH removes, which the audit check needs, and the driver's bodies let a
+// finding be traced.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -108,8 +109,8 @@ rules:
   - group: ""
     resources: ["events"]
 - level: Request
-  users: ["` + cascadeUser + `"]
-  verbs: ["delete", "patch", "update", "deletecollection"]
+  users: ["` + cascadeUser + `", "` + harness.AdminUser + `"]
+  verbs: ["create", "delete", "patch", "update", "deletecollection"]
 - level: Metadata
   verbs: ["delete", "patch", "deletecollection"]
 - level: None
@@ -384,11 +385,18 @@ func TestChaos(t *testing.T) {
 	}
 	fmt.Fprintf(&b, "  GC finalizers at healing:  %d owners; %d lost it, the last %s after healing; %d held by a dependent that can never go (oracle)\n",
 		len(withFinalizer), len(finalizerGone), maxFin.Round(100*time.Millisecond), held)
-	fmt.Fprintf(&b, "  audit: %d cascade writes unverifiable (object unknown to the driver)\n", audit.unverifiable)
+	fmt.Fprintf(&b, "  audit: %d cascade writes unverifiable (object unknown to the driver); %d DELETEs answered with a server error (perhaps applied)\n", audit.unverifiable, audit.maybeDeletes)
 	fmt.Fprintf(&b, "  total time:               %s\n", time.Since(start).Round(time.Second))
 	fmt.Print(b.String())
 	t.Log(b.String())
 
+	if len(wrongful)+len(audit.wrongDeletes)+len(audit.wrongRefRemovals)+len(stuck)+len(badFinalizers) > 0 {
+		// The driver's view of every object, for tracing a finding with the audit log.
+		if b, err := json.MarshalIndent(d.dump(), "", " "); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, "driver.json"), b, 0o644)
+			t.Logf("the driver's events and objects: %s", filepath.Join(dir, "driver.json"))
+		}
+	}
 	for _, c := range cl.crashes {
 		t.Errorf("cascade crashed: %s", c)
 	}

@@ -703,6 +703,17 @@ func (d *driver) removeAllHolds() {
 	}
 }
 
+// dump is the driver's knowledge for a failure report: every event, every object.
+func (d *driver) dump() map[string]any {
+	objs := make([]map[string]any, 0, len(d.order))
+	for _, u := range d.order {
+		r := d.recs[u]
+		objs = append(objs, map[string]any{"uid": u, "kind": r.k.kind, "namespace": r.Namespace, "name": r.Name,
+			"refs": r.Refs, "deletion": r.Deletion, "hold": r.hold, "gone": r.gone})
+	}
+	return map[string]any{"events": d.events, "objects": objs}
+}
+
 // oracle returns the oracle for the driver's final knowledge.
 func (d *driver) oracle(seed uint64) *Oracle {
 	or := &Oracle{Kinds: map[string]KindInfo{}, Objs: map[string]*Obj{}, Seed: seed}
