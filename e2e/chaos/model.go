@@ -168,7 +168,8 @@ func (or *Oracle) resolve(d *Obj, r Ref) (refClass, *Obj) {
 	return refOwner, o
 }
 
-// strategy orders the actions enabled at the start of a pass (indexes into acts).
+// strategy chooses, among the actions enabled at the start of a pass, which fire in that pass
+// and in which order (indexes into acts).
 type strategy func(acts []action) []int
 
 type actionKind int
@@ -230,7 +231,14 @@ func (or *Oracle) Verdicts() map[string]Verdict {
 	}
 	for range runs {
 		strategies = append(strategies, func(rng *rand.Rand) strategy {
-			return func(acts []action) []int { return rng.Perm(len(acts)) }
+			// a random part of them, in random order: what they enable interleaves with the
+			// rest
+			return func(acts []action) []int {
+				if len(acts) == 0 {
+					return nil
+				}
+				return rng.Perm(len(acts))[:1+rng.IntN(len(acts))]
+			}
 		})
 	}
 	for i, mk := range strategies {
@@ -267,7 +275,8 @@ func (or *Oracle) Verdicts() map[string]Verdict {
 	return v
 }
 
-// prefer fires the actions of the given kinds first, in that order of kinds, then the rest.
+// prefer fires, in each pass, only the actions of the first of the given kinds that has any
+// (then the others), so what they enable can act before the kinds after them.
 func prefer(kinds ...actionKind) strategy {
 	rank := func(k actionKind) int {
 		for i, want := range kinds {
@@ -278,11 +287,16 @@ func prefer(kinds ...actionKind) strategy {
 		return len(kinds)
 	}
 	return func(acts []action) []int {
-		idx := make([]int, len(acts))
-		for i := range idx {
-			idx[i] = i
+		best := len(kinds) + 1
+		for _, a := range acts {
+			best = min(best, rank(a.kind))
 		}
-		sort.SliceStable(idx, func(a, b int) bool { return rank(acts[idx[a]].kind) < rank(acts[idx[b]].kind) })
+		var idx []int
+		for i, a := range acts {
+			if rank(a.kind) == best {
+				idx = append(idx, i)
+			}
+		}
 		return idx
 	}
 }

@@ -135,3 +135,27 @@ func TestOracleMismatchedOrphanClaim(t *testing.T) {
 		t.Fatalf("d %s, o %s; want either, must be gone", v["d"].Fate, v["o"].Fate)
 	}
 }
+
+// Found by the CI form (seed 1): a dependent of an owner deleted with orphan, of an owner
+// deleted in the background and of a live object that is itself garbage. Whether the collector
+// first removes the references that became dangling (the orphaning owner still present) or
+// first orphans decides whether the dependent keeps no reference (kept) or only dangling ones
+// (collected): either. The oracle must let the dependent act between the other owner going
+// and the orphaning, which a pass firing everything at once did not.
+func TestOracleOrphanRaceAcrossPasses(t *testing.T) {
+	kinds := map[string]KindInfo{"v1/ConfigMap": {Namespaced: true, Known: true}}
+	cm := func(uid string, del Deletion, refs ...string) *Obj {
+		o := &Obj{UID: uid, GK: "v1/ConfigMap", Namespace: "a", Name: uid, Namespaced: true, Deletion: del}
+		for _, r := range refs {
+			o.Refs = append(o.Refs, Ref{APIVersion: "v1", Kind: "ConfigMap", Name: r, UID: r})
+		}
+		return o
+	}
+	or := &Oracle{Kinds: kinds, Objs: map[string]*Obj{}, Seed: 5}
+	for _, o := range []*Obj{cm("o", DeletedOrphan), cm("r", DeletedBackground), cm("s", NotDeleted, "never"), cm("d", NotDeleted, "o", "r", "s")} {
+		or.Objs[o.UID] = o
+	}
+	if v := or.Verdicts(); v["d"].Fate != Either {
+		t.Fatalf("d: %s, want either", v["d"].Fate)
+	}
+}
