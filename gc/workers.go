@@ -90,18 +90,27 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 }
 
 // collect carries out a Delete decision: unblock the owner references first when the decision
-// asks (a potential foreground cycle), then DELETE.
+// asks (a potential foreground cycle), then DELETE. After an unblock the object's
+// resourceVersion has moved on from the view's, so the DELETE's 409 is expected: the live object
+// then passes if its references are the view's with blockOwnerDeletion cleared (the only change
+// cascade made), and the DELETE goes again at the live resourceVersion, instead of waiting for
+// the watch to deliver cascade's own patch (which, while watches lag, made the unblock and the
+// 409 repeat on every retry: found by the chaos suite).
 func (c *Controller) collect(ctx context.Context, logger klog.Logger, target client.Target, n graph.NodeView, d policy.Decision) (work.Outcome, error) {
+	expect := n.Owners
 	if d.UnblockOwnerRefs {
 		refs := make([]metav1.OwnerReference, 0, len(n.Owners))
+		expect = make([]graph.OwnerRef, 0, len(n.Owners))
 		for _, o := range n.Owners {
 			refs = append(refs, fromGraphOwnerRef(o))
+			o.BlockOwnerDeletion = false
+			expect = append(expect, o)
 		}
 		if err := client.UnblockOwnerRefs(ctx, c.deps.Client, target, refs); err != nil {
 			return work.Retry, fmt.Errorf("unblocking owner references: %w", err)
 		}
 	}
-	return c.deleteDependent(ctx, logger, target, n, d.Propagation)
+	return c.deleteDependent(ctx, logger, target, n, d.Propagation, expect)
 }
 
 // decisionInput is what policy.Decide looks at for observed node n with owners, from the
@@ -126,7 +135,9 @@ func (c *Controller) decisionInput(n graph.NodeView, owners []graph.OwnerView) p
 // deleteDependent sends the DELETE with the view's UID and resourceVersion. A 409 means the view
 // was stale: GET the live object; if its owner references are unchanged, retry with its
 // resourceVersion, else leave it to the watch event that is on its way.
-func (c *Controller) deleteDependent(ctx context.Context, logger klog.Logger, t client.Target, n graph.NodeView, prop metav1.DeletionPropagation) (work.Outcome, error) {
+// expect are the owner references the live object must have for that retry (the view's, or the
+// view's unblocked after collect unblocked them).
+func (c *Controller) deleteDependent(ctx context.Context, logger klog.Logger, t client.Target, n graph.NodeView, prop metav1.DeletionPropagation, expect []graph.OwnerRef) (work.Outcome, error) {
 	if n.ResourceVersion == "" {
 		// Every object an API server stores has one; an aggregated API may not. The UID
 		// precondition still holds.
@@ -142,7 +153,7 @@ func (c *Controller) deleteDependent(ctx context.Context, logger klog.Logger, t 
 			return work.Retry, fmt.Errorf("reading the object after a conflict: %w", gerr)
 		case live.UID != n.UID:
 			return work.Done, nil // replaced by another object of the same name
-		case live.DeletionTimestamp != nil || !sameOwners(live.OwnerReferences, n.Owners):
+		case live.DeletionTimestamp != nil || !sameOwners(live.OwnerReferences, expect):
 			return work.Retry, nil // it changed in a way that matters: decide again on the new view
 		}
 		err = client.Delete(ctx, c.deps.Client, t, live.ResourceVersion, prop)
