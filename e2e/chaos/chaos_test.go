@@ -361,6 +361,9 @@ func TestChaos(t *testing.T) {
 	for op, why := range d.failReasons {
 		fmt.Fprintf(&b, "    first refusal of %s: %s\n", op, why)
 	}
+	if len(d.crdStuck) > 0 {
+		fmt.Fprintf(&b, "  CRDs still terminating at the end (held by their objects): %v\n", d.crdStuck)
+	}
 	fmt.Fprintf(&b, "  objects:                  %d created; oracle: %d must exist, %d must be gone, %d either\n", len(d.recs), must, gone, either)
 	fmt.Fprintf(&b, "  faults injected:          %s (watch-cut: every connection of cascade dropped, %d connections in all)\n", summarize(cl.faults), drops)
 	fmt.Fprintf(&b, "  cascade exits on its own: %d after losing the Lease (by design), %d crashes\n", cl.leaseExits, len(cl.crashes))

@@ -51,6 +51,7 @@ type driver struct {
 	counter int
 
 	crdDeleted  map[string]bool // CRD name -> deleted (not yet recreated)
+	crdStuck    []string        // CRDs still terminating when the run ended
 	events      []event
 	ops         map[string]int // applied operations by type
 	failed      map[string]int // operations the apiserver refused, by type
@@ -664,10 +665,19 @@ func (d *driver) recreateCRDs(timeout time.Duration) error {
 				break
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("CRD %s not recreated within %s: %v", k.crd, timeout, err)
+				// Its objects hold it: a foreground deletion that can never finish (two
+				// objects deleted in the foreground, each blocking the other, wait forever in
+				// Kubernetes too). The kind stays served while the CRD terminates; the oracle
+				// and the stuck-owner check judge whether those objects may stay.
+				d.logf("chaos: CRD %s still terminating after %s (%v): its objects judged as they are", k.crd, timeout, err)
+				d.crdStuck = append(d.crdStuck, k.crd)
+				break
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
+	}
+	if len(d.crdStuck) > 0 {
+		return nil
 	}
 	return waitCRDsEstablished(d.ctx, d.api, time.Until(deadline)+30*time.Second)
 }
