@@ -600,13 +600,13 @@ func TestScenarioCycleUnblockThenDelete(t *testing.T) {
 			s.processDeletes()
 			if tc.adopted {
 				s.AssertOutcomes("delete u-dep: Retry")
-				s.AssertActions(`PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"fg","uid":"u-fg","blockOwnerDeletion":false}]}}`,
+				s.AssertActions(`PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","resourceVersion":"3","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"fg","uid":"u-fg","blockOwnerDeletion":false}]}}`,
 					"DELETE widgets ns/dep uid=u-dep rv=3 propagation=Foreground", "GET widgets ns/dep")
 				s.AssertLiveOwners(dep, "u-fg", "u-other")
 				return
 			}
 			s.AssertOutcomes("delete u-dep: Done")
-			s.AssertActions(`PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"fg","uid":"u-fg","blockOwnerDeletion":false}]}}`,
+			s.AssertActions(`PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","resourceVersion":"3","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"fg","uid":"u-fg","blockOwnerDeletion":false}]}}`,
 				"DELETE widgets ns/dep uid=u-dep rv=3 propagation=Foreground", "GET widgets ns/dep",
 				"DELETE widgets ns/dep uid=u-dep rv=3 propagation=Foreground")
 		})

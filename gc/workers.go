@@ -106,7 +106,7 @@ func (c *Controller) collect(ctx context.Context, logger klog.Logger, target cli
 			o.BlockOwnerDeletion = false
 			expect = append(expect, o)
 		}
-		if err := client.UnblockOwnerRefs(ctx, c.deps.Client, target, refs); err != nil {
+		if err := client.UnblockOwnerRefs(ctx, c.deps.Client, target, n.ResourceVersion, refs); err != nil {
 			return work.Retry, fmt.Errorf("unblocking owner references: %w", err)
 		}
 	}
