@@ -48,7 +48,7 @@ type cascadeWrite struct {
 	removed []string
 	newRefs []string
 	isJMP   bool
-	maybe   bool // a DELETE that failed with a server error: perhaps applied
+	maybe   bool // a DELETE or PATCH answered with a server error: perhaps applied
 }
 
 // auditResult is what the audit check found.
@@ -140,7 +140,7 @@ func checkAudit(path string, d *driver) (*auditResult, error) {
 				}
 			}
 			if len(w.removed) > 0 {
-				c.removals[w.uid] = append(c.removals[w.uid], w)
+				c.removals[w.uid] = append(c.removals[w.uid], w) // perhaps applied ones too
 			}
 		}
 	}
@@ -158,7 +158,7 @@ func checkAudit(path string, d *driver) (*auditResult, error) {
 			c.res.deletes++
 			c.checkDelete(w)
 		case "patch":
-			if len(w.removed) > 0 {
+			if len(w.removed) > 0 && !w.maybe {
 				c.res.refRemovals++
 				c.checkRemoval(w)
 			}
@@ -197,7 +197,7 @@ func (c *checker) read(path string) ([]cascadeWrite, error) {
 		// A DELETE answered with a server error (a timeout while etcd restarts) may have been
 		// applied: it counts as a possible end of its object for the objects it owned, and is
 		// not itself judged (the oracle judges the object's fate).
-		maybe := e.Verb == "delete" && e.ResponseStatus.Code >= 500
+		maybe := e.ResponseStatus.Code >= 500 // a DELETE or PATCH that may have been applied
 		if !maybe && (e.ResponseStatus.Code < 200 || e.ResponseStatus.Code > 299) {
 			continue
 		}
