@@ -305,7 +305,7 @@ func (d *driver) create(k *kindDef, ns, name, op string) string {
 		d.fail(op, err)
 		return ""
 	}
-	r := &record{Obj: &Obj{UID: string(got.GetUID()), GK: k.gk(), Namespace: ns, Name: name, Namespaced: k.namespaced}, k: k}
+	r := &record{Obj: &Obj{UID: string(got.GetUID()), GK: k.gk(), Namespace: ns, Name: name, Namespaced: k.namespaced, MayLinger: k.kind == "Pod"}, k: k}
 	d.recs[r.UID] = r
 	d.order = append(d.order, r.UID)
 	d.alive = append(d.alive, r.UID)

@@ -91,6 +91,9 @@ type Obj struct {
 	Refs       []Ref
 	Deletion   Deletion
 	Namespaced bool
+	// MayLinger: once being deleted without a finalizer it may still stay (a Pod: the
+	// apiserver's graceful deletion waits for a kubelet, and none runs in the suite).
+	MayLinger bool
 }
 
 // Fate is the oracle's answer for one object.
@@ -144,9 +147,10 @@ type Oracle struct {
 }
 
 type simObj struct {
-	o     *Obj
-	state simState
-	refs  []Ref
+	o       *Obj
+	state   simState
+	refs    []Ref
+	lingers bool // this run keeps it being deleted (MayLinger)
 }
 
 // resolve classifies r on dependent d.
@@ -311,7 +315,7 @@ func (or *Oracle) simulate(uids []string, deps map[string][]string, order strate
 	mismatchedOrphaned := rng.IntN(2) == 0
 	for _, u := range uids {
 		o := or.Objs[u]
-		s := &simObj{o: o, refs: append([]Ref(nil), o.Refs...)}
+		s := &simObj{o: o, refs: append([]Ref(nil), o.Refs...), lingers: o.MayLinger && rng.IntN(2) == 0}
 		switch o.Deletion {
 		case NotDeleted:
 			s.state = sLive
@@ -420,7 +424,7 @@ func (or *Oracle) simulate(uids []string, deps map[string][]string, order strate
 		s := st[a.uid]
 		switch a.kind {
 		case aBGGone:
-			return s.state == sBG
+			return s.state == sBG && !s.lingers
 		case aOrphanRemoveRef:
 			d := st[a.dep]
 			return s.state == sOrphan && d.state != sGone && orphanRemoves(d, a.uid)
@@ -442,7 +446,9 @@ func (or *Oracle) simulate(uids []string, deps map[string][]string, order strate
 			s := st[u]
 			switch s.state {
 			case sBG:
-				acts = append(acts, action{kind: aBGGone, uid: u})
+				if !s.lingers {
+					acts = append(acts, action{kind: aBGGone, uid: u})
+				}
 			case sOrphan:
 				n := 0
 				for _, d := range liveDependents(u) {

@@ -159,3 +159,15 @@ func TestOracleOrphanRaceAcrossPasses(t *testing.T) {
 		t.Fatalf("d: %s, want either", v["d"].Fate)
 	}
 }
+
+// Found by the CI form: a Pod deleted without finalizers may stay Terminating (graceful
+// deletion, no kubelet); what it owns is then kept by it, so its dependent is "either".
+func TestOracleLingeringPod(t *testing.T) {
+	or := &Oracle{Kinds: map[string]KindInfo{"v1/Pod": {Namespaced: true, Known: true}, "v1/ConfigMap": {Namespaced: true, Known: true}}, Objs: map[string]*Obj{}, Seed: 9}
+	or.Objs["p"] = &Obj{UID: "p", GK: "v1/Pod", Namespace: "a", Name: "p", Namespaced: true, Deletion: DeletedBackground, MayLinger: true}
+	or.Objs["d"] = &Obj{UID: "d", GK: "v1/ConfigMap", Namespace: "a", Name: "d", Namespaced: true, Refs: []Ref{{APIVersion: "v1", Kind: "Pod", Name: "p", UID: "p"}}}
+	v := or.Verdicts()
+	if v["p"].Fate != Either || v["d"].Fate != Either {
+		t.Fatalf("p %s, d %s; want either, either", v["p"].Fate, v["d"].Fate)
+	}
+}
