@@ -111,7 +111,7 @@ run: build tools ## @HELP start the local control plane and cascade against it (
 	$(BIN)/localrun --cascade $(BIN)/cascade -- $(ARGS)
 
 .PHONY: test
-test: test-unit test-rules e2e ## @HELP every test: unit tests with -race, the alert rules (promtool), then the e2e suite on the local control plane
+test: test-unit test-rules e2e test-chaos ## @HELP every test: unit tests with -race, the alert rules (promtool), then the e2e suite on the local control plane
 
 .PHONY: test-unit
 test-unit: ## @HELP unit tests with the race detector (the fast loop)
@@ -120,6 +120,29 @@ test-unit: ## @HELP unit tests with the race detector (the fast loop)
 .PHONY: e2e
 e2e: build tools ## @HELP the e2e suite against a real etcd + kube-apiserver
 	CASCADE_BINARY=$(BIN)/cascade $(GO) test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) ./e2e/
+
+# The chaos suite (e2e/chaos): a seeded random driver builds an ownership graph and applies
+# random operations on its own control plane while faults are injected, then checks the live
+# state against an oracle of the GC semantics and cascade's writes against the audit log.
+# `make chaos` is the long form: CHAOS_SEED (default: random, printed), CHAOS_DURATION (default
+# 30m when CHAOS_OPS is not given), CHAOS_OPS, CHAOS_FAULT_EVERY (operations between faults),
+# CHAOS_OBJECTS (live objects kept around), CHAOS_CONVERGE_TIMEOUT. A failure prints the exact
+# command that replays it. `make test-chaos` is the reduced fixed-seed form `make test` runs,
+# with the bad-input test.
+CHAOS_TIMEOUT ?= 180m
+
+.PHONY: chaos
+chaos: build tools ## @HELP the chaos suite, long form (CHAOS_SEED, CHAOS_DURATION=30m, CHAOS_OPS, CHAOS_FAULT_EVERY, CHAOS_OBJECTS)
+	@seed=$${CHAOS_SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; \
+	dur=$${CHAOS_DURATION:-}; if [ -z "$$dur" ] && [ -z "$${CHAOS_OPS:-}" ]; then dur=30m; fi; \
+	echo "chaos: CHAOS_SEED=$$seed CHAOS_DURATION=$$dur CHAOS_OPS=$${CHAOS_OPS:-}"; \
+	CHAOS_SEED=$$seed CHAOS_DURATION=$$dur CHAOS_FAULT_EVERY=$${CHAOS_FAULT_EVERY:-100} CHAOS_OBJECTS=$${CHAOS_OBJECTS:-400} \
+	  CASCADE_BINARY=$(BIN)/cascade $(GO) test -tags e2e -count=1 -v -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) ./e2e/chaos/
+
+.PHONY: test-chaos
+test-chaos: build tools ## @HELP the chaos suite's reduced fixed-seed form and the bad-input test (part of make test)
+	CHAOS_SEED=1 CHAOS_OPS=3000 CHAOS_DURATION= CHAOS_FAULT_EVERY=60 CHAOS_OBJECTS=250 CHAOS_CONVERGE_TIMEOUT=3m \
+	  CASCADE_BINARY=$(BIN)/cascade $(GO) test -tags e2e -count=1 -v -timeout 20m ./e2e/chaos/
 
 # The comparison with the in-tree GC (BenchmarkCompareGC, e2e/compare) writes
 # docs/benchmarks.json, then e2e/benchreport draws docs/benchmarks.md and the charts. Full size

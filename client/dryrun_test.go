@@ -29,7 +29,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 		if err := RemoveOwnerRefs(ctx, d, dep, []types.UID{"o2"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := UnblockOwnerRefs(ctx, d, dep, fake2refs()); err != nil {
+		if err := UnblockOwnerRefs(ctx, d, dep, "7", fake2refs()); err != nil {
 			t.Fatal(err)
 		}
 		if err := SetAnnotation(ctx, d, dep, "cascade.dev/orphaned-at", "2026-01-01T00:00:00Z owners=o2"); err != nil {

@@ -26,8 +26,10 @@ type metadataPatch[T any] struct {
 }
 
 type uidOwnerRefsPatch[R any] struct {
-	UID             types.UID `json:"uid"`
-	OwnerReferences []R       `json:"ownerReferences"`
+	UID types.UID `json:"uid"`
+	// ResourceVersion, when set, is a precondition too (409 if the object moved on).
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+	OwnerReferences []R    `json:"ownerReferences"`
 }
 
 type rvOwnerRefsPatch struct {
@@ -81,7 +83,13 @@ func deleteOwnerRefsJMP(rv string, remaining []metav1.OwnerReference) []byte {
 // blockOwnerDeletion=false on every reference in refs that blocks its owner,
 // on the object with UID uid. References that do not block are left out of
 // the patch and so stay as they are.
-func unblockOwnerRefsSMP(uid types.UID, refs []metav1.OwnerReference) []byte {
+//
+// A strategic merge patch merges list entries by uid: one naming a reference the object no
+// longer has would add it back. So the patch carries the resourceVersion the references were
+// read at (rv) as a precondition: a reference removed meanwhile makes it a 409, never a
+// reference written back (found by the chaos suite: a user removed a dependent's last
+// reference, the unblock put it back, and the dependent was collected for it).
+func unblockOwnerRefsSMP(uid types.UID, rv string, refs []metav1.OwnerReference) []byte {
 	var blocking []metav1.OwnerReference
 	for _, ref := range refs {
 		if blocks(ref) {
@@ -89,7 +97,7 @@ func unblockOwnerRefsSMP(uid types.UID, refs []metav1.OwnerReference) []byte {
 		}
 	}
 	return mustMarshal(metadataPatch[uidOwnerRefsPatch[metav1.OwnerReference]]{
-		Metadata: uidOwnerRefsPatch[metav1.OwnerReference]{UID: uid, OwnerReferences: nonNil(blocking)},
+		Metadata: uidOwnerRefsPatch[metav1.OwnerReference]{UID: uid, ResourceVersion: rv, OwnerReferences: nonNil(blocking)},
 	})
 }
 
@@ -165,16 +173,17 @@ func RemoveOwnerRefs(ctx context.Context, c Interface, t Target, ownerUIDs []typ
 }
 
 // UnblockOwnerRefs sets blockOwnerDeletion=false on the blocking owner
-// references of t, refs being
-// the references as last seen. It breaks potential cycles before a
-// foreground delete. Fallback and outcomes are those of RemoveOwnerRefs; the
-// merge patch unblocks the live object's references.
-func UnblockOwnerRefs(ctx context.Context, c Interface, t Target, refs []metav1.OwnerReference) error {
+// references of t, refs being the references as last seen, at resourceVersion
+// rv (a precondition when not empty: a 409 means the caller decides again). It
+// breaks potential cycles before a foreground delete. Fallback and outcomes
+// are those of RemoveOwnerRefs; the merge patch unblocks the live object's
+// references.
+func UnblockOwnerRefs(ctx context.Context, c Interface, t Target, rv string, refs []metav1.OwnerReference) error {
 	if !slices.ContainsFunc(refs, blocks) {
 		return nil
 	}
 	return patchWithFallback(ctx, c, t,
-		unblockOwnerRefsSMP(t.UID, refs),
+		unblockOwnerRefsSMP(t.UID, rv, refs),
 		func(live *metav1.PartialObjectMetadata) []byte {
 			if !slices.ContainsFunc(live.OwnerReferences, blocks) {
 				return nil

@@ -85,16 +85,16 @@ func TestDeleteOwnerRefsJMP(t *testing.T) {
 
 func TestUnblockOwnerRefsSMP(t *testing.T) {
 	refs := []metav1.OwnerReference{ownerRef("o1", boolPtr(true)), ownerRef("o2", nil), ownerRef("o3", boolPtr(false)), ownerRef("o4", boolPtr(true))}
-	want := `{"metadata":{"uid":"dep","ownerReferences":[` +
+	want := `{"metadata":{"uid":"dep","resourceVersion":"7","ownerReferences":[` +
 		`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o1","uid":"o1","blockOwnerDeletion":false},` +
 		`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o4","uid":"o4","blockOwnerDeletion":false}]}}`
-	if got := string(unblockOwnerRefsSMP("dep", refs)); got != want {
+	if got := string(unblockOwnerRefsSMP("dep", "7", refs)); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 	if !*refs[0].BlockOwnerDeletion || !*refs[3].BlockOwnerDeletion {
 		t.Error("unblockOwnerRefsSMP modified the caller's references")
 	}
-	if got, want := string(unblockOwnerRefsSMP("dep", refs[1:3])), `{"metadata":{"uid":"dep","ownerReferences":[]}}`; got != want {
+	if got, want := string(unblockOwnerRefsSMP("dep", "", refs[1:3])), `{"metadata":{"uid":"dep","ownerReferences":[]}}`; got != want {
 		t.Errorf("without blocking refs: got %s, want %s", got, want)
 	}
 }
@@ -375,7 +375,7 @@ func TestUnblockOwnerRefs(t *testing.T) {
 
 	t.Run("strategic merge patch unblocks", func(t *testing.T) {
 		fake := newFakeClient(widget("ns1", "dep", "dep-uid", "7", refs...))
-		if err := UnblockOwnerRefs(context.Background(), New(fake), depTarget, refs); err != nil {
+		if err := UnblockOwnerRefs(context.Background(), New(fake), depTarget, "7", refs); err != nil {
 			t.Fatal(err)
 		}
 		if got := len(fake.Actions()); got != 1 {
@@ -391,7 +391,7 @@ func TestUnblockOwnerRefs(t *testing.T) {
 		live := append(slices.Clone(refs), ownerRef("o3", boolPtr(true)))
 		fake := newFakeClient(widget("ns1", "dep", "dep-uid", "7", live...))
 		unsupportSMP(fake)
-		if err := UnblockOwnerRefs(context.Background(), New(fake), depTarget, refs); err != nil {
+		if err := UnblockOwnerRefs(context.Background(), New(fake), depTarget, "7", refs); err != nil {
 			t.Fatal(err)
 		}
 		got := actions(fake)
@@ -409,7 +409,7 @@ func TestUnblockOwnerRefs(t *testing.T) {
 
 	t.Run("nothing blocking sends nothing", func(t *testing.T) {
 		fake := newFakeClient(widget("ns1", "dep", "dep-uid", "7", refs[1]))
-		if err := UnblockOwnerRefs(context.Background(), New(fake), depTarget, refs[1:]); err != nil {
+		if err := UnblockOwnerRefs(context.Background(), New(fake), depTarget, "7", refs[1:]); err != nil {
 			t.Fatal(err)
 		}
 		if got := actions(fake); len(got) != 0 {
@@ -420,7 +420,7 @@ func TestUnblockOwnerRefs(t *testing.T) {
 	t.Run("415 and a replaced object: never touch it", func(t *testing.T) {
 		fake := newFakeClient(widget("ns1", "dep", "other-uid", "9", refs...))
 		unsupportSMP(fake)
-		if err := UnblockOwnerRefs(context.Background(), New(fake), depTarget, refs); err != nil {
+		if err := UnblockOwnerRefs(context.Background(), New(fake), depTarget, "7", refs); err != nil {
 			t.Fatal(err)
 		}
 		if got := actions(fake); len(got) != 2 {

@@ -534,3 +534,81 @@ func TestScenarioClusterScopedVirtualOwner(t *testing.T) {
 	s.AssertActions("DELETE widgets ns5/d5 uid=u-d5 rv=3 propagation=Background")
 	s.AssertMetric("cascade_owner_verifications_total", 1, "result", "cached_absent")
 }
+
+// TestScenarioUnmappedClaimOnDeletedOwner (found by the chaos suite's bad-input test): a
+// reference with an apiVersion no API serves ("not a version!") names the UID of a Widget that
+// cascade observed deleted. The graph knows that UID is gone whatever the claim, but the
+// in-tree collector cannot resolve such a reference and keeps the dependent forever: so must
+// cascade. Never deleted, its unmapped reference never removed (which would make it
+// collectable later), retried and counted; a dependent with a live owner loses only its
+// mapped dangling reference.
+func TestScenarioUnmappedClaimOnDeletedOwner(t *testing.T) {
+	owner := scObj(scWidgets, "owner", "u-owner", "1")
+	odd := gctest.RefTo(owner)
+	odd.APIVersion = "not a version!"
+	alone := scObj(scWidgets, "alone", "u-alone", "3", odd)
+	live := scObj(scWidgets, "live", "u-live", "1")
+	other := scObj(scWidgets, "other", "u-other", "1")
+	withLive := scObj(scWidgets, "with-live", "u-with-live", "4", odd, gctest.RefTo(live), gctest.RefTo(other))
+	s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{alone, live, withLive}})
+	s.observe(owner, live, other, alone, withLive)
+	s.observeDeleted(owner, other)
+	s.AssertOwnerStates("u-alone", graph.OwnerAbsent)
+	s.processDeletes()
+	s.AssertOutcomes("delete u-alone: Retry error", "delete u-with-live: Done")
+	s.AssertActions(`PATCH widgets ns/with-live strategic {"metadata":{"uid":"u-with-live","ownerReferences":[{"$patch":"delete","uid":"u-other"}]}}`)
+	s.AssertLiveOwners(alone, "u-owner")
+	s.AssertLiveOwners(withLive, "u-owner", "u-live")
+
+	// Retried: still kept, never a DELETE.
+	s.retryPending()
+	s.processDeletes()
+	s.AssertActions()
+	s.AssertLiveOwners(alone, "u-owner")
+	if v, _ := gctest.Sample(s.Reg, "cascade_rest_mapping_errors_total"); v < 2 {
+		t.Errorf("cascade_rest_mapping_errors_total %v, want at least 2", v)
+	}
+}
+
+// TestScenarioCycleUnblockThenDelete (found by the chaos suite: after the unblock the DELETE's
+// 409 came back on every retry while the watch lagged, each retry patching again). Owner "fg" is
+// deleted in the foreground; dep names it with blockOwnerDeletion, and fg names dep the same way
+// (a cycle). dep is deleted in the foreground after its references are unblocked; the DELETE at
+// the view's resourceVersion answers 409 (the unblock moved it on), the live object shows
+// exactly the unblocked references, so the DELETE goes again at the live resourceVersion at
+// once. Had anything else changed (a new owner), it would wait for the watch instead.
+func TestScenarioCycleUnblockThenDelete(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		adopted bool // another owner was added between the view and the DELETE
+	}{{"only the unblock changed", false}, {"a new owner meanwhile", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			fgObj := scObj(scWidgets, "fg", "u-fg", "1")
+			dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.Blocking(gctest.RefTo(fgObj)))
+			fgObj.OwnerReferences = []metav1.OwnerReference{gctest.Blocking(gctest.RefTo(dep))}
+			fg := scDeleting(fgObj, "2", metav1.FinalizerDeleteDependents)
+			other := scObj(scWidgets, "other", "u-other", "1")
+			s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{fg, dep, other}})
+			s.observe(other, dep, fg)
+			s.AssertOwnerStates("u-dep", graph.OwnerDeletingDependents)
+			if tc.adopted {
+				s.setLive(scWith(dep, func(o *metav1.PartialObjectMetadata) {
+					o.OwnerReferences = append(o.OwnerReferences, gctest.RefTo(other))
+				}))
+			}
+			s.failNext("delete", apierrors.NewConflict(scWidgets.GVR.GroupResource(), "dep", errors.New("the object has been modified")))
+			s.processDeletes()
+			if tc.adopted {
+				s.AssertOutcomes("delete u-dep: Retry")
+				s.AssertActions(`PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","resourceVersion":"3","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"fg","uid":"u-fg","blockOwnerDeletion":false}]}}`,
+					"DELETE widgets ns/dep uid=u-dep rv=3 propagation=Foreground", "GET widgets ns/dep")
+				s.AssertLiveOwners(dep, "u-fg", "u-other")
+				return
+			}
+			s.AssertOutcomes("delete u-dep: Done")
+			s.AssertActions(`PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","resourceVersion":"3","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"fg","uid":"u-fg","blockOwnerDeletion":false}]}}`,
+				"DELETE widgets ns/dep uid=u-dep rv=3 propagation=Foreground", "GET widgets ns/dep",
+				"DELETE widgets ns/dep uid=u-dep rv=3 propagation=Foreground")
+		})
+	}
+}

@@ -46,6 +46,15 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 		// An owner is still being verified; its answer re-enqueues this dependent.
 		return work.Done, nil
 	case policy.RemoveRefs:
+		// A reference whose kind has no REST mapping is never judged (as in-tree, where
+		// resolving it fails): it stays, whatever the graph knows of its UID.
+		// (A reference to an owner deleted with orphan goes whatever its claim, as in-tree.)
+		if unmapped := c.unmappedOwners(n, owners, true); len(unmapped) > 0 {
+			d.Owners = slices.DeleteFunc(slices.Clone(d.Owners), func(u types.UID) bool { return slices.Contains(unmapped, u) })
+			if len(d.Owners) == 0 {
+				return work.Retry, fmt.Errorf("references to owners %v kept: their kind has no REST mapping", unmapped)
+			}
+		}
 		if err := client.RemoveOwnerRefs(ctx, c.deps.Client, target, d.Owners); err != nil {
 			return work.Retry, fmt.Errorf("removing owner references %v (%s): %w", d.Owners, d.Reason, err)
 		}
@@ -61,6 +70,15 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 		}
 		return work.Done, nil
 	case policy.Delete:
+		// Never collected while a reference names a kind without REST mapping: the in-tree
+		// collector cannot resolve such a reference and keeps the object, and so does cascade,
+		// even when the UID it names was observed deleted as another kind (found by the chaos
+		// suite's bad-input test: a reference with apiVersion "not a version!" and the UID of a
+		// deleted ConfigMap made its dependent collected). Retried: the kind may appear (a CRD
+		// created again).
+		if unmapped := c.unmappedOwners(n, owners, false); len(unmapped) > 0 {
+			return work.Retry, fmt.Errorf("not collected: the references to owners %v name a kind without REST mapping", unmapped)
+		}
 		return c.collect(ctx, logger, target, n, d)
 	case policy.Requeue:
 		c.deleteQueue.AddAfter(uid, d.After)
@@ -72,18 +90,27 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 }
 
 // collect carries out a Delete decision: unblock the owner references first when the decision
-// asks (a potential foreground cycle), then DELETE.
+// asks (a potential foreground cycle), then DELETE. After an unblock the object's
+// resourceVersion has moved on from the view's, so the DELETE's 409 is expected: the live object
+// then passes if its references are the view's with blockOwnerDeletion cleared (the only change
+// cascade made), and the DELETE goes again at the live resourceVersion, instead of waiting for
+// the watch to deliver cascade's own patch (which, while watches lag, made the unblock and the
+// 409 repeat on every retry: found by the chaos suite).
 func (c *Controller) collect(ctx context.Context, logger klog.Logger, target client.Target, n graph.NodeView, d policy.Decision) (work.Outcome, error) {
+	expect := n.Owners
 	if d.UnblockOwnerRefs {
 		refs := make([]metav1.OwnerReference, 0, len(n.Owners))
+		expect = make([]graph.OwnerRef, 0, len(n.Owners))
 		for _, o := range n.Owners {
 			refs = append(refs, fromGraphOwnerRef(o))
+			o.BlockOwnerDeletion = false
+			expect = append(expect, o)
 		}
-		if err := client.UnblockOwnerRefs(ctx, c.deps.Client, target, refs); err != nil {
+		if err := client.UnblockOwnerRefs(ctx, c.deps.Client, target, n.ResourceVersion, refs); err != nil {
 			return work.Retry, fmt.Errorf("unblocking owner references: %w", err)
 		}
 	}
-	return c.deleteDependent(ctx, logger, target, n, d.Propagation)
+	return c.deleteDependent(ctx, logger, target, n, d.Propagation, expect)
 }
 
 // decisionInput is what policy.Decide looks at for observed node n with owners, from the
@@ -108,7 +135,9 @@ func (c *Controller) decisionInput(n graph.NodeView, owners []graph.OwnerView) p
 // deleteDependent sends the DELETE with the view's UID and resourceVersion. A 409 means the view
 // was stale: GET the live object; if its owner references are unchanged, retry with its
 // resourceVersion, else leave it to the watch event that is on its way.
-func (c *Controller) deleteDependent(ctx context.Context, logger klog.Logger, t client.Target, n graph.NodeView, prop metav1.DeletionPropagation) (work.Outcome, error) {
+// expect are the owner references the live object must have for that retry (the view's, or the
+// view's unblocked after collect unblocked them).
+func (c *Controller) deleteDependent(ctx context.Context, logger klog.Logger, t client.Target, n graph.NodeView, prop metav1.DeletionPropagation, expect []graph.OwnerRef) (work.Outcome, error) {
 	if n.ResourceVersion == "" {
 		// Every object an API server stores has one; an aggregated API may not. The UID
 		// precondition still holds.
@@ -124,7 +153,7 @@ func (c *Controller) deleteDependent(ctx context.Context, logger klog.Logger, t 
 			return work.Retry, fmt.Errorf("reading the object after a conflict: %w", gerr)
 		case live.UID != n.UID:
 			return work.Done, nil // replaced by another object of the same name
-		case live.DeletionTimestamp != nil || !sameOwners(live.OwnerReferences, n.Owners):
+		case live.DeletionTimestamp != nil || !sameOwners(live.OwnerReferences, expect):
 			return work.Retry, nil // it changed in a way that matters: decide again on the new view
 		}
 		err = client.Delete(ctx, c.deps.Client, t, live.ResourceVersion, prop)
@@ -217,6 +246,28 @@ func namesObject(err error, name string) bool {
 	}
 	d := st.Status().Details
 	return d != nil && d.Name == name
+}
+
+// unmappedOwners returns the UIDs of n's owner references whose apiVersion does not parse or
+// whose kind has no REST mapping (each counted in cascade_rest_mapping_errors_total), leaving
+// out references to orphaned owners when skipOrphaned is set. owners are n's references with
+// their states, in the same order as n.Owners.
+func (c *Controller) unmappedOwners(n graph.NodeView, owners []graph.OwnerView, skipOrphaned bool) []types.UID {
+	var out []types.UID
+	for _, o := range owners {
+		if skipOrphaned && o.State == graph.OwnerOrphaned {
+			continue
+		}
+		gv, err := schema.ParseGroupVersion(o.APIVersion)
+		if err == nil && o.Kind != "" {
+			_, err = c.restMapping(gv.WithKind(o.Kind).GroupKind(), gv.Version)
+		}
+		if err != nil || o.Kind == "" {
+			c.deps.Metrics.RESTMappingErrors.Inc()
+			out = append(out, o.UID)
+		}
+	}
+	return out
 }
 
 func (c *Controller) restMapping(gk schema.GroupKind, version string) (*meta.RESTMapping, error) {

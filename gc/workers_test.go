@@ -38,7 +38,9 @@ func newWorkerTestController(t *testing.T, objs ...runtime.Object) (*Controller,
 // newControllerOver is newWorkerTestController over a fake the caller prepared.
 func newControllerOver(t *testing.T, fake *metadatafake.FakeMetadataClient) *Controller {
 	t.Helper()
-	c := New(Deps{Client: client.New(fake), Metrics: NewMetrics(prometheus.NewRegistry())})
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, meta.RESTScopeNamespace)
+	c := New(Deps{Client: client.New(fake), Mapper: resettable{mapper}, Metrics: NewMetrics(prometheus.NewRegistry())})
 	m := &monitor{res: Resource{GVR: widgets, Kind: "Widget", Namespaced: true}, store: &graphStore{}}
 	m.store.synced.Store(true)
 	c.monitors.byR[widgets] = m

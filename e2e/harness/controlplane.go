@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -68,6 +69,9 @@ type ControlPlane struct {
 
 	keepDir bool
 	extra   []*Process
+	// The flags etcd and kube-apiserver were started with, for RestartEtcd and
+	// RestartAPIServer (same ports, same data, same certificates).
+	etcdArgs, apiArgs []string
 }
 
 // Start builds nothing: it expects the binaries to exist (`make tools`).
@@ -111,7 +115,7 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdClient)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(etcdPeer)
-	cp.Etcd, err = StartProcess(dir, "etcd", filepath.Join(binDir, "etcd"), []string{
+	cp.etcdArgs = []string{
 		"--name=cascade",
 		"--data-dir=" + filepath.Join(dir, "etcd-data"),
 		"--listen-client-urls=" + etcdURL,
@@ -122,7 +126,8 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 		"--unsafe-no-fsync=true", // test data only; fsync dominates on small CI disks
 		"--quota-backend-bytes=8589934592",
 		"--log-level=warn",
-	}, ProcessOptions{})
+	}
+	cp.Etcd, err = StartProcess(dir, "etcd", filepath.Join(binDir, "etcd"), cp.etcdArgs, ProcessOptions{})
 	if err != nil {
 		return cp, err
 	}
@@ -159,6 +164,7 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 		"--v=1",
 	}
 	args = append(args, opts.ExtraAPIServerArgs...)
+	cp.apiArgs = args
 	cp.APIServer, err = StartProcess(dir, "kube-apiserver", filepath.Join(binDir, "kube-apiserver"), args, ProcessOptions{})
 	if err != nil {
 		return cp, err
@@ -208,6 +214,52 @@ func (cp *ControlPlane) Stop() error {
 	}
 	if !cp.keepDir {
 		return os.RemoveAll(cp.Dir)
+	}
+	return nil
+}
+
+// RestartAPIServer ends kube-apiserver with sig (SIGTERM: graceful, SIGKILL: a crash), starts
+// it again with the same flags (same port, certificates, token file and etcd), and waits for
+// /readyz. Clients keep working across it: the serving certificate stays in the cert directory.
+func (cp *ControlPlane) RestartAPIServer(ctx context.Context, sig syscall.Signal) error {
+	if err := stopWith(cp.APIServer, sig); err != nil {
+		return err
+	}
+	p, err := StartProcess(cp.Dir, "kube-apiserver", filepath.Join(cp.BinDir, "kube-apiserver"), cp.apiArgs, ProcessOptions{})
+	if err != nil {
+		return err
+	}
+	cp.APIServer = p
+	return cp.waitReady(ctx)
+}
+
+// RestartEtcd ends etcd with sig, starts it again on the same ports and data directory, and
+// waits until kube-apiserver answers /readyz again (it reconnects by itself).
+func (cp *ControlPlane) RestartEtcd(ctx context.Context, sig syscall.Signal) error {
+	if err := stopWith(cp.Etcd, sig); err != nil {
+		return err
+	}
+	p, err := StartProcess(cp.Dir, "etcd", filepath.Join(cp.BinDir, "etcd"), cp.etcdArgs, ProcessOptions{})
+	if err != nil {
+		return err
+	}
+	cp.Etcd = p
+	return cp.waitReady(ctx)
+}
+
+// stopWith sends sig to p's process group and waits for it to exit (SIGKILL after 15 s).
+func stopWith(p *Process, sig syscall.Signal) error {
+	p.stopMu.Lock()
+	p.stopped = true
+	p.stopMu.Unlock()
+	if err := p.Signal(sig); err != nil {
+		return fmt.Errorf("signal %s: %w", p.Name, err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		_ = p.Signal(syscall.SIGKILL)
+		<-p.done
 	}
 	return nil
 }

@@ -1,0 +1,461 @@
+//go:build e2e
+
+package chaos
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// auditEvent is the part of an audit.k8s.io/v1 Event the check reads.
+type auditEvent struct {
+	Stage string `json:"stage"`
+	Verb  string `json:"verb"`
+	User  struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef *struct {
+		Resource  string `json:"resource"`
+		Namespace string `json:"namespace"`
+		Name      string `json:"name"`
+		APIGroup  string `json:"apiGroup"`
+	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	RequestObject            json.RawMessage  `json:"requestObject"`
+	RequestReceivedTimestamp metav1.MicroTime `json:"requestReceivedTimestamp"`
+	StageTimestamp           metav1.MicroTime `json:"stageTimestamp"`
+}
+
+// cascadeWrite is one successful DELETE or PATCH by cascade on an object of the driver's kinds.
+type cascadeWrite struct {
+	from, to time.Time
+	verb     string
+	k        *kindDef
+	ns, name string
+	uid      string // from the UID precondition (DELETE) or metadata.uid (strategic merge patch)
+	policy   string // DELETE: propagationPolicy
+	// PATCH of owner references: removed UIDs ($patch: delete), or the full new list (merge
+	// patch, which carries resourceVersion instead of uid).
+	removed []string
+	newRefs []string
+	isJMP   bool
+	maybe   bool // a DELETE or PATCH answered with a server error: perhaps applied
+}
+
+// auditResult is what the audit check found.
+type auditResult struct {
+	deletes, refRemovals int
+	maybeDeletes         int // DELETEs answered with a server error (perhaps applied)
+	wrongDeletes         []string
+	wrongRefRemovals     []string
+	unverifiable         int
+}
+
+// timeline is the driver's knowledge of one object over time.
+type timeline struct {
+	versions []event // create, refs, unhold: the refs and hold state after each
+	deletes  []event // the driver's deletes and observed deletions
+}
+
+// checker proves from the audit log that cascade's writes were justified, using the driver's
+// event log for what the owners were at each moment. Wherever the driver's own request was in
+// flight (its effect time unknown within [T0, T1]), the check takes the reading most
+// favourable to cascade: a finding is a write no ordering could justify.
+type checker struct {
+	d        *driver
+	lines    map[string]*timeline
+	crdDel   map[string][]time.Time    // GK -> CRD deletes
+	cDel     map[string]cascadeWrite   // UID -> cascade's successful DELETE
+	removals map[string][]cascadeWrite // UID -> cascade's reference removals
+	byCoord  map[string][]*record      // coord -> incarnations in creation order
+	created  map[string]time.Time      // UID -> create answered
+	kindOf   map[[2]string]*kindDef    // (group, resource) -> kind
+	res      *auditResult
+}
+
+func checkAudit(path string, d *driver) (*auditResult, error) {
+	c := &checker{d: d, lines: map[string]*timeline{}, crdDel: map[string][]time.Time{}, cDel: map[string]cascadeWrite{},
+		removals: map[string][]cascadeWrite{}, byCoord: map[string][]*record{}, created: map[string]time.Time{},
+		kindOf: map[[2]string]*kindDef{}, res: &auditResult{}}
+	for _, k := range kinds {
+		c.kindOf[[2]string{k.gvr.Group, k.gvr.Resource}] = k
+	}
+	for _, e := range d.events {
+		switch e.Op {
+		case "create", "refs", "unhold":
+			c.line(e.UID).versions = append(c.line(e.UID).versions, e)
+			if e.Op == "create" {
+				c.created[e.UID] = e.T1
+			}
+		case "delete", "observe-deletion":
+			c.line(e.UID).deletes = append(c.line(e.UID).deletes, e)
+		case "crd-delete":
+			c.crdDel[e.GK] = append(c.crdDel[e.GK], e.T0)
+		}
+	}
+	for _, u := range d.order {
+		r := d.recs[u]
+		key := coordKey(r.k, r.Namespace, r.Name)
+		c.byCoord[key] = append(c.byCoord[key], r)
+	}
+	writes, err := c.read(path)
+	if err != nil {
+		return nil, err
+	}
+	// First pass: what cascade deleted and which references it removed, per object.
+	for _, w := range writes {
+		if w.uid == "" {
+			w.uid = c.incarnationAt(w)
+		}
+		if w.uid == "" || d.recs[w.uid] == nil {
+			c.res.unverifiable++
+			continue
+		}
+		switch w.verb {
+		case "delete":
+			if prev, seen := c.cDel[w.uid]; !seen || w.from.Before(prev.from) {
+				c.cDel[w.uid] = w
+			}
+		case "patch":
+			if w.isJMP {
+				// The references the merge patch drops are those the object had.
+				for _, refs := range c.refsAt(w.uid, w.from, w.to) {
+					var removed []string
+					for _, ref := range refs {
+						if !slices.Contains(w.newRefs, ref.UID) {
+							removed = append(removed, ref.UID)
+						}
+					}
+					w.removed = removed
+					break
+				}
+			}
+			if len(w.removed) > 0 {
+				c.removals[w.uid] = append(c.removals[w.uid], w) // perhaps applied ones too
+			}
+		}
+	}
+	// Second pass: each write justified.
+	for _, w := range writes {
+		if w.uid == "" || d.recs[w.uid] == nil {
+			continue
+		}
+		switch w.verb {
+		case "delete":
+			if w.maybe {
+				c.res.maybeDeletes++
+				continue
+			}
+			c.res.deletes++
+			c.checkDelete(w)
+		case "patch":
+			if len(w.removed) > 0 && !w.maybe {
+				c.res.refRemovals++
+				c.checkRemoval(w)
+			}
+		}
+	}
+	return c.res, nil
+}
+
+func (c *checker) line(uid string) *timeline {
+	l := c.lines[uid]
+	if l == nil {
+		l = &timeline{}
+		c.lines[uid] = l
+	}
+	return l
+}
+
+func (c *checker) read(path string) ([]cascadeWrite, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	var out []cascadeWrite
+	for sc.Scan() {
+		var e auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			continue // a line cut by a killed apiserver
+		}
+		if e.User.Username != cascadeUser || e.Stage != "ResponseComplete" || e.ObjectRef == nil || e.ResponseStatus == nil ||
+			(e.Verb != "delete" && e.Verb != "patch") {
+			continue
+		}
+		// A DELETE answered with a server error (a timeout while etcd restarts) may have been
+		// applied: it counts as a possible end of its object for the objects it owned, and is
+		// not itself judged (the oracle judges the object's fate).
+		maybe := e.ResponseStatus.Code >= 500 // a DELETE or PATCH that may have been applied
+		if !maybe && (e.ResponseStatus.Code < 200 || e.ResponseStatus.Code > 299) {
+			continue
+		}
+		k := c.kindOf[[2]string{e.ObjectRef.APIGroup, e.ObjectRef.Resource}]
+		if k == nil {
+			continue
+		}
+		w := cascadeWrite{from: e.RequestReceivedTimestamp.Time, to: e.StageTimestamp.Time, verb: e.Verb, k: k, ns: e.ObjectRef.Namespace, name: e.ObjectRef.Name, maybe: maybe}
+		if e.Verb == "delete" {
+			var opts metav1.DeleteOptions
+			if len(e.RequestObject) > 0 && json.Unmarshal(e.RequestObject, &opts) == nil {
+				if opts.Preconditions != nil && opts.Preconditions.UID != nil {
+					w.uid = string(*opts.Preconditions.UID)
+				}
+				if opts.PropagationPolicy != nil {
+					w.policy = string(*opts.PropagationPolicy)
+				}
+			}
+		} else {
+			var p struct {
+				Metadata struct {
+					UID             string           `json:"uid"`
+					ResourceVersion string           `json:"resourceVersion"`
+					OwnerReferences []map[string]any `json:"ownerReferences"`
+				} `json:"metadata"`
+			}
+			if len(e.RequestObject) == 0 || json.Unmarshal(e.RequestObject, &p) != nil {
+				continue
+			}
+			if p.Metadata.OwnerReferences == nil {
+				continue // not about references (a finalizer, an annotation)
+			}
+			w.uid = p.Metadata.UID
+			deletes := false
+			for _, r := range p.Metadata.OwnerReferences {
+				uid, _ := r["uid"].(string)
+				if r["$patch"] == "delete" {
+					deletes = true
+					w.removed = append(w.removed, uid)
+				} else {
+					w.newRefs = append(w.newRefs, uid)
+				}
+			}
+			if !deletes {
+				if p.Metadata.ResourceVersion == "" {
+					continue // strategic merge patch unblocking references: removes nothing
+				}
+				w.isJMP = true
+				if w.newRefs == nil {
+					w.newRefs = []string{}
+				}
+			}
+		}
+		out = append(out, w)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].from.Before(out[j].from) })
+	return out, nil
+}
+
+// incarnationAt returns the UID of the object w names that existed when w was sent: the last
+// one created before it.
+func (c *checker) incarnationAt(w cascadeWrite) string {
+	uid := ""
+	for _, r := range c.byCoord[coordKey(w.k, w.ns, w.name)] {
+		if t, ok := c.created[r.UID]; ok && t.Before(w.to) {
+			uid = r.UID
+		}
+	}
+	return uid
+}
+
+// refsAt returns the reference lists uid may have had during [from, to]: the last version the
+// driver wrote before from, and any it wrote during, each minus the references cascade
+// removed before from.
+func (c *checker) refsAt(uid string, from, to time.Time) [][]Ref {
+	l := c.line(uid)
+	var cands []event
+	for _, v := range l.versions {
+		switch {
+		case !v.T1.After(from):
+			cands = []event{v} // last complete before: replaces earlier ones
+		case v.T0.Before(to):
+			cands = append(cands, v) // in flight or done during the write
+		}
+	}
+	out := make([][]Ref, 0, len(cands))
+	for _, v := range cands {
+		refs := slices.Clone(v.Refs)
+		for _, rm := range c.removals[uid] {
+			if rm.to.Before(from) && rm.from.After(v.T0) {
+				refs = slices.DeleteFunc(refs, func(r Ref) bool { return slices.Contains(rm.removed, r.UID) })
+			}
+		}
+		out = append(out, refs)
+	}
+	return out
+}
+
+// holdAt reports whether uid may have carried the foreign finalizer at t (true if any version
+// the driver may have seen at t says so).
+func (c *checker) holdAt(uid string, t time.Time) bool {
+	hold := false
+	for _, v := range c.line(uid).versions {
+		if v.T0.Before(t) {
+			hold = v.Hold
+		}
+	}
+	return hold
+}
+
+// firstUnholdAfter returns when the driver sent the removal of uid's foreign finalizer after t.
+func (c *checker) firstUnholdAfter(uid string, t time.Time) (time.Time, bool) {
+	for _, v := range c.line(uid).versions {
+		if v.Op == "unhold" && v.T1.After(t) && !v.Hold {
+			return v.T0, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// deadFrom returns the earliest moment from which owner o no longer counts as present for its
+// dependents: deleted at once, deleted in the foreground (waiting for them), or deleted and its
+// foreign finalizer removed. Deleted with orphan: never (its dependents must be orphaned).
+func (c *checker) deadFrom(o *record) (time.Time, bool) {
+	var best time.Time
+	found := false
+	consider := func(t time.Time) {
+		if !found || t.Before(best) {
+			best, found = t, true
+		}
+	}
+	afterHold := func(t time.Time) {
+		if c.holdAt(o.UID, t) {
+			if u, ok := c.firstUnholdAfter(o.UID, t); ok {
+				consider(u)
+			}
+			return
+		}
+		consider(t)
+	}
+	for _, e := range c.line(o.UID).deletes {
+		switch e.Deletion {
+		case Gone, DeletedForeground, DeletedUnknown:
+			consider(e.T0)
+		case DeletedBackground:
+			afterHold(e.T0)
+		}
+	}
+	if w, ok := c.cDel[o.UID]; ok {
+		switch {
+		case w.policy == string(metav1.DeletePropagationForeground):
+			consider(w.from)
+		case w.policy == string(metav1.DeletePropagationOrphan), w.policy == "" && o.k.kind == "ReplicationController":
+		default:
+			afterHold(w.from)
+		}
+	}
+	for _, t := range c.crdDel[o.GK] {
+		if ct, ok := c.created[o.UID]; ok && ct.Before(t) {
+			afterHold(t)
+		}
+	}
+	return best, found
+}
+
+func (c *checker) orphanedAt(o *record, t time.Time) bool {
+	for _, e := range c.line(o.UID).deletes {
+		if e.Op == "delete" && e.Deletion == DeletedOrphan && e.T0.Before(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// problem says why cascade could not delete x (with refs) at t, or "".
+func (c *checker) problem(x *record, refs []Ref, t time.Time) string {
+	if len(refs) == 0 {
+		return "it had no owner references"
+	}
+	for _, ref := range refs {
+		kd := c.kindByGK(ref.GK())
+		if kd == nil {
+			return fmt.Sprintf("its reference to %s %s has no REST mapping", ref.GK(), ref.Name)
+		}
+		if kd.namespaced && !x.k.namespaced {
+			return fmt.Sprintf("it is cluster-scoped and refers to namespaced %s %s", ref.Kind, ref.Name)
+		}
+		o := c.d.recs[ref.UID]
+		if o == nil || o.GK != ref.GK() || o.Name != ref.Name || (kd.namespaced && o.Namespace != x.Namespace) {
+			continue // absent
+		}
+		if c.orphanedAt(o, t) {
+			return fmt.Sprintf("its owner %s %s was deleted with orphan (the reference should have been removed)", o.k.kind, o.Name)
+		}
+		if dt, ok := c.deadFrom(o); !ok || dt.After(t) {
+			return fmt.Sprintf("its owner %s %s (uid %s) was alive", o.k.kind, o.Name, o.UID)
+		}
+	}
+	return ""
+}
+
+func (c *checker) kindByGK(gk string) *kindDef {
+	for _, k := range kinds {
+		if k.gk() == gk {
+			return k
+		}
+	}
+	return nil
+}
+
+func (c *checker) checkDelete(w cascadeWrite) {
+	x := c.d.recs[w.uid]
+	var why []string
+	for _, refs := range c.refsAt(w.uid, w.from, w.to) {
+		p := c.problem(x, refs, w.to)
+		if p == "" {
+			return
+		}
+		why = append(why, p)
+	}
+	if len(why) == 0 {
+		why = []string{"the driver never knew its references"}
+	}
+	c.res.wrongDeletes = append(c.res.wrongDeletes, fmt.Sprintf("%s at %s: %v", describe(x), w.from.Format(time.RFC3339Nano), why))
+}
+
+func (c *checker) checkRemoval(w cascadeWrite) {
+	x := c.d.recs[w.uid]
+	for _, uid := range w.removed {
+		o := c.d.recs[uid]
+		if o == nil {
+			continue
+		}
+		var ref Ref
+		for _, refs := range c.refsAt(w.uid, w.from, w.to) {
+			for _, r := range refs {
+				if r.UID == uid {
+					ref = r
+				}
+			}
+		}
+		if ref.UID == "" {
+			ref = refTo(o, false)
+		}
+		kd := c.kindByGK(ref.GK())
+		if kd == nil || o.GK != ref.GK() || o.Name != ref.Name || (kd.namespaced && o.Namespace != x.Namespace) {
+			continue // absent: removing it is right
+		}
+		if c.orphanedAt(o, w.to) {
+			continue
+		}
+		if dt, ok := c.deadFrom(o); ok && !dt.After(w.to) {
+			continue
+		}
+		c.res.wrongRefRemovals = append(c.res.wrongRefRemovals, fmt.Sprintf("reference to %s %s (uid %s, alive) removed from %s at %s",
+			o.k.kind, o.Name, o.UID, describe(x), w.from.Format(time.RFC3339Nano)))
+	}
+}

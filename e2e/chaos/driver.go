@@ -1,0 +1,768 @@
+//go:build e2e
+
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// record is the driver's knowledge of one object incarnation: the oracle's Obj plus what the
+// driver needs to act on it.
+type record struct {
+	*Obj
+	k    *kindDef
+	hold bool // carries holdFinalizer, as last known
+	// gone: the driver saw it gone (deleted at once, or a later request answered 404).
+	gone bool
+}
+
+// event is one thing the driver did or saw, with the time the request was sent (T0) and its
+// answer received (T1). The audit check replays them against cascade's writes.
+type event struct {
+	T0, T1   time.Time
+	Op       string // create, refs, delete, unhold, crd-delete, observe-deletion
+	UID      string
+	Refs     []Ref
+	Hold     bool
+	Deletion Deletion
+	GK       string // crd-delete: the kind whose CRD was deleted
+}
+
+// driver applies random operations and keeps the oracle's view of what it applied.
+type driver struct {
+	ctx  context.Context
+	rng  *rand.Rand
+	api  *api
+	logf func(format string, args ...any)
+
+	recs    map[string]*record
+	order   []string          // UIDs in creation order
+	current map[string]string // kind/namespace/name -> UID of the latest incarnation
+	alive   []string          // UIDs believed to exist and not being deleted
+	counter int
+
+	crdDeleted  map[string]bool // CRD name -> deleted (not yet recreated)
+	crdStuck    []string        // CRDs still terminating when the run ended
+	events      []event
+	ops         map[string]int // applied operations by type
+	failed      map[string]int // operations the apiserver refused, by type
+	failReasons map[string]string
+	uncertain   int // answers lost (re-read to learn the outcome)
+	maxObjects  int
+}
+
+func newDriver(ctx context.Context, seed uint64, a *api, maxObjects int, logf func(string, ...any)) *driver {
+	return &driver{
+		ctx: ctx, rng: rand.New(rand.NewPCG(seed, 0x636861)), api: a, logf: logf,
+		recs: map[string]*record{}, current: map[string]string{}, crdDeleted: map[string]bool{},
+		ops: map[string]int{}, failed: map[string]int{}, failReasons: map[string]string{}, maxObjects: maxObjects,
+	}
+}
+
+// fail counts an operation the apiserver refused, keeping the first reason per operation.
+func (d *driver) fail(op string, err error) {
+	d.failed[op]++
+	if _, ok := d.failReasons[op]; !ok {
+		d.failReasons[op] = err.Error()
+	}
+}
+
+func coordKey(k *kindDef, ns, name string) string { return k.gk() + "/" + ns + "/" + name }
+
+func (d *driver) note(e event) { d.events = append(d.events, e) }
+
+// step applies one random operation.
+func (d *driver) step() {
+	n := len(d.alive)
+	createW := 30
+	deleteW := 12
+	if n > d.maxObjects {
+		createW, deleteW = 8, 40
+	}
+	if n < 20 {
+		createW = 80
+	}
+	choices := []struct {
+		w  int
+		fn func() string
+	}{
+		{createW, d.opCreate},
+		{deleteW, d.opDelete},
+		{9, d.opAddRef},
+		{6, d.opRemoveRef},
+		{6, d.opFlipBlock},
+		{4, d.opRecreate},
+		{5, d.opUnhold},
+		{3, d.opCycle},
+		{1, d.opCRD},
+	}
+	total := 0
+	for _, c := range choices {
+		total += c.w
+	}
+	x := d.rng.IntN(total)
+	for _, c := range choices {
+		if x < c.w {
+			if op := c.fn(); op != "" {
+				d.ops[op]++
+			}
+			return
+		}
+		x -= c.w
+	}
+}
+
+// pickAlive returns a random UID among the believed-alive ones that ok accepts (up to 30 tries).
+func (d *driver) pickAlive(ok func(*record) bool) *record {
+	for range 30 {
+		if len(d.alive) == 0 {
+			return nil
+		}
+		i := d.rng.IntN(len(d.alive))
+		r := d.recs[d.alive[i]]
+		if r.gone || r.Deletion != NotDeleted {
+			d.alive[i] = d.alive[len(d.alive)-1]
+			d.alive = d.alive[:len(d.alive)-1]
+			continue
+		}
+		if ok == nil || ok(r) {
+			return r
+		}
+	}
+	return nil
+}
+
+// validOwner says whether a reference from dependent (kind k, namespace ns) to o resolves.
+func validOwner(k *kindDef, ns string, o *record) bool {
+	if !o.k.namespaced {
+		return true
+	}
+	return k.namespaced && o.Namespace == ns
+}
+
+func refTo(o *record, block bool) Ref {
+	return Ref{APIVersion: o.k.apiVersion, Kind: o.k.kind, Name: o.Name, UID: o.UID, Block: block}
+}
+
+// randomRef returns an owner reference for a new or edited dependent of kind k in ns (ns ""
+// when cluster-scoped): mostly to a live valid owner (blocking or not), else the odd cases.
+// blockOwnerDeletion is only set on references that resolve (see the oracle: a blocking
+// reference that can never resolve would hold its owner forever, which the in-tree collector
+// does too, but that is a test of patience, not of semantics).
+func (d *driver) randomRef(k *kindDef, ns string, self string) (Ref, bool) {
+	x := d.rng.IntN(100)
+	switch {
+	case x < 62: // a live owner this dependent may have (a chain when it is a recent one)
+		var o *record
+		if x < 20 {
+			for i := len(d.order) - 1; i >= 0 && i >= len(d.order)-12; i-- {
+				r := d.recs[d.order[d.rng.IntN(len(d.order)-i)+i]]
+				if !r.gone && r.Deletion == NotDeleted && r.UID != self && validOwner(k, ns, r) {
+					o = r
+					break
+				}
+			}
+		}
+		if o == nil {
+			o = d.pickAlive(func(r *record) bool { return r.UID != self && validOwner(k, ns, r) })
+		}
+		if o == nil {
+			return Ref{}, false
+		}
+		return refTo(o, d.rng.IntN(100) < 40), true
+	case x < 72: // a UID that never existed
+		kk := kinds[d.rng.IntN(len(kinds))]
+		return Ref{APIVersion: kk.apiVersion, Kind: kk.kind, Name: fmt.Sprintf("%s-never-%d", kk.short, d.rng.IntN(1000)), UID: randomUID(d.rng)}, true
+	case x < 77: // a kind no API serves, or a version of a served kind that is not served;
+		// half of them name the UID (and name) of a real object, which may be deleted later:
+		// the reference stays unresolvable all the same (as in-tree: no REST mapping).
+		r := ghost
+		r.Name = fmt.Sprintf("phantom-%d", d.rng.IntN(100))
+		r.UID = randomUID(d.rng)
+		if len(d.order) > 0 && d.rng.IntN(2) == 0 {
+			o := d.recs[d.order[d.rng.IntN(len(d.order))]]
+			r.Name, r.UID = o.Name, o.UID
+			if d.rng.IntN(2) == 0 {
+				r.Kind = o.k.kind
+				r.APIVersion = o.k.apiVersion + "alpha9" // v1alpha9, apps/v1alpha9
+			}
+		}
+		return r, true
+	case x < 87: // an owner that does not resolve from here: another namespace, or a
+		// namespaced owner of a cluster-scoped dependent
+		o := d.pickAlive(func(r *record) bool { return r.UID != self && !validOwner(k, ns, r) })
+		if o == nil {
+			return Ref{}, false
+		}
+		return refTo(o, false), true
+	default: // an incarnation already deleted (its name may exist again with another UID)
+		for range 10 {
+			if len(d.order) == 0 {
+				break
+			}
+			// Not one deleted with orphan (or an unknown policy): the oracle takes every
+			// reference to such an owner as one its orphaning removes, which holds only for
+			// references made before its delete.
+			r := d.recs[d.order[d.rng.IntN(len(d.order))]]
+			if (r.gone || r.Deletion != NotDeleted) && r.Deletion != DeletedOrphan && r.Deletion != DeletedUnknown && r.UID != self {
+				return refTo(r, false), true
+			}
+		}
+		return Ref{}, false
+	}
+}
+
+func (d *driver) randomRefs(k *kindDef, ns string) []Ref {
+	n := []int{0, 0, 1, 1, 1, 2, 2, 3}[d.rng.IntN(8)]
+	var refs []Ref
+	for range n {
+		r, ok := d.randomRef(k, ns, "")
+		if !ok || slices.ContainsFunc(refs, func(x Ref) bool { return x.UID == r.UID }) {
+			continue
+		}
+		refs = append(refs, r)
+	}
+	return refs
+}
+
+// adopt takes in what the apiserver answered about r.
+func (d *driver) adopt(r *record, u *unstructured.Unstructured, t0, t1 time.Time) {
+	r.Refs = refsOf(u)
+	r.hold = slices.Contains(u.GetFinalizers(), holdFinalizer)
+	if u.GetDeletionTimestamp() != nil && r.Deletion == NotDeleted {
+		// Deleted by someone else: cascade (collecting it) or the CRD's finalizer.
+		fs := u.GetFinalizers()
+		switch {
+		case slices.Contains(fs, metav1.FinalizerDeleteDependents):
+			r.Deletion = DeletedForeground
+		case slices.Contains(fs, metav1.FinalizerOrphanDependents):
+			r.Deletion = DeletedOrphan
+		default:
+			r.Deletion = DeletedBackground
+		}
+		d.note(event{T0: t0, T1: t1, Op: "observe-deletion", UID: r.UID, Deletion: r.Deletion})
+	}
+}
+
+// markGone records that r answered 404.
+func (d *driver) markGone(r *record) { r.gone = true }
+
+func (d *driver) kindByCRDOK(k *kindDef) bool { return k.crd == "" || !d.crdDeleted[k.crd] }
+
+func (d *driver) newName(k *kindDef) string {
+	d.counter++
+	return fmt.Sprintf("%s-%d", k.short, d.counter)
+}
+
+func (d *driver) opCreate() string {
+	k := kinds[d.rng.IntN(len(kinds))]
+	ns := ""
+	if k.namespaced {
+		ns = namespaces[d.rng.IntN(len(namespaces))]
+	}
+	return d.create(k, ns, d.newName(k), "create")
+}
+
+func (d *driver) create(k *kindDef, ns, name, op string) string {
+	refs := d.randomRefs(k, ns)
+	hold := d.rng.IntN(100) < 20
+	obj := &unstructured.Unstructured{Object: map[string]any{}}
+	obj.SetAPIVersion(k.apiVersion)
+	obj.SetKind(k.kind)
+	obj.SetName(name)
+	if k.namespaced {
+		obj.SetNamespace(ns)
+	}
+	if len(refs) > 0 {
+		obj.SetOwnerReferences(toOwnerRefs(refs))
+	}
+	if hold {
+		obj.SetFinalizers([]string{holdFinalizer})
+	}
+	if k.spec != nil {
+		obj.Object["spec"] = k.spec(name)
+	}
+	t0 := time.Now()
+	got, err := d.api.res(k, ns).Create(d.ctx, obj, metav1.CreateOptions{})
+	t1 := time.Now()
+	if err != nil && !certain(err) {
+		d.uncertain++
+		got, err = d.api.res(k, ns).Get(d.ctx, name, metav1.GetOptions{})
+		if err != nil || d.recs[string(got.GetUID())] != nil {
+			return ""
+		}
+		// Created after all (its owners may already have been changed by cascade).
+	} else if err != nil {
+		d.fail(op, err)
+		return ""
+	}
+	r := &record{Obj: &Obj{UID: string(got.GetUID()), GK: k.gk(), Namespace: ns, Name: name, Namespaced: k.namespaced, MayLinger: k.kind == "Pod"}, k: k}
+	d.recs[r.UID] = r
+	d.order = append(d.order, r.UID)
+	d.alive = append(d.alive, r.UID)
+	d.current[coordKey(k, ns, name)] = r.UID
+	d.adopt(r, got, t0, t1)
+	d.note(event{T0: t0, T1: t1, Op: "create", UID: r.UID, Refs: r.Refs, Hold: r.hold})
+	return op
+}
+
+// get reads r's live object; nil when it is gone (marked) or another incarnation holds the
+// name.
+func (d *driver) get(r *record) *unstructured.Unstructured {
+	for range 3 {
+		t0 := time.Now()
+		u, err := d.api.res(r.k, r.Namespace).Get(d.ctx, r.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			d.markGone(r)
+			return nil
+		}
+		if err != nil {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		if string(u.GetUID()) != r.UID {
+			d.markGone(r)
+			return nil
+		}
+		d.adopt(r, u, t0, time.Now())
+		return u
+	}
+	return nil
+}
+
+var deletePolicies = []string{"none", "Background", "Foreground", "Orphan", "orphanDependents=true", "orphanDependents=false"}
+
+func (d *driver) opDelete() string {
+	r := d.pickAlive(func(r *record) bool { return d.kindByCRDOK(r.k) })
+	if r == nil {
+		return ""
+	}
+	u := d.get(r)
+	if u == nil || r.Deletion != NotDeleted {
+		return ""
+	}
+	policy := deletePolicies[d.rng.IntN(len(deletePolicies))]
+	uid := types.UID(r.UID)
+	rv := u.GetResourceVersion()
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}}
+	switch policy {
+	case "Background", "Foreground", "Orphan":
+		p := metav1.DeletionPropagation(policy)
+		opts.PropagationPolicy = &p
+	case "orphanDependents=true", "orphanDependents=false":
+		b := policy == "orphanDependents=true"
+		opts.OrphanDependents = &b //nolint:staticcheck // the deprecated field is what this op tests
+	}
+	t0 := time.Now()
+	res, err := d.api.del(d.ctx, r.k, r.Namespace, r.Name, opts)
+	t1 := time.Now()
+	switch {
+	case err == nil:
+	case apierrors.IsNotFound(err):
+		d.markGone(r)
+		return ""
+	case certain(err):
+		d.fail("delete", err)
+		return ""
+	default:
+		d.uncertain++
+		if u := d.get(r); u != nil && u.GetDeletionTimestamp() == nil {
+			return "" // not applied
+		}
+		if r.Deletion == NotDeleted || r.Deletion == DeletedBackground {
+			r.Deletion = DeletedUnknown
+		}
+		d.note(event{T0: t0, T1: time.Now(), Op: "delete", UID: r.UID, Deletion: r.Deletion, Hold: r.hold})
+		return "delete/" + policy
+	}
+	switch {
+	case res.gone:
+		r.Deletion = Gone
+		r.gone = true
+	case slices.Contains(res.finalizers, metav1.FinalizerOrphanDependents):
+		r.Deletion = DeletedOrphan
+	case slices.Contains(res.finalizers, metav1.FinalizerDeleteDependents):
+		r.Deletion = DeletedForeground
+	default:
+		r.Deletion = DeletedBackground
+	}
+	if !res.gone {
+		r.hold = slices.Contains(res.finalizers, holdFinalizer)
+	}
+	d.note(event{T0: t0, T1: t1, Op: "delete", UID: r.UID, Deletion: r.Deletion, Hold: r.hold})
+	return "delete/" + policy
+}
+
+// update reads r, applies change to its live object (false: nothing to do) and writes it with
+// its resourceVersion, retrying conflicts; the answer is adopted.
+func (d *driver) update(r *record, op string, change func(u *unstructured.Unstructured) bool) string {
+	for range 4 {
+		u := d.get(r)
+		if u == nil {
+			return ""
+		}
+		if op != "unhold" && u.GetDeletionTimestamp() != nil {
+			// The references of an object being deleted are left alone: the oracle judges the
+			// final references, and an edit after the collector finished a foreground
+			// deletion (a reference blocking again) would describe a state that never was.
+			return ""
+		}
+		if !change(u) {
+			return ""
+		}
+		t0 := time.Now()
+		got, err := d.api.res(r.k, r.Namespace).Update(d.ctx, u, metav1.UpdateOptions{})
+		t1 := time.Now()
+		switch {
+		case err == nil:
+			d.adopt(r, got, t0, t1)
+			e := event{T0: t0, T1: t1, Op: "refs", UID: r.UID, Refs: r.Refs, Hold: r.hold}
+			if op == "unhold" {
+				e.Op = "unhold"
+			}
+			d.note(e)
+			return op
+		case apierrors.IsConflict(err):
+			continue
+		case apierrors.IsNotFound(err):
+			d.markGone(r)
+			return ""
+		case certain(err):
+			d.fail(op, err)
+			return ""
+		default:
+			// Lost answer: the write may have happened. Read it back and record what is
+			// there as a write spanning the whole window (the audit check takes both sides).
+			d.uncertain++
+			if u := d.get(r); u != nil {
+				d.note(event{T0: t0, T1: time.Now(), Op: "refs", UID: r.UID, Refs: r.Refs, Hold: r.hold})
+			}
+			return ""
+		}
+	}
+	d.failed[op]++
+	return ""
+}
+
+func (d *driver) opAddRef() string {
+	r := d.pickAlive(nil)
+	if r == nil {
+		return ""
+	}
+	ref, ok := d.randomRef(r.k, r.Namespace, r.UID)
+	if !ok {
+		return ""
+	}
+	return d.update(r, "add-ref", func(u *unstructured.Unstructured) bool {
+		refs := refsOf(u)
+		if slices.ContainsFunc(refs, func(x Ref) bool { return x.UID == ref.UID }) {
+			return false
+		}
+		u.SetOwnerReferences(toOwnerRefs(append(refs, ref)))
+		return true
+	})
+}
+
+func (d *driver) opRemoveRef() string {
+	r := d.pickAlive(func(r *record) bool { return len(r.Refs) > 0 })
+	if r == nil {
+		return ""
+	}
+	return d.update(r, "remove-ref", func(u *unstructured.Unstructured) bool {
+		refs := refsOf(u)
+		if len(refs) == 0 {
+			return false
+		}
+		i := d.rng.IntN(len(refs))
+		u.SetOwnerReferences(toOwnerRefs(slices.Delete(refs, i, i+1)))
+		return true
+	})
+}
+
+func (d *driver) opFlipBlock() string {
+	r := d.pickAlive(func(r *record) bool { return len(r.Refs) > 0 })
+	if r == nil {
+		return ""
+	}
+	return d.update(r, "flip-block", func(u *unstructured.Unstructured) bool {
+		refs := refsOf(u)
+		var valid []int
+		for i, ref := range refs {
+			if o := d.recs[ref.UID]; o != nil && o.GK == ref.GK() && o.Name == ref.Name && validOwner(r.k, r.Namespace, o) {
+				valid = append(valid, i)
+			}
+		}
+		if len(valid) == 0 {
+			return false
+		}
+		i := valid[d.rng.IntN(len(valid))]
+		refs[i].Block = !refs[i].Block
+		u.SetOwnerReferences(toOwnerRefs(refs))
+		return true
+	})
+}
+
+// opRecreate creates an object again under the name of an incarnation that is gone.
+func (d *driver) opRecreate() string {
+	for range 10 {
+		if len(d.order) == 0 {
+			return ""
+		}
+		r := d.recs[d.order[d.rng.IntN(len(d.order))]]
+		if r.Deletion != Gone && !r.gone {
+			continue
+		}
+		if d.current[coordKey(r.k, r.Namespace, r.Name)] != r.UID || !d.kindByCRDOK(r.k) {
+			continue
+		}
+		return d.create(r.k, r.Namespace, r.Name, "recreate")
+	}
+	return ""
+}
+
+// opUnhold removes the foreign finalizer, preferring objects being deleted (removed late).
+func (d *driver) opUnhold() string {
+	var r *record
+	for range 20 {
+		if len(d.order) == 0 {
+			return ""
+		}
+		c := d.recs[d.order[d.rng.IntN(len(d.order))]]
+		if c.hold && !c.gone && (r == nil || c.Deletion != NotDeleted) {
+			r = c
+		}
+	}
+	if r == nil {
+		return ""
+	}
+	return d.unhold(r)
+}
+
+func (d *driver) unhold(r *record) string {
+	return d.update(r, "unhold", func(u *unstructured.Unstructured) bool {
+		fs := u.GetFinalizers()
+		if !slices.Contains(fs, holdFinalizer) {
+			return false
+		}
+		u.SetFinalizers(slices.DeleteFunc(fs, func(f string) bool { return f == holdFinalizer }))
+		return true
+	})
+}
+
+// opCycle makes two objects own each other with blockOwnerDeletion, and sometimes deletes one
+// in the foreground at once.
+func (d *driver) opCycle() string {
+	a := d.pickAlive(nil)
+	if a == nil {
+		return ""
+	}
+	b := d.pickAlive(func(r *record) bool {
+		return r.UID != a.UID && validOwner(a.k, a.Namespace, r) && validOwner(r.k, r.Namespace, a)
+	})
+	if b == nil {
+		return ""
+	}
+	link := func(dep, owner *record) string {
+		return d.update(dep, "cycle", func(u *unstructured.Unstructured) bool {
+			refs := slices.DeleteFunc(refsOf(u), func(x Ref) bool { return x.UID == owner.UID })
+			u.SetOwnerReferences(toOwnerRefs(append(refs, refTo(owner, true))))
+			return true
+		})
+	}
+	if link(a, b) == "" || link(b, a) == "" {
+		return ""
+	}
+	if d.rng.IntN(2) == 0 && a.Deletion == NotDeleted && !a.gone {
+		uid := types.UID(a.UID)
+		p := metav1.DeletePropagationForeground
+		t0 := time.Now()
+		res, err := d.api.del(d.ctx, a.k, a.Namespace, a.Name, metav1.DeleteOptions{PropagationPolicy: &p, Preconditions: &metav1.Preconditions{UID: &uid}})
+		t1 := time.Now()
+		if err == nil {
+			switch {
+			case res.gone:
+				a.Deletion, a.gone = Gone, true
+			case slices.Contains(res.finalizers, metav1.FinalizerDeleteDependents):
+				a.Deletion = DeletedForeground
+			default:
+				a.Deletion = DeletedBackground
+			}
+			d.note(event{T0: t0, T1: t1, Op: "delete", UID: a.UID, Deletion: a.Deletion, Hold: a.hold})
+			d.ops["delete/Foreground"]++
+		} else if !certain(err) {
+			d.uncertain++
+			a.Deletion = DeletedUnknown
+		}
+	}
+	return "cycle"
+}
+
+// opCRD deletes one of the CRDs (its objects are deleted by the apiserver), or creates a
+// deleted one again.
+func (d *driver) opCRD() string {
+	for _, k := range kinds {
+		if k.crd != "" && d.crdDeleted[k.crd] {
+			_, err := d.api.dyn.Resource(crdGVR).Create(d.ctx, crdObject(k), metav1.CreateOptions{})
+			if err == nil {
+				d.crdDeleted[k.crd] = false
+				return "crd-recreate"
+			}
+			return "" // still terminating (its objects wait for finalizers)
+		}
+	}
+	var crs []*kindDef
+	for _, k := range kinds {
+		if k.crd != "" {
+			crs = append(crs, k)
+		}
+	}
+	k := crs[d.rng.IntN(len(crs))]
+	t0 := time.Now()
+	err := d.api.dyn.Resource(crdGVR).Delete(d.ctx, k.crd, metav1.DeleteOptions{})
+	t1 := time.Now()
+	if err != nil && !apierrors.IsNotFound(err) {
+		if !certain(err) {
+			d.uncertain++
+		}
+		d.failed["crd-delete"]++
+		return ""
+	}
+	d.crdDeleted[k.crd] = true
+	// The CRD's finalizer deletes every object of the kind with default options: no GC
+	// finalizer is added (custom resources default to background), the ones already there stay.
+	for _, u := range d.order {
+		r := d.recs[u]
+		if r.k == k && r.Deletion == NotDeleted && !r.gone {
+			r.Deletion = DeletedBackground
+		}
+	}
+	d.note(event{T0: t0, T1: t1, Op: "crd-delete", GK: k.gk()})
+	return "crd-delete"
+}
+
+// recreateCRDs creates every deleted CRD again, waiting (bounded) for the old one to finish
+// terminating, and for the new one to be established.
+func (d *driver) recreateCRDs(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for _, k := range kinds {
+		if k.crd == "" || !d.crdDeleted[k.crd] {
+			continue
+		}
+		for {
+			_, err := d.api.dyn.Resource(crdGVR).Create(d.ctx, crdObject(k), metav1.CreateOptions{})
+			if err == nil {
+				d.crdDeleted[k.crd] = false
+				d.ops["crd-recreate"]++
+				break
+			}
+			if time.Now().After(deadline) {
+				// Its objects hold it: a foreground deletion that can never finish (two
+				// objects deleted in the foreground, each blocking the other, wait forever in
+				// Kubernetes too). The kind stays served while the CRD terminates; the oracle
+				// and the stuck-owner check judge whether those objects may stay.
+				d.logf("chaos: CRD %s still terminating after %s (%v): its objects judged as they are", k.crd, timeout, err)
+				d.crdStuck = append(d.crdStuck, k.crd)
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	if len(d.crdStuck) > 0 {
+		return nil
+	}
+	return waitCRDsEstablished(d.ctx, d.api, time.Until(deadline)+30*time.Second)
+}
+
+// refreshForeground reads again every object the driver knows deleted in the foreground: one
+// the collector finished with (gone, or without the foregroundDeletion finalizer) waits for no
+// dependent any more, whatever references appeared since, so the oracle takes it as deleted in
+// the background. (A finish that broke the semantics, with a blocking dependent left, is what
+// the oracle's verdict on that dependent and the stuck-owner checks judge.)
+func (d *driver) refreshForeground() int {
+	n := 0
+	for _, u := range d.order {
+		r := d.recs[u]
+		if r.Deletion != DeletedForeground || r.gone {
+			continue
+		}
+		got := d.get(r)
+		if got == nil || !slices.Contains(got.GetFinalizers(), metav1.FinalizerDeleteDependents) {
+			r.Deletion = DeletedBackground
+			n++
+		}
+	}
+	return n
+}
+
+// removeAllHolds removes the foreign finalizer from every object that may still carry it.
+func (d *driver) removeAllHolds() {
+	for _, u := range d.order {
+		r := d.recs[u]
+		if r.hold && !r.gone {
+			d.unhold(r)
+		}
+	}
+}
+
+// dump is the driver's knowledge for a failure report: every event, every object.
+func (d *driver) dump() map[string]any {
+	objs := make([]map[string]any, 0, len(d.order))
+	for _, u := range d.order {
+		r := d.recs[u]
+		objs = append(objs, map[string]any{"uid": u, "kind": r.k.kind, "namespace": r.Namespace, "name": r.Name,
+			"refs": r.Refs, "deletion": r.Deletion, "hold": r.hold, "gone": r.gone})
+	}
+	return map[string]any{"events": d.events, "objects": objs}
+}
+
+// oracle returns the oracle for the driver's final knowledge.
+func (d *driver) oracle(seed uint64) *Oracle {
+	or := &Oracle{Kinds: map[string]KindInfo{}, Objs: map[string]*Obj{}, Seed: seed}
+	for _, k := range kinds {
+		or.Kinds[k.gk()] = KindInfo{Namespaced: k.namespaced, Known: true}
+	}
+	for u, r := range d.recs {
+		or.Objs[u] = r.Obj
+	}
+	return or
+}
+
+func waitCRDsEstablished(ctx context.Context, a *api, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for _, k := range kinds {
+		if k.crd == "" {
+			continue
+		}
+		for {
+			got, err := a.dyn.Resource(crdGVR).Get(ctx, k.crd, metav1.GetOptions{})
+			if err == nil && established(got) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("CRD %s not established within %s (last error %v)", k.crd, timeout, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+func established(u *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Established" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,531 @@
+// Package chaos is cascade's chaos suite: a seeded random driver builds an ownership graph on a
+// real control plane, applies random operations while faults are injected (cascade killed,
+// leader failover, kube-apiserver and etcd restarted, watches cut, an aggregated API going
+// down), then checks the live state against an oracle, and every write cascade made against
+// the apiserver's audit log.
+//
+// The oracle (this file) is a model of Kubernetes garbage-collection semantics written for the
+// test, independent of cascade's graph and policy packages. It is fed what the driver actually
+// applied (UIDs, owner references and finalizers as the apiserver answered them) and decides,
+// for each object, whether it must exist at the end, must be gone, or may be either (a race the
+// semantics leave open).
+//
+// The rules, as kube-controller-manager's garbage collector applies them
+// (pkg/controller/garbagecollector) and the API documents them (owners-dependents):
+//   - An object with owner references is collected only when none of its owners is present.
+//     An owner is present when an object of the reference's kind with the reference's name
+//     and UID exists: for a namespaced owner kind, in the dependent's namespace. A UID that
+//     never existed, an owner recreated under the same name (another UID), and a namespaced
+//     owner in another namespace (OwnerRefInvalidNamespace) are absent.
+//   - A reference whose kind has no REST mapping, or a cluster-scoped dependent's reference to
+//     a namespaced kind, can never be resolved: that dependent is never collected.
+//   - An owner being deleted is still present (its dependents wait), except one deleted in the
+//     foreground (foregroundDeletion finalizer): its dependents without another present owner
+//     are deleted (in the foreground themselves when they have dependents), and dependents
+//     with another present owner lose the reference instead. The owner goes once no dependent
+//     with blockOwnerDeletion=true remains. A dependent that is deleted while one of its own
+//     dependents waits in the foreground unblocks its references first (how the in-tree
+//     collector breaks blockOwnerDeletion cycles).
+//   - A dependent with a present owner loses its references to absent and foreground-waiting
+//     owners (it is never deleted for them).
+//   - An owner deleted with the orphan finalizer first loses every reference to it from its
+//     dependents, then goes; its dependents are never collected because of it.
+//   - Objects without owner references are never collected.
+//
+// The final state is computed by running these rules on the snapshot the driver ends with (all
+// foreign finalizers removed, every CRD present) to a fixed point, many times with different
+// orders. An object whose fate differs between orders is "either". The one race the orders
+// stand for that matters in practice: a dependent with an absent owner and an owner deleted
+// with orphan is kept if the collector first removes the dangling reference (the orphaning
+// owner is still present) and then orphans it, and collected if it orphans first; both are
+// what Kubernetes would do.
+package chaos
+
+import (
+	"math/rand/v2"
+	"sort"
+)
+
+// KindInfo describes a kind as the oracle sees it at the end of a run.
+type KindInfo struct {
+	Namespaced bool
+	// Known is false for a kind without REST mapping (references to it are unresolvable).
+	Known bool
+}
+
+// Ref is an owner reference.
+type Ref struct {
+	APIVersion string
+	Kind       string
+	Name       string
+	UID        string
+	Block      bool
+}
+
+// GK is the group/kind key of a reference or object (apiVersion/kind as written).
+func (r Ref) GK() string { return r.APIVersion + "/" + r.Kind }
+
+// Deletion says how an object's deletion started, as the apiserver answered.
+type Deletion int
+
+// The deletion states the oracle knows.
+const (
+	NotDeleted Deletion = iota
+	// DeletedBackground: deletion started without a GC finalizer (gone once foreign
+	// finalizers are removed).
+	DeletedBackground
+	DeletedOrphan
+	DeletedForeground
+	// DeletedUnknown: a delete whose answer was lost; the oracle tries every policy.
+	DeletedUnknown
+	// Gone: the apiserver removed it at once (no finalizer at all).
+	Gone
+)
+
+// Obj is one object incarnation (one UID) as the driver last knew it.
+type Obj struct {
+	UID        string
+	GK         string // apiVersion/kind
+	Namespace  string // "" for cluster-scoped
+	Name       string
+	Refs       []Ref
+	Deletion   Deletion
+	Namespaced bool
+	// MayLinger: once being deleted without a finalizer it may still stay (a Pod: the
+	// apiserver's graceful deletion waits for a kubelet, and none runs in the suite).
+	MayLinger bool
+}
+
+// Fate is the oracle's answer for one object.
+type Fate int
+
+// The three fates.
+const (
+	MustExist Fate = iota
+	MustBeGone
+	Either
+)
+
+func (f Fate) String() string {
+	return [...]string{"must exist", "must be gone", "either"}[f]
+}
+
+// Verdict is the oracle's answer for one object.
+type Verdict struct {
+	Fate Fate
+	// FinalizerMayStay: a GC finalizer (foregroundDeletion) may legitimately remain at the end
+	// (a blocking dependent that can never be collected holds its owner).
+	FinalizerMayStay bool
+}
+
+// refClass is what a reference resolves to at the end.
+type refClass int
+
+const (
+	refAbsent refClass = iota
+	refOwner
+	refUnresolvable
+)
+
+type simState int
+
+const (
+	sLive simState = iota
+	sBG
+	sOrphan
+	sFG
+	sGone
+)
+
+// Oracle computes the final verdicts.
+type Oracle struct {
+	Kinds map[string]KindInfo // by GK
+	Objs  map[string]*Obj     // by UID
+	// Runs is how many random orders are tried besides the fixed strategies (default 24).
+	Runs int
+	Seed uint64
+}
+
+type simObj struct {
+	o       *Obj
+	state   simState
+	refs    []Ref
+	lingers bool // this run keeps it being deleted (MayLinger)
+}
+
+// resolve classifies r on dependent d.
+func (or *Oracle) resolve(d *Obj, r Ref) (refClass, *Obj) {
+	k, ok := or.Kinds[r.GK()]
+	if !ok || !k.Known {
+		return refUnresolvable, nil
+	}
+	if k.Namespaced && !d.Namespaced {
+		return refUnresolvable, nil
+	}
+	o := or.Objs[r.UID]
+	if o == nil || o.GK != r.GK() || o.Name != r.Name {
+		return refAbsent, nil
+	}
+	if k.Namespaced && o.Namespace != d.Namespace {
+		return refAbsent, nil
+	}
+	return refOwner, o
+}
+
+// strategy chooses, among the actions enabled at the start of a pass, which fire in that pass
+// and in which order (indexes into acts).
+type strategy func(acts []action) []int
+
+type actionKind int
+
+const (
+	aBGGone actionKind = iota
+	aOrphanRemoveRef
+	aOrphanDone
+	aDependentAct
+	aFGDone
+)
+
+type action struct {
+	kind actionKind
+	uid  string // the object acted on
+	dep  string // for aOrphanRemoveRef: the dependent
+}
+
+// Verdicts runs the rules to a fixed point under several orders and merges the outcomes.
+func (or *Oracle) Verdicts() map[string]Verdict {
+	runs := or.Runs
+	if runs == 0 {
+		runs = 24
+	}
+	uids := make([]string, 0, len(or.Objs))
+	for u := range or.Objs {
+		uids = append(uids, u)
+	}
+	sort.Strings(uids)
+	// dependents index: owner UID -> dependents (by every reference ever known on the snapshot;
+	// references only shrink during the simulation).
+	deps := map[string][]string{}
+	for _, u := range uids {
+		for _, r := range or.Objs[u].Refs {
+			deps[r.UID] = append(deps[r.UID], u)
+		}
+	}
+	type outcome struct{ gone, finalizer, notGone, noFinalizer bool }
+	out := map[string]*outcome{}
+	for _, u := range uids {
+		out[u] = &outcome{}
+	}
+	strategies := []func(rng *rand.Rand) strategy{
+		// orphan processing first
+		func(*rand.Rand) strategy {
+			return prefer(aOrphanRemoveRef, aOrphanDone)
+		},
+		// orphan processing last
+		func(*rand.Rand) strategy {
+			return prefer(aBGGone, aDependentAct, aFGDone)
+		},
+		// the same two again (the runs' other random choices differ)
+		func(*rand.Rand) strategy {
+			return prefer(aOrphanRemoveRef, aOrphanDone)
+		},
+		func(*rand.Rand) strategy {
+			return prefer(aBGGone, aDependentAct, aFGDone)
+		},
+	}
+	for range runs {
+		strategies = append(strategies, func(rng *rand.Rand) strategy {
+			// a random part of them, in random order: what they enable interleaves with the
+			// rest
+			return func(acts []action) []int {
+				if len(acts) == 0 {
+					return nil
+				}
+				return rng.Perm(len(acts))[:1+rng.IntN(len(acts))]
+			}
+		})
+	}
+	for i, mk := range strategies {
+		rng := rand.New(rand.NewPCG(or.Seed, uint64(i)))
+		final := or.simulate(uids, deps, mk(rng), rng)
+		for u, s := range final {
+			oc := out[u]
+			if s == sGone {
+				oc.gone = true
+				oc.noFinalizer = true
+			} else {
+				oc.notGone = true
+				if s == sFG || s == sOrphan {
+					oc.finalizer = true
+				} else {
+					oc.noFinalizer = true
+				}
+			}
+		}
+	}
+	v := make(map[string]Verdict, len(out))
+	for u, oc := range out {
+		var f Fate
+		switch {
+		case oc.gone && oc.notGone:
+			f = Either
+		case oc.gone:
+			f = MustBeGone
+		default:
+			f = MustExist
+		}
+		v[u] = Verdict{Fate: f, FinalizerMayStay: oc.finalizer}
+	}
+	return v
+}
+
+// prefer fires, in each pass, only the actions of the first of the given kinds that has any
+// (then the others), so what they enable can act before the kinds after them.
+func prefer(kinds ...actionKind) strategy {
+	rank := func(k actionKind) int {
+		for i, want := range kinds {
+			if k == want {
+				return i
+			}
+		}
+		return len(kinds)
+	}
+	return func(acts []action) []int {
+		best := len(kinds) + 1
+		for _, a := range acts {
+			best = min(best, rank(a.kind))
+		}
+		var idx []int
+		for i, a := range acts {
+			if rank(a.kind) == best {
+				idx = append(idx, i)
+			}
+		}
+		return idx
+	}
+}
+
+func (or *Oracle) simulate(uids []string, deps map[string][]string, order strategy, rng *rand.Rand) map[string]simState {
+	st := make(map[string]*simObj, len(uids))
+	// A reference that names an orphaned owner's UID with other coordinates (another
+	// namespace, a kind or version no API serves, another name): the in-tree collector links
+	// dependents to owners by UID and removes such a reference too when orphaning; cascade
+	// judges the claim and may leave it (dangling or unresolvable). Either is safe, so each run
+	// picks one, and an object whose fate hangs on it is "either".
+	mismatchedOrphaned := rng.IntN(2) == 0
+	for _, u := range uids {
+		o := or.Objs[u]
+		s := &simObj{o: o, refs: append([]Ref(nil), o.Refs...), lingers: o.MayLinger && rng.IntN(2) == 0}
+		switch o.Deletion {
+		case NotDeleted:
+			s.state = sLive
+		case DeletedBackground:
+			s.state = sBG
+		case DeletedOrphan:
+			s.state = sOrphan
+		case DeletedForeground:
+			s.state = sFG
+		case DeletedUnknown:
+			s.state = []simState{sBG, sOrphan, sFG}[rng.IntN(3)]
+		case Gone:
+			s.state = sGone
+		}
+		st[u] = s
+	}
+	hasRefTo := func(d *simObj, owner string) bool {
+		for _, r := range d.refs {
+			if r.UID == owner {
+				return true
+			}
+		}
+		return false
+	}
+	orphanRemoves := func(d *simObj, owner string) bool {
+		for _, r := range d.refs {
+			if r.UID != owner {
+				continue
+			}
+			if c, o := or.resolve(d.o, r); (c == refOwner && o.UID == owner) || mismatchedOrphaned {
+				return true
+			}
+		}
+		return false
+	}
+	liveDependents := func(owner string) []*simObj {
+		var out []*simObj
+		for _, du := range deps[owner] {
+			d := st[du]
+			if d.state != sGone && hasRefTo(d, owner) {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	// classify returns the reference classes of a live dependent, and whether it acts.
+	type plan struct {
+		keepRefs []Ref
+		remove   bool // remove the dangling and waiting refs (a present owner remains)
+		del      bool
+		waiting  bool
+	}
+	decide := func(d *simObj) (plan, bool) {
+		if d.state != sLive || len(d.refs) == 0 {
+			return plan{}, false
+		}
+		var solid, dangling, waiting []Ref
+		for _, r := range d.refs {
+			c, o := or.resolve(d.o, r)
+			switch c {
+			case refUnresolvable:
+				return plan{}, false
+			case refAbsent:
+				dangling = append(dangling, r)
+			case refOwner:
+				switch st[o.UID].state {
+				case sGone:
+					dangling = append(dangling, r)
+				case sFG:
+					waiting = append(waiting, r)
+				default:
+					solid = append(solid, r)
+				}
+			}
+		}
+		if len(solid) > 0 {
+			if len(dangling)+len(waiting) == 0 {
+				return plan{}, false
+			}
+			return plan{keepRefs: solid, remove: true}, true
+		}
+		return plan{del: true, waiting: len(waiting) > 0}, true
+	}
+	blocked := func(u string) bool {
+		for _, d := range liveDependents(u) {
+			for _, r := range d.refs {
+				if r.UID == u && r.Block {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	removable := func(u string) int {
+		n := 0
+		for _, d := range liveDependents(u) {
+			if orphanRemoves(d, u) {
+				n++
+			}
+		}
+		return n
+	}
+	// enabled says whether a can fire now (an earlier action of the same pass may have
+	// disabled it).
+	enabled := func(a action) bool {
+		s := st[a.uid]
+		switch a.kind {
+		case aBGGone:
+			return s.state == sBG && !s.lingers
+		case aOrphanRemoveRef:
+			d := st[a.dep]
+			return s.state == sOrphan && d.state != sGone && orphanRemoves(d, a.uid)
+		case aOrphanDone:
+			return s.state == sOrphan && removable(a.uid) == 0
+		case aFGDone:
+			return s.state == sFG && !blocked(a.uid)
+		case aDependentAct:
+			_, ok := decide(s)
+			return ok
+		}
+		return false
+	}
+	// Passes: collect the enabled actions, fire them in the strategy's order, each only if
+	// still enabled when its turn comes (so every run is a valid interleaving), until none is.
+	for {
+		var acts []action
+		for _, u := range uids {
+			s := st[u]
+			switch s.state {
+			case sBG:
+				if !s.lingers {
+					acts = append(acts, action{kind: aBGGone, uid: u})
+				}
+			case sOrphan:
+				n := 0
+				for _, d := range liveDependents(u) {
+					if orphanRemoves(d, u) {
+						acts = append(acts, action{kind: aOrphanRemoveRef, uid: u, dep: d.o.UID})
+						n++
+					}
+				}
+				if n == 0 {
+					acts = append(acts, action{kind: aOrphanDone, uid: u})
+				}
+			case sFG:
+				if !blocked(u) {
+					acts = append(acts, action{kind: aFGDone, uid: u})
+				}
+			case sLive:
+				if _, ok := decide(s); ok {
+					acts = append(acts, action{kind: aDependentAct, uid: u})
+				}
+			}
+		}
+		fired := 0
+		for _, i := range order(acts) {
+			a := acts[i]
+			if !enabled(a) {
+				continue
+			}
+			fired++
+			s := st[a.uid]
+			switch a.kind {
+			case aBGGone, aOrphanDone, aFGDone:
+				s.state = sGone
+			case aOrphanRemoveRef:
+				d := st[a.dep]
+				kept := d.refs[:0:0]
+				for _, r := range d.refs {
+					if r.UID != a.uid {
+						kept = append(kept, r)
+					}
+				}
+				d.refs = kept
+			case aDependentAct:
+				p, _ := decide(s)
+				switch {
+				case p.remove:
+					s.refs = p.keepRefs
+				case p.del && p.waiting && len(liveDependents(a.uid)) > 0:
+					// Deleted in the foreground; a dependent itself waiting in the foreground
+					// means a cycle: unblock the references to the waiting owners first.
+					cycle := false
+					for _, d := range liveDependents(a.uid) {
+						if d.state == sFG {
+							cycle = true
+						}
+					}
+					if cycle {
+						refs := append([]Ref(nil), s.refs...)
+						for i, r := range refs {
+							if c, o := or.resolve(s.o, r); c == refOwner && st[o.UID].state == sFG {
+								refs[i].Block = false
+							}
+						}
+						s.refs = refs
+					}
+					s.state = sFG
+				default:
+					s.state = sBG
+				}
+			}
+		}
+		if fired == 0 {
+			break
+		}
+	}
+	final := make(map[string]simState, len(st))
+	for u, s := range st {
+		final[u] = s.state
+	}
+	return final
+}
