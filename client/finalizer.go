@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
@@ -17,22 +16,11 @@ import (
 func RemoveFinalizer(ctx context.Context, c Interface, t Target, finalizer string) (bool, error) {
 	removed := false
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		live, err := c.Get(ctx, t.GVR, t.Namespace, t.Name)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		patch, ok := FinalizerRemovalPatch(live, t.UID, finalizer)
-		if !ok {
-			return nil
-		}
-		_, err = c.Patch(ctx, t.GVR, t.Namespace, t.Name, types.MergePatchType, patch)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		removed = err == nil
+		var err error
+		removed, err = patchLive(ctx, c, t, func(live *metav1.PartialObjectMetadata) []byte {
+			patch, _ := FinalizerRemovalPatch(live, t.UID, finalizer)
+			return patch
+		})
 		return err
 	})
 	return removed, err

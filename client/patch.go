@@ -203,23 +203,32 @@ func patchWithFallback(ctx context.Context, c Interface, t Target, smp []byte, j
 	case !apierrors.IsUnsupportedMediaType(err):
 		return err
 	}
+	_, err = patchLive(ctx, c, t, jmp)
+	return err
+}
+
+// patchLive reads t's live object and sends the JSON merge patch jmp builds from it, unless jmp
+// returns nil (nothing to change). NotFound, before or at the patch, and a live object with
+// another UID are success with nothing sent; sent reports whether the patch was applied. A 409
+// is returned as it is: callers that retry on conflict read and build again.
+func patchLive(ctx context.Context, c Interface, t Target, jmp func(live *metav1.PartialObjectMetadata) []byte) (sent bool, err error) {
 	live, err := c.Get(ctx, t.GVR, t.Namespace, t.Name)
 	if apierrors.IsNotFound(err) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	if live.UID != t.UID {
-		return nil
+		return false, nil
 	}
 	body := jmp(live)
 	if body == nil {
-		return nil
+		return false, nil
 	}
 	_, err = c.Patch(ctx, t.GVR, t.Namespace, t.Name, types.MergePatchType, body)
 	if apierrors.IsNotFound(err) {
-		return nil
+		return false, nil
 	}
-	return err
+	return err == nil, err
 }

@@ -3,9 +3,7 @@ package client
 import (
 	"context"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/cascade-gc/cascade/policy"
@@ -43,29 +41,19 @@ func StampDefault(ctx context.Context, c Interface, t Target, want metav1.Deleti
 	var done policy.StampPlan
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		done = policy.StampPlan{}
-		live, err := c.Get(ctx, t.GVR, t.Namespace, t.Name)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if live.UID != t.UID {
-			return nil
-		}
-		plan := policy.PlanStamp(policy.StampState{
-			Finalizers: live.Finalizers,
-			Stamped:    live.Annotations[policy.DefaultPropagationAnnotation],
-			Deleting:   live.DeletionTimestamp != nil,
-		}, want)
-		if !plan.Change {
-			return nil
-		}
-		_, err = c.Patch(ctx, t.GVR, t.Namespace, t.Name, types.MergePatchType, stampJMP(live.ResourceVersion, plan))
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err == nil {
+		var plan policy.StampPlan
+		sent, err := patchLive(ctx, c, t, func(live *metav1.PartialObjectMetadata) []byte {
+			plan = policy.PlanStamp(policy.StampState{
+				Finalizers: live.Finalizers,
+				Stamped:    live.Annotations[policy.DefaultPropagationAnnotation],
+				Deleting:   live.DeletionTimestamp != nil,
+			}, want)
+			if !plan.Change {
+				return nil
+			}
+			return stampJMP(live.ResourceVersion, plan)
+		})
+		if sent {
 			done = plan
 		}
 		return err
