@@ -85,8 +85,9 @@ type Applier struct {
 	limiter  flowcontrol.RateLimiter
 	nsLabels *client.NamespaceLabels
 
-	mu           sync.Mutex
-	admissionSet *policy.Compiled // guarded by mu: the policy the admission objects were last made to match
+	// admissionSet is the policy the admission objects were last made to match. Only Run's
+	// goroutine (syncAdmission) touches it.
+	admissionSet *policy.Compiled
 }
 
 // New returns an Applier; Run starts it.
@@ -272,10 +273,8 @@ func (a *Applier) syncAdmission(ctx context.Context, c *policy.Compiled) {
 		logger.Error(err, "Cannot bring the admission objects in line with the policy; objects created meanwhile are stamped by the next pass", "name", policy.AdmissionName)
 		return
 	}
-	a.mu.Lock()
 	changed := a.admissionSet != c
 	a.admissionSet = c
-	a.mu.Unlock()
 	if changed {
 		logger.Info("Admission objects in line with the policy", "name", policy.AdmissionName, "present", p != nil)
 	}
