@@ -92,7 +92,7 @@ const (
 	fIDAbsent                           // virtual: its identity claim was verified absent
 	fIDCluster                          // the fID* answer was cluster-wide (any namespace)
 	fFresh                              // created by the Apply in progress
-	fOrphaned                           // observed being deleted with the orphan finalizer, ever (sticky; virtual only if unwatched so, unwatch.go)
+	fOrphaned                           // observed (or recorded: EventOrphanRecorded) being deleted with the orphan finalizer, ever (sticky; see orphans.go, unwatch.go)
 	fIDUnchecked                        // virtual: no live check of its identity claim is under way (unwatch.go)
 	fStampOrphan                        // the caller stamped the orphan finalizer (Object.Stamp)
 	fStampForeground                    // the caller stamped the foregroundDeletion finalizer (Object.Stamp)
@@ -186,6 +186,8 @@ func (g *Graph) Apply(ev Event) Effects {
 		g.verify(&ev.Owner, ev.Present)
 	case EventUnwatched:
 		g.unwatch(ev.Object.APIVersion, ev.Object.Kind)
+	case EventOrphanRecorded:
+		g.recordedOrphan(&ev.Object.Ref)
 	default:
 		return Effects{}
 	}

@@ -1,6 +1,10 @@
 package graph
 
-import "k8s.io/apimachinery/pkg/types"
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+)
 
 // Orphan-deleted owners.
 //
@@ -69,6 +73,11 @@ func (f *retainedFIFO) push(g *Graph, id uint32, n *node) {
 	} else {
 		r.uid, r.kind = n.uid, rCanon
 	}
+	f.pushEntry(r)
+}
+
+// pushEntry adds r, whose UID must not be in the FIFO, as the newest entry.
+func (f *retainedFIFO) pushEntry(r retainedOrphan) {
 	var slot int
 	if len(f.ring) < f.max {
 		if len(f.ring) == cap(f.ring) {
@@ -97,6 +106,50 @@ func (f *retainedFIFO) push(g *Graph, id uint32, n *node) {
 		f.byUID[r.uid] = uint32(slot)
 	}
 	f.live++
+}
+
+// has reports whether uid is in the FIFO.
+func (f *retainedFIFO) has(uid types.UID) bool {
+	if k, canon := parseUID(uid); canon {
+		_, ok := f.byUID[k]
+		return ok
+	}
+	_, ok := f.bySide[string(uid)]
+	return ok
+}
+
+// recordedOrphan folds in EventOrphanRecorded: what another process saw of
+// owner r (being deleted with the orphan finalizer) becomes what this graph
+// knows. A node for the UID gets fOrphaned, which changes only references
+// to an absent tombstone (Absent → Orphaned) or, once verified absent, to a
+// virtual node; an observed owner keeps its observed state and, deleted,
+// leaves an orphaned tombstone. Without a node the owner joins the FIFO at
+// r's coordinates, unless it is there already.
+func (g *Graph) recordedOrphan(r *Ref) {
+	if r.UID == "" {
+		return
+	}
+	id, ok := g.lookup(r.UID)
+	if !ok {
+		if g.retained.has(r.UID) {
+			return
+		}
+		e := retainedOrphan{name: strings.Clone(r.Name), gvk: g.in.gvk(r.APIVersion, r.Kind), ns: g.in.ns(r.Namespace)}
+		if k, canon := parseUID(r.UID); canon {
+			e.uid, e.kind = k, rCanon
+		} else {
+			e.side, e.kind = strings.Clone(string(r.UID)), rSide
+		}
+		g.retained.pushEntry(e)
+		return
+	}
+	n := g.node(id)
+	if n.flags&fOrphaned != 0 {
+		return
+	}
+	g.snapIncoming(id, n)
+	n.flags |= fOrphaned
+	g.incomingTransitions()
 }
 
 // take removes uid from the FIFO, leaving a hole, and returns what was

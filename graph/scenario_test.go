@@ -231,12 +231,122 @@ func unwatched(apiVersion, kind string) Event {
 	return Event{Type: EventUnwatched, Object: Object{Ref: Ref{APIVersion: apiVersion, Kind: kind}}}
 }
 
+// recorded reports that another process recorded r as being deleted with
+// the orphan policy (EventOrphanRecorded).
+func recorded(r Ref) Event { return Event{Type: EventOrphanRecorded, Object: Object{Ref: r}} }
+
 func TestScenarios(t *testing.T) {
 	scenarios := []struct {
 		name   string
 		retain int // Options.RetainedOrphans; 0: the default
 		steps  []step
 	}{
+		{
+			// A new leader that never saw rs1's deletion loads the previous
+			// leader's record before a dependent created just before the
+			// deletion reaches its graph: the dependent keeps its life, only
+			// the reference goes.
+			name: "recorded orphan: a dependent arriving later sees OwnerOrphaned, no live check",
+			steps: []step{
+				processEvent(recorded(rs1)),
+				assertState(state{stats: &Stats{RetainedOrphans: 1, PerResource: map[string]int{}}}),
+				assertRetained(rs1),
+				processEvent(recorded(rs1)), // twice: remembered once
+				assertRetained(rs1),
+				processEvent(observed(obj(pod1, owner(rs1, controller, blocking)))),
+				assertState(state{
+					nodes: []NodeView{
+						makeNode(rs1, orphanedNode),
+						makeNode(pod1, withOwners(owner(rs1, controller, blocking))),
+					},
+					effects: Effects{AttemptDelete: uids(pod1)},
+					owners:  map[types.UID][]OwnerState{pod1.UID: {OwnerOrphaned}},
+				}),
+				assertRetained(),
+			},
+		},
+		{
+			name: "recorded orphan: an absent tombstone becomes orphaned, its dependents are re-decided",
+			steps: []step{
+				processEvent(observed(obj(rs1))),
+				processEvent(observed(obj(pod1, owner(rs1)))),
+				// the deletion is seen without the orphan finalizer (a relist
+				// after the finalizer went): absent
+				processEvent(deleted(rs1)),
+				assertState(state{
+					nodes: []NodeView{
+						makeNode(rs1, absent),
+						makeNode(pod1, withOwners(owner(rs1))),
+					},
+					effects: Effects{AttemptDelete: uids(pod1)},
+					owners:  map[types.UID][]OwnerState{pod1.UID: {OwnerAbsent}},
+				}),
+				processEvent(recorded(rs1)),
+				assertState(state{
+					nodes: []NodeView{
+						makeNode(rs1, orphanedNode),
+						makeNode(pod1, withOwners(owner(rs1))),
+					},
+					effects: Effects{AttemptDelete: uids(pod1)},
+					owners:  map[types.UID][]OwnerState{pod1.UID: {OwnerOrphaned}},
+				}),
+				processEvent(recorded(rs1)), // nothing new
+				assertState(state{
+					nodes: []NodeView{
+						makeNode(rs1, orphanedNode),
+						makeNode(pod1, withOwners(owner(rs1))),
+					},
+					owners: map[types.UID][]OwnerState{pod1.UID: {OwnerOrphaned}},
+				}),
+			},
+		},
+		{
+			name: "recorded orphan: a virtual owner is orphaned once verified absent, never made absent by the record",
+			steps: []step{
+				processEvent(observed(obj(pod1, owner(rs1)))),
+				processEvent(recorded(rs1)),
+				assertState(state{
+					nodes: []NodeView{
+						makeNode(rs1, virtual),
+						makeNode(pod1, withOwners(owner(rs1))),
+					},
+					owners: map[types.UID][]OwnerState{pod1.UID: {OwnerUnknown}},
+				}),
+				processEvent(verified(rs1, false)),
+				assertState(state{
+					nodes: []NodeView{
+						makeNode(rs1, virtual),
+						makeNode(pod1, withOwners(owner(rs1))),
+					},
+					effects: Effects{AttemptDelete: uids(pod1)},
+					owners:  map[types.UID][]OwnerState{pod1.UID: {OwnerOrphaned}},
+				}),
+			},
+		},
+		{
+			name: "recorded orphan: an observed owner keeps its state, and its deletion leaves an orphaned tombstone",
+			steps: []step{
+				processEvent(observed(obj(rs1))),
+				processEvent(observed(obj(pod1, owner(rs1)))),
+				processEvent(recorded(rs1)),
+				assertState(state{
+					nodes: []NodeView{
+						makeNode(rs1),
+						makeNode(pod1, withOwners(owner(rs1))),
+					},
+					owners: map[types.UID][]OwnerState{pod1.UID: {OwnerPresent}},
+				}),
+				processEvent(deleted(rs1)),
+				assertState(state{
+					nodes: []NodeView{
+						makeNode(rs1, orphanedNode),
+						makeNode(pod1, withOwners(owner(rs1))),
+					},
+					effects: Effects{AttemptDelete: uids(pod1)},
+					owners:  map[types.UID][]OwnerState{pod1.UID: {OwnerOrphaned}},
+				}),
+			},
+		},
 		{
 			name: "good child in ns1 -> cluster-scoped owner",
 			steps: []step{

@@ -114,6 +114,17 @@ const (
 	// it (each claim on it is then verified again) or is released. An
 	// object observed again later, at any apiVersion, is observed anew.
 	EventUnwatched
+	// EventOrphanRecorded: another cascade process (a previous leader)
+	// recorded, before removing the orphan finalizer, that the owner
+	// Object.Ref was being deleted with the orphan policy. Only Object.Ref
+	// is used. The graph then treats the owner as if it had observed that
+	// itself: a node for the UID gets the orphaned mark (an absent
+	// tombstone's references become OwnerOrphaned; a virtual node's become
+	// OwnerOrphaned once verified absent); without a node, the owner joins
+	// the FIFO of retained orphans at Ref's coordinates, so a dependent that
+	// references it later sees OwnerOrphaned. It never makes an owner
+	// absent nor any reference more collectable.
+	EventOrphanRecorded
 )
 
 func (t EventType) String() string {
@@ -126,6 +137,8 @@ func (t EventType) String() string {
 		return "OwnerVerified"
 	case EventUnwatched:
 		return "Unwatched"
+	case EventOrphanRecorded:
+		return "OrphanRecorded"
 	default:
 		return fmt.Sprintf("EventType(%d)", uint8(t))
 	}
@@ -135,7 +148,7 @@ func (t EventType) String() string {
 type Event struct {
 	Type EventType
 	// Object is the observed object (EventObserved) or the deleted one
-	// (EventDeleted, where Ref is enough); for EventUnwatched, its
+	// (EventDeleted, EventOrphanRecorded: Ref is enough); for EventUnwatched, its
 	// APIVersion and Kind name the resource no longer watched.
 	Object Object
 	// Owner (EventOwnerVerified) is the claimed identity that was checked:
