@@ -169,7 +169,7 @@ func TestDeployManifests(t *testing.T) {
 
 	ns := cs.NewNamespace(t)
 	c := suite.StartCascade(t, "--kubeconfig="+kc, "--leader-elect=true", "--leader-elect-resource-namespace=cascade-system",
-		"--policy-configmap=cascade-system/cascade-policy")
+		"--policy-configmap=cascade-system/cascade-policy", "--orphan-record-configmap=cascade-system/cascade-orphaned-owners")
 	framework.Eventually(t, 30*time.Second, "lease held", func() (bool, error) {
 		l, err := cs.Kube.CoordinationV1().Leases("cascade-system").Get(ctx, "cascade", metav1.GetOptions{})
 		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", nil
@@ -195,6 +195,19 @@ func TestDeployManifests(t *testing.T) {
 		}
 		return false, nil
 	})
+
+	// An orphan deletion: the service account records the owner (orphan-record Role).
+	orphaned := cs.CreateCM(t, ns, "orphaned-owner")
+	cs.CreateCM(t, ns, "kept", framework.CMRef(orphaned))
+	cs.DeleteCM(t, ns, "orphaned-owner", metav1.DeletePropagationOrphan)
+	cs.WaitCMGone(t, ns, "orphaned-owner", collectTimeout)
+	record, err := cs.Kube.CoreV1().ConfigMaps("cascade-system").Get(ctx, "cascade-orphaned-owners", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the orphan record: %v", err)
+	}
+	if _, ok := record.Data[string(orphaned.UID)]; !ok {
+		t.Errorf("the orphan record does not hold the orphaned owner %s: %v", orphaned.UID, record.Data)
+	}
 
 	// A defaultPropagation rule in the shipped ConfigMap: the service account creates the
 	// admission objects (server-side apply) and deletes them when the rule goes.

@@ -28,7 +28,7 @@
 // No dependent may be collected because its owner was deleted with the orphan policy. The
 // in-tree collector misses dependents that reach its graph after it orphaned the known ones
 // (created just before the delete, or still in flight on a watch): they then reference a
-// deleted owner and are garbage-collected. cascade closes that window in two steps:
+// deleted owner and are garbage-collected. cascade closes that window in three steps:
 //  1. The dependents are re-read after each round of patches and new ones are patched too;
 //     the graph also re-enqueues an orphaning owner when a dependent attaches to it.
 //  2. The graph remembers that the owner was observed being deleted with the orphan finalizer
@@ -36,12 +36,13 @@
 //     remembered after their tombstones are freed). A reference to it is OwnerOrphaned, and
 //     the collector's policy removes it instead of deleting the dependent
 //     (policy.ReasonOwnerOrphaned). Nothing flows back from this package to the collector.
-//
-// Limits: the graph is per process. If cascade restarts between the removal of an owner's
-// `orphan` finalizer and the moment its informer delivers a dependent created before the
-// owner's deletion, that dependent is collected as the in-tree collector would. The window is
-// the watch latency of the dependent's resource, normally milliseconds. A standby that takes
-// over after a failover built its graph from the same watches, so it knows the owners it saw.
+//  3. Before removing the orphan finalizer, the owner is recorded in a ConfigMap
+//     (Options.Records, package orphanrecord); a failed record keeps the finalizer. A leader
+//     loads the record before it collects anything (gc.Deps.OrphanRecords), so a process that
+//     did not see the owner being deleted (a new leader after a failover, or a restart) still
+//     finds references to it OwnerOrphaned. Without it (--orphan-record-configmap=""), such a
+//     process collects a dependent created just before the owner's deletion whose watch event
+//     it had not received, as the in-tree collector does.
 //
 // # Concurrency
 //

@@ -11,15 +11,17 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cascade-gc/cascade/client"
+	"github.com/cascade-gc/cascade/graph"
 )
 
 // orphan removes owner's reference from every dependent the graph knows of, re-reading the
-// dependents until no new one appears (bounded by maxOrphanRounds), then removes the orphan
-// finalizer. Any failed patch fails the pass before the finalizer is touched, so the owner is
-// retried and never finished with a dependent still referencing it. A dependent the graph
-// learns of only after the owner is gone is the collector's: the graph remembers the owner was
-// deleted while orphaning, and the reference is removed, never a reason to delete.
-func (p *Processor) orphan(ctx context.Context, logger klog.Logger, owner client.Target, pr *progress) error {
+// dependents until no new one appears (bounded by maxOrphanRounds), then records the owner
+// (Options.Records) and removes the orphan finalizer. Any failed patch or record fails the pass
+// before the finalizer is touched, so the owner is retried and never finished with a dependent
+// still referencing it. A dependent the graph learns of only after the owner is gone is the
+// collector's: the graph remembers the owner was deleted while orphaning (and a new leader
+// loads the record), and the reference is removed, never a reason to delete.
+func (p *Processor) orphan(ctx context.Context, logger klog.Logger, owner client.Target, ref graph.Ref, pr *progress) error {
 	for range maxOrphanRounds {
 		todo, unresolved := PlanOrphan(p.view.Dependents(owner.UID), pr.patched, p.view.ResourceFor)
 		for _, d := range unresolved {
@@ -35,6 +37,13 @@ func (p *Processor) orphan(ctx context.Context, logger klog.Logger, owner client
 			return err
 		}
 		logger.V(4).Info("Orphaned dependents", "count", ok)
+	}
+	if p.opts.Records != nil {
+		// A dependent that gained its reference just before the deletion may reach the graph
+		// after the owner is gone; this process remembers the owner, but a new leader would not.
+		if err := p.opts.Records.Record(ctx, ref); err != nil {
+			return fmt.Errorf("recording the orphaned owner: %w", err)
+		}
 	}
 	removed, err := p.removeFinalizer(ctx, owner, metav1.FinalizerOrphanDependents)
 	if err != nil {

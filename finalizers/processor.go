@@ -17,6 +17,7 @@ import (
 
 	"github.com/cascade-gc/cascade/client"
 	"github.com/cascade-gc/cascade/gc"
+	"github.com/cascade-gc/cascade/graph"
 	"github.com/cascade-gc/cascade/work"
 )
 
@@ -58,8 +59,18 @@ type Options struct {
 	// Recorder, when set, emits Warning Events on owners (a foreground owner blocked by a
 	// dependent of an unsynced resource).
 	Recorder record.EventRecorder
+	// Records, when set, records each owner before its orphan finalizer is removed
+	// (orphanrecord.Store), so that a process that did not see the owner being deleted
+	// (a new leader, a restart) still treats references to it as orphaned. A failed record
+	// keeps the finalizer (retried).
+	Records Recorder
 	// Clock is injected for tests.
 	Clock clock.WithTicker
+}
+
+// Recorder records an owner deleted with the orphan policy (orphanrecord.Store).
+type Recorder interface {
+	Record(ctx context.Context, owner graph.Ref) error
 }
 
 // Processor finishes the GC finalizers of owners being deleted: orphan (remove the owner's
@@ -227,7 +238,7 @@ func (p *Processor) process(ctx context.Context, uid types.UID) (work.Outcome, e
 	}
 	if todo.Orphan {
 		pr := p.progressOf(uid)
-		if err := p.orphan(ctx, logger, owner, pr); err != nil {
+		if err := p.orphan(ctx, logger, owner, n.Ref, pr); err != nil {
 			p.opts.Metrics.failed(metav1.FinalizerOrphanDependents)
 			p.reportStuck(ctx, logger, owner, pr, metav1.FinalizerOrphanDependents)
 			return work.Retry, fmt.Errorf("orphaning: %w", err)

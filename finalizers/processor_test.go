@@ -2,6 +2,7 @@ package finalizers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -316,6 +317,60 @@ func TestOrphanFailedPatchKeepsFinalizer(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("second pass actions:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// fakeRecords is a Recorder that notes what the client had done when each owner was recorded.
+type fakeRecords struct {
+	fake    *metadatafake.FakeMetadataClient
+	err     error
+	records []graph.Ref
+	before  [][]string // the client's actions at each Record
+}
+
+func (r *fakeRecords) Record(_ context.Context, owner graph.Ref) error {
+	r.records = append(r.records, owner)
+	r.before = append(r.before, actions(r.fake))
+	return r.err
+}
+
+// TestOrphanRecordsBeforeRemovingFinalizer: the owner is recorded after its dependents lost
+// their references and before the finalizer goes; a failed record keeps the finalizer (retried).
+func TestOrphanRecordsBeforeRemovingFinalizer(t *testing.T) {
+	fake := newFakeClient(
+		widget("owner", "u-owner", "5", true, []string{metav1.FinalizerOrphanDependents}),
+		widget("d1", "u-d1", "2", false, nil, refTo("owner", "u-owner")),
+	)
+	view := newFakeView()
+	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerOrphan)
+	view.deps["u-owner"] = [][]graph.Ref{{wref("d1", "u-d1")}}
+	rec := &fakeRecords{fake: fake, err: errors.New("configmaps is forbidden")}
+	p := newTestProcessor(t, view, fake, Options{Records: rec})
+
+	if got, err := p.process(context.Background(), "u-owner"); got != work.Retry || err == nil || !strings.Contains(err.Error(), "forbidden") {
+		t.Fatalf("process() with the record failing = %v, %v; want a retry with the error", got, err)
+	}
+	if f := live(t, fake, "owner").Finalizers; !slices.Equal(f, []string{metav1.FinalizerOrphanDependents}) {
+		t.Errorf("owner finalizers = %q after a failed record, want orphan kept", f)
+	}
+	if before := rec.before[0]; !slices.Equal(before, []string{smpDelete("d1", "u-d1", "u-owner")}) {
+		t.Errorf("recorded after %q; want after the dependent's patch and before the owner was touched", before)
+	}
+	rec.err = nil
+	fake.ClearActions()
+	rec.fake = fake
+	if got, err := p.process(context.Background(), "u-owner"); got != work.Done || err != nil {
+		t.Fatalf("process() = %v, %v; want done", got, err)
+	}
+	if f := live(t, fake, "owner").Finalizers; len(f) != 0 {
+		t.Errorf("owner finalizers = %q, want none", f)
+	}
+	want := view.nodes["u-owner"].Ref
+	if len(rec.records) != 2 || rec.records[1] != want {
+		t.Fatalf("records = %v, want the owner %v twice (failed, then written)", rec.records, want)
+	}
+	if before := rec.before[1]; len(before) != 0 {
+		t.Errorf("second pass: recorded after %q; want before the owner was touched", before)
 	}
 }
 

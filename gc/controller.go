@@ -71,6 +71,11 @@ type Deps struct {
 	// ignoredResources add to Ignored every discovery round, and its collect rules feed the
 	// decision on every dependent. Nil, or a nil policy, is the built-in behaviour.
 	Policy func() *policy.Compiled
+	// OrphanRecords, when set, is loaded once elected, before any worker starts: owners another
+	// process recorded as deleted with the orphan policy (orphanrecord.Store) are handed to the
+	// graph (graph.EventOrphanRecorded), so references to them are removed, never a reason to
+	// delete. Until it loads, nothing is collected (retried with backoff).
+	OrphanRecords OrphanRecords
 	// Clock is the clock of time-based policy rules and of the delete queue's delays
 	// (clock.RealClock when nil); tests inject a fake one.
 	Clock clock.WithTicker
@@ -88,6 +93,12 @@ const (
 type OwnerQueue interface {
 	// Enqueue asks for the owner to be (re)examined. It must not block.
 	Enqueue(uid types.UID)
+}
+
+// OrphanRecords loads the owners recorded as deleted with the orphan policy
+// (orphanrecord.Store).
+type OrphanRecords interface {
+	Load(ctx context.Context) ([]graph.Ref, error)
 }
 
 // Controller keeps the dependency graph current from metadata-only watches of every deletable
@@ -196,6 +207,9 @@ func (c *Controller) Run(ctx context.Context) error {
 				return
 			}
 		}
+		if !c.loadOrphanRecords(ctx) {
+			return
+		}
 		c.lead()
 		wg.Go(func() { c.deleteQueue.Run(ctx, c.deps.Workers, c.attemptToDelete) })
 		wg.Go(func() { c.verifyQueue.Run(ctx, c.deps.Workers, c.verifyOwner) })
@@ -219,6 +233,33 @@ func (c *Controller) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
+	}
+}
+
+// loadOrphanRecords hands the recorded orphaned owners to the graph, retrying until it works;
+// false when ctx ended first.
+func (c *Controller) loadOrphanRecords(ctx context.Context) bool {
+	if c.deps.OrphanRecords == nil {
+		return true
+	}
+	logger := klog.FromContext(ctx)
+	backoff := time.Second
+	for {
+		refs, err := c.deps.OrphanRecords.Load(ctx)
+		if err == nil {
+			for _, r := range refs {
+				c.apply(graph.Event{Type: graph.EventOrphanRecorded, Object: graph.Object{Ref: r}})
+			}
+			logger.Info("Loaded the orphan record", "owners", len(refs))
+			return true
+		}
+		logger.Error(err, "Cannot load the orphan record; collecting nothing until it loads", "retryIn", backoff)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-c.deps.Clock.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
 	}
 }
 

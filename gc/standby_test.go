@@ -1,11 +1,15 @@
 package gc
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/cascade-gc/cascade/client"
 	"github.com/cascade-gc/cascade/client/clienttest"
@@ -42,5 +46,70 @@ func TestStandbyEmitsNoEvents(t *testing.T) {
 	observe(c, widgetObj("dep2", "u-dep2", "u-owner"))
 	if n := len(rec.Events); n != 1 {
 		t.Errorf("leader: %d events for a new invalid reference, want 1", n)
+	}
+}
+
+// fakeOrphanRecords fails its first fails loads, then returns refs.
+type fakeOrphanRecords struct {
+	fails, calls int
+	refs         []graph.Ref
+}
+
+func (f *fakeOrphanRecords) Load(context.Context) ([]graph.Ref, error) {
+	f.calls++
+	if f.calls <= f.fails {
+		return nil, errors.New(`configmaps "cascade-orphaned-owners" is forbidden`)
+	}
+	return f.refs, nil
+}
+
+// TestOrphanRecordsLoadedBeforeCollecting: a new leader whose graph holds a dependent of an owner
+// it saw go (absent: collectable) loads the previous leader's record first, retrying while it
+// fails; afterwards the reference is OwnerOrphaned (removed, the dependent kept). A load that
+// never succeeds never lets the workers start.
+func TestOrphanRecordsLoadedBeforeCollecting(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	owner := widgetObj("w-u-owner", "u-owner")
+	rec := &fakeOrphanRecords{fails: 2, refs: []graph.Ref{owner.Ref}}
+	c := New(Deps{Client: client.New(clienttest.NewFake()), OrphanRecords: rec, Clock: clk, Elected: make(chan struct{})})
+	t.Cleanup(func() { c.deleteQueue.ShutDown(); c.verifyQueue.ShutDown() })
+	observe(c, owner, widgetObj("dep", "u-dep", "u-owner"))
+	observeDeleted(c, "u-owner")
+	if _, owners, _ := c.view("u-dep"); owners[0].State != graph.OwnerAbsent {
+		t.Fatalf("before the record: %v, want Absent", owners[0].State)
+	}
+
+	done := make(chan bool)
+	go func() { done <- c.loadOrphanRecords(context.Background()) }()
+	for {
+		select {
+		case ok := <-done:
+			if !ok {
+				t.Fatal("loadOrphanRecords gave up")
+			}
+			if rec.calls != 3 {
+				t.Errorf("%d loads, want 3 (two failures)", rec.calls)
+			}
+			if _, owners, _ := c.view("u-dep"); owners[0].State != graph.OwnerOrphaned {
+				t.Errorf("after the record: %v, want Orphaned", owners[0].State)
+			}
+			// Forever failing: gives up only when ctx ends.
+			rec.fails = 1 << 30
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() { done <- c.loadOrphanRecords(ctx) }()
+			for !clk.HasWaiters() {
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+			if <-done {
+				t.Error("loadOrphanRecords succeeded with every load failing")
+			}
+			return
+		default:
+			if clk.HasWaiters() {
+				clk.Step(time.Minute)
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
 }

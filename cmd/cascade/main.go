@@ -45,7 +45,9 @@ import (
 	"github.com/cascade-gc/cascade/defaults"
 	"github.com/cascade-gc/cascade/finalizers"
 	"github.com/cascade-gc/cascade/gc"
+	"github.com/cascade-gc/cascade/orphanrecord"
 	"github.com/cascade-gc/cascade/policy"
+	"github.com/cascade-gc/cascade/policywatch"
 )
 
 // userAgent identifies cascade's requests in the API server's logs and metrics.
@@ -146,7 +148,26 @@ func run(args []string) error {
 			dry.CheckDivergence(ctx, max(opts.DryRunDivergenceAfter/10, time.Second), opts.DryRunDivergenceAfter)
 		})
 	}
+	// The orphan record: written before an orphan finalizer is removed, loaded once elected.
+	// A dry run reads it (the graph knows what the leader recorded) and writes nothing.
+	var records *orphanrecord.Store
+	if opts.OrphanRecordConfigMap != "" {
+		ns, name, _ := policywatch.ParseName(opts.OrphanRecordConfigMap) // validated with the flags
+		records = orphanrecord.New(orphanrecord.Options{
+			ConfigMaps: kube.CoreV1().ConfigMaps(ns),
+			Name:       name,
+			TTL:        opts.OrphanRecordTTL,
+			Metrics:    ms.orphanRecord,
+		})
+	} else {
+		logger.Info("No orphan record (--orphan-record-configmap is empty): after a restart or failover, a dependent created just before its owner's orphan deletion may be collected")
+	}
+	var finRecords finalizers.Recorder
+	if records != nil && !opts.DryRun {
+		finRecords = records
+	}
 	fin := finalizers.New(finalizers.Options{
+		Records:      finRecords,
 		Client:       objects,
 		ResyncPeriod: opts.FinalizerResyncPeriod,
 		PatchWorkers: opts.Workers,
@@ -182,6 +203,7 @@ func run(args []string) error {
 		AbsentCacheSize:        opts.AbsentOwnerCacheSize,
 		ForegroundResyncPeriod: opts.FinalizerResyncPeriod,
 		Finalizers:             fin,
+		OrphanRecords:          orphanRecordsOrNil(records),
 	})
 
 	// The policy's defaultPropagation rules: admission objects and the stamping pass (leader only).
@@ -229,6 +251,15 @@ func run(args []string) error {
 		case <-finCtx.Done():
 		}
 	})
+	if records != nil && !opts.DryRun {
+		wg.Go(func() {
+			select {
+			case <-elected:
+				records.Run(finCtx, ctrl.Ready) // prunes old entries
+			case <-finCtx.Done():
+			}
+		})
+	}
 	runErr := ctrl.Run(ctx)
 	stopFin()
 	if cause := context.Cause(ctx); runErr == nil && errors.Is(cause, errLostLease) {
@@ -243,6 +274,14 @@ func run(args []string) error {
 	}
 	wg.Wait()
 	return errors.Join(runErr, finErr)
+}
+
+// orphanRecordsOrNil keeps a nil store a nil interface.
+func orphanRecordsOrNil(s *orphanrecord.Store) gc.OrphanRecords {
+	if s == nil {
+		return nil
+	}
+	return s
 }
 
 var errLostLease = errors.New("lost the leader-election Lease; exiting so that a restart rejoins as a standby")

@@ -6,6 +6,7 @@ import (
 	"github.com/cascade-gc/cascade/defaults"
 	"github.com/cascade-gc/cascade/finalizers"
 	"github.com/cascade-gc/cascade/gc"
+	"github.com/cascade-gc/cascade/orphanrecord"
 	"github.com/cascade-gc/cascade/policywatch"
 	"github.com/cascade-gc/cascade/work"
 )
@@ -22,6 +23,8 @@ type metricSet struct {
 	finalizers *finalizers.Metrics
 	policy     *policywatch.Metrics
 	defaults   *defaults.Metrics
+
+	orphanRecord *orphanrecord.Metrics
 }
 
 func newMetricSet(reg prometheus.Registerer) metricSet {
@@ -39,5 +42,7 @@ func newMetricSet(reg prometheus.Registerer) metricSet {
 		finalizers: finalizers.NewMetrics(reg),
 		policy:     policywatch.NewMetrics(reg),
 		defaults:   defaults.NewMetrics(reg),
+
+		orphanRecord: orphanrecord.NewMetrics(reg),
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/cascade-gc/cascade/defaults"
+	"github.com/cascade-gc/cascade/orphanrecord"
 	"github.com/cascade-gc/cascade/policywatch"
 )
 
@@ -61,6 +62,11 @@ type Options struct {
 	// PolicyConfigMap is the policy ConfigMap, NAMESPACE/NAME (key policy.yaml); empty: the
 	// built-in policy.
 	PolicyConfigMap string
+	// OrphanRecordConfigMap is the orphan record, NAMESPACE/NAME: owners whose orphan finalizer
+	// cascade removed, for a process that did not see them (orphanrecord); empty: none.
+	OrphanRecordConfigMap string
+	// OrphanRecordTTL is how long an entry of the orphan record is kept at least.
+	OrphanRecordTTL time.Duration
 	// DefaultPropagationRate bounds the objects per second the policy's defaultPropagation pass
 	// stamps or unstamps.
 	DefaultPropagationRate float64
@@ -99,6 +105,8 @@ func NewOptions() *Options {
 		AbsentOwnerCacheSize:         10000,
 		FinalizerResyncPeriod:        30 * time.Second,
 		DefaultPropagationRate:       defaults.DefaultRate,
+		OrphanRecordConfigMap:        defaultLeaseNamespace() + "/" + orphanrecord.DefaultName,
+		OrphanRecordTTL:              orphanrecord.DefaultTTL,
 		StartupTimeout:               30 * time.Second,
 		LeaseDuration:                15 * time.Second,
 		RenewDeadline:                10 * time.Second,
@@ -133,6 +141,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LeaderElectResourceNamespace, "leader-elect-resource-namespace", o.LeaderElectResourceNamespace, "Namespace of the Lease (default: the pod's namespace in a cluster, else kube-system).")
 	fs.StringVar(&o.PolicyConfigMap, "policy-configmap", o.PolicyConfigMap, "The policy ConfigMap, NAMESPACE/NAME (key policy.yaml), watched and reloaded without a restart; a rejected edit keeps the last good policy. Empty: the built-in policy. Check a policy with `cascade policy validate -f FILE`.")
 	fs.Float64Var(&o.DefaultPropagationRate, "default-propagation-rate", o.DefaultPropagationRate, "Objects per second the policy's defaultPropagation pass stamps or unstamps (objects that existed before a rule, or whose rule changed; each costs a GET and a PATCH). New objects are stamped at creation by the admission policy cascade maintains.")
+	fs.StringVar(&o.OrphanRecordConfigMap, "orphan-record-configmap", o.OrphanRecordConfigMap, "ConfigMap, NAMESPACE/NAME (default: the pod's namespace in a cluster, else kube-system), where each owner deleted with the orphan policy is recorded before its orphan finalizer is removed; a leader loads it before collecting, so a dependent created just before the owner's deletion loses its reference, not its life, across a failover or restart. Empty: no record (such a dependent may then be collected, as in-tree).")
+	fs.DurationVar(&o.OrphanRecordTTL, "orphan-record-ttl", o.OrphanRecordTTL, "How long an entry of --orphan-record-configmap is kept at least: it is pruned once older, by a leader whose graph has been synced for as long.")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Shadow mode: decide everything, write nothing (no DELETE, PATCH, Event or Lease); count and log every write cascade would have sent (cascade_dry_run_actions_total).")
 	fs.DurationVar(&o.DryRunDivergenceAfter, "dry-run-divergence-after", o.DryRunDivergenceAfter, "With --dry-run: how long after a would-be write the object is read again; another collector that did otherwise counts in cascade_dry_run_divergence_total.")
 	fs.BoolVar(&o.EnableProfiling, "enable-profiling", o.EnableProfiling, "Serve Go's /debug/pprof on --metrics-bind-address.")
@@ -183,6 +193,14 @@ func (o *Options) Validate() field.ErrorList {
 		if _, _, err := policywatch.ParseName(o.PolicyConfigMap); err != nil {
 			errs = append(errs, field.Invalid(field.NewPath("--policy-configmap"), o.PolicyConfigMap, err.Error()))
 		}
+	}
+	if o.OrphanRecordConfigMap != "" {
+		if _, _, err := policywatch.ParseName(o.OrphanRecordConfigMap); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("--orphan-record-configmap"), o.OrphanRecordConfigMap, err.Error()))
+		}
+	}
+	if o.OrphanRecordTTL < time.Minute {
+		errs = append(errs, field.Invalid(field.NewPath("--orphan-record-ttl"), o.OrphanRecordTTL.String(), "must be at least 1m (longer than a watch takes to deliver an event)"))
 	}
 	if o.DefaultPropagationRate <= 0 {
 		errs = append(errs, field.Invalid(field.NewPath("--default-propagation-rate"), o.DefaultPropagationRate, "must be positive"))

@@ -1,0 +1,65 @@
+package orphanrecord
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the store's metrics. A nil *Metrics records nothing.
+type Metrics struct {
+	// Entries is the number of owners the ConfigMap held after the last read or write.
+	Entries prometheus.Gauge
+	// Writes counts owners written, by result (ok, error, full).
+	Writes *prometheus.CounterVec
+	// Malformed counts entries skipped because they could not be parsed.
+	Malformed prometheus.Counter
+}
+
+// NewMetrics creates the metrics and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Entries: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "cascade",
+			Name:      "orphan_record_entries",
+			Help:      "Owners deleted with the orphan policy that the orphan record ConfigMap held after cascade last read or wrote it.",
+		}),
+		Writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "cascade",
+			Name:      "orphan_record_writes_total",
+			Help:      "Owners written to the orphan record before their orphan finalizer was removed, by result: ok, error (the finalizer stays, retried), full (the record holds its maximum; the finalizer stays until old entries are pruned).",
+		}, []string{"result"}),
+		Malformed: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "cascade",
+			Name:      "orphan_record_malformed_total",
+			Help:      "Entries of the orphan record skipped because they could not be parsed.",
+		}),
+	}
+	for _, r := range []string{"ok", "error", "full"} {
+		m.Writes.WithLabelValues(r)
+	}
+	reg.MustRegister(m.Entries, m.Writes, m.Malformed)
+	return m
+}
+
+func (m *Metrics) written(n int, err error) {
+	if m == nil {
+		return
+	}
+	result := "ok"
+	switch {
+	case err == ErrFull:
+		result = "full"
+	case err != nil:
+		result = "error"
+	}
+	m.Writes.WithLabelValues(result).Add(float64(n))
+}
+
+func (m *Metrics) entries(n int) {
+	if m != nil {
+		m.Entries.Set(float64(n))
+	}
+}
+
+func (m *Metrics) malformed() {
+	if m != nil {
+		m.Malformed.Inc()
+	}
+}
