@@ -1,6 +1,10 @@
 package orphanrecord
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics are the store's metrics. A nil *Metrics records nothing.
 type Metrics struct {
@@ -44,7 +48,7 @@ func (m *Metrics) written(n int, err error) {
 	}
 	result := "ok"
 	switch {
-	case err == ErrFull:
+	case errors.Is(err, ErrFull):
 		result = "full"
 	case err != nil:
 		result = "error"

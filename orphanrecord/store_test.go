@@ -190,7 +190,7 @@ func TestRecordSharesWrites(t *testing.T) {
 // finalizer) and are counted.
 func TestRecordFailsAndFull(t *testing.T) {
 	ctx := context.Background()
-	s, cs, _ := newStore(t, Options{MaxEntries: 2})
+	s, _, _ := newStore(t, Options{MaxEntries: 2})
 	for i := range 2 {
 		if err := s.Record(ctx, owner(i)); err != nil {
 			t.Fatal(err)
@@ -202,7 +202,7 @@ func TestRecordFailsAndFull(t *testing.T) {
 	if v := testutil.ToFloat64(s.opts.Metrics.Writes.WithLabelValues("full")); v != 1 {
 		t.Errorf("writes full = %v, want 1", v)
 	}
-	s, cs, _ = newStore(t, Options{})
+	s, cs, _ := newStore(t, Options{})
 	cs.PrependReactor("*", "configmaps", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("etcdserver: request timed out")
 	})
