@@ -147,6 +147,7 @@ func TestChaos(t *testing.T) {
 		"--audit-log-path=" + auditLog,
 		"--audit-policy-file=" + policy,
 		"--audit-log-maxsize=0",
+		"--enable-aggregator-routing=true", // the aggregated API's endpoint is dialled directly (aggregated.go)
 	}})
 	cancelStart()
 	if err != nil {
@@ -192,6 +193,13 @@ func TestChaos(t *testing.T) {
 			"--sync-timeout=10s", "--kube-api-qps=200", "--kube-api-burst=400", "--v=1",
 		},
 		replicas: []*replica{{name: "cascade-a"}, {name: "cascade-b"}},
+	}
+	if cl.agg, err = newAggBackend(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.agg.stop)
+	if err := cl.registerAggregated(ctx); err != nil {
+		t.Fatal(err)
 	}
 	for i := range cl.replicas {
 		if err := cl.startReplica(i); err != nil {

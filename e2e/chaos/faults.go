@@ -10,9 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/cascade-gc/cascade/e2e/framework"
@@ -27,8 +24,6 @@ const systemNamespace = "chaos-system"
 const cascadeUser = "system:serviceaccount:" + systemNamespace + ":cascade"
 
 var apiServiceGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
-
-const apiServiceName = "v1alpha1.down.chaos.cascade.dev"
 
 // replica is one cascade process of the pair (leader election).
 type replica struct {
@@ -55,7 +50,7 @@ type cluster struct {
 	// apiserver was down: cascade exits to rejoin as a standby) and crashes (anything else).
 	leaseExits int
 	crashes    []string
-	apiSvcUp   bool // the APIService is registered (and unreachable)
+	agg        *aggBackend // the aggregated API's backend (aggregated.go)
 	lastFault  time.Time
 }
 
@@ -146,61 +141,25 @@ func (cl *cluster) inject(f string) error {
 	case "etcd-restart":
 		return cl.cp.RestartEtcd(ctx, syscall.SIGKILL)
 	case "apiservice":
-		if cl.apiSvcUp {
-			return cl.apiServiceUp(ctx)
+		if cl.agg.up() {
+			cl.agg.stop() // the APIService turns unavailable: discovery of its group fails
+			return cl.waitGroupFailing(ctx)
 		}
-		return cl.apiServiceDown(ctx)
+		return cl.agg.start() // it comes back
 	}
 	return fmt.Errorf("unknown fault %q", f)
 }
 
-// apiServiceDown registers an aggregated API whose Service has no endpoints: discovery of its
-// group fails, so discovery is partial until it is removed.
-func (cl *cluster) apiServiceDown(ctx context.Context) error {
-	svc := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "v1", "kind": "Service",
-		"metadata": map[string]any{"name": "chaos-down", "namespace": systemNamespace},
-		"spec":     map[string]any{"ports": []any{map[string]any{"port": int64(443), "targetPort": int64(8443)}}},
-	}}
-	_, err := cl.api.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "services"}).Namespace(systemNamespace).Create(ctx, svc, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create service for the APIService: %w", err)
-	}
-	as := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-		"metadata": map[string]any{"name": apiServiceName},
-		"spec": map[string]any{
-			"group": "down.chaos.cascade.dev", "version": "v1alpha1",
-			"service":               map[string]any{"namespace": systemNamespace, "name": "chaos-down", "port": int64(443)},
-			"insecureSkipTLSVerify": true, "groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
-		},
-	}}
-	_, err = cl.api.dyn.Resource(apiServiceGVR).Create(ctx, as, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create APIService: %w", err)
-	}
-	cl.apiSvcUp = true
-	return nil
-}
-
-// apiServiceUp removes the unreachable APIService: discovery is whole again.
-func (cl *cluster) apiServiceUp(ctx context.Context) error {
-	err := cl.api.dyn.Resource(apiServiceGVR).Delete(ctx, apiServiceName, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete APIService: %w", err)
-	}
-	cl.apiSvcUp = false
-	return nil
-}
-
-// heal ends every fault: the APIService gone, both replicas running and ready, one leading.
+// heal ends every fault: the aggregated API served and available, both replicas running and
+// ready, one leading.
 func (cl *cluster) heal() error {
 	ctx, cancel := context.WithTimeout(cl.ctx, 2*time.Minute)
 	defer cancel()
-	if cl.apiSvcUp {
-		if err := cl.apiServiceUp(ctx); err != nil {
-			return err
-		}
+	if err := cl.agg.start(); err != nil {
+		return err
+	}
+	if err := cl.waitAggregated(ctx, true); err != nil {
+		return err
 	}
 	if err := cl.supervise(); err != nil {
 		return err
