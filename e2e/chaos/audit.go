@@ -288,13 +288,31 @@ func (c *checker) refsAt(uid string, from, to time.Time) [][]Ref {
 	}
 	out := make([][]Ref, 0, len(cands))
 	for _, v := range cands {
-		refs := slices.Clone(v.Refs)
+		// cascade's earlier removals since that version: those answered 2xx were applied; one
+		// answered with a server error may or may not have been, so each reading is a candidate.
+		var certain []string
+		var maybe [][]string
 		for _, rm := range c.removals[uid] {
 			if rm.to.Before(from) && rm.from.After(v.T0) {
-				refs = slices.DeleteFunc(refs, func(r Ref) bool { return slices.Contains(rm.removed, r.UID) })
+				if rm.maybe {
+					maybe = append(maybe, rm.removed)
+				} else {
+					certain = append(certain, rm.removed...)
+				}
 			}
 		}
-		out = append(out, refs)
+		if len(maybe) > 8 {
+			maybe = maybe[:8] // 256 readings at most; the rest count as not applied
+		}
+		for mask := range 1 << len(maybe) {
+			drop := slices.Clone(certain)
+			for i, m := range maybe {
+				if mask&(1<<i) != 0 {
+					drop = append(drop, m...)
+				}
+			}
+			out = append(out, slices.DeleteFunc(slices.Clone(v.Refs), func(r Ref) bool { return slices.Contains(drop, r.UID) }))
+		}
 	}
 	return out
 }
