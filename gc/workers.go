@@ -43,7 +43,8 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 	case policy.Keep:
 		return work.Done, nil
 	case policy.Wait:
-		// An owner is still being verified; its answer re-enqueues this dependent.
+		// An owner is still being verified; its answer re-enqueues this dependent (and so does
+		// the dependent dropping that reference), when it has a reference to act on.
 		return work.Done, nil
 	case policy.RemoveRefs:
 		// A reference whose kind has no REST mapping is never judged (as in-tree, where

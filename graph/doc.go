@@ -72,6 +72,11 @@
 //     to remove that reference); so do an owner's deletion (all its
 //     dependents) and an owner entering foreground deletion (all its
 //     dependents, and the owner in Foreground);
+//   - a dependent with a reference in one of those states is in
+//     AttemptDelete again when another of its references leaves an
+//     undecided or unresolvable state for one that is neither (its decision
+//     may have waited on it), or when it drops a reference (a solid owner it
+//     no longer names may have kept it, or an undecided one held it);
 //   - a reference entering InvalidNamespace or Unresolvable is reported
 //     (InvalidNamespace);
 //   - a reference entering Unknown or Mismatch asks for a live check

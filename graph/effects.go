@@ -9,6 +9,9 @@ type effectBuf struct {
 	del, orphan, foreground, recheck []uint32
 	verify                           []Ref
 	invalid                          []InvalidRef
+	// settled are dependents whose decision may have been held back by a reference that no
+	// longer holds it (settle turns them into del when they have a reference to act on).
+	settled []uint32
 }
 
 func (b *effectBuf) flush(g *Graph) Effects {
@@ -28,7 +31,7 @@ func (b *effectBuf) flush(g *Graph) Effects {
 	clear(b.invalid)
 	*b = effectBuf{
 		del: b.del[:0], orphan: b.orphan[:0], foreground: b.foreground[:0], recheck: b.recheck[:0],
-		verify: b.verify[:0], invalid: b.invalid[:0],
+		verify: b.verify[:0], invalid: b.invalid[:0], settled: b.settled[:0],
 	}
 	return out
 }

@@ -195,6 +195,7 @@ func (g *Graph) Apply(ev Event) Effects {
 		g.node(id).flags &^= fFresh
 	}
 	g.fresh = g.fresh[:0]
+	g.settle()
 	return g.fx.flush(g)
 }
 

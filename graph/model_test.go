@@ -367,6 +367,36 @@ func (m *model) apply(ev Event) Effects {
 			recheck[o] = true
 		}
 	}
+	// A dependent whose decision a reference may have held back (it left an undecided or
+	// unresolvable state for one that is neither, or the dependent dropped a reference) is
+	// decided again if it has a reference the collector acts on.
+	mHolds := func(s OwnerState) bool { return s.Undecided() || s == OwnerUnresolvable }
+	mActs := func(s OwnerState) bool {
+		return s == OwnerAbsent || s == OwnerInvalidNamespace || s == OwnerOrphaned || s == OwnerDeletingDependents
+	}
+	settled := map[types.UID]bool{}
+	for k, a := range after {
+		if b, existed := before[k]; existed && mHolds(b.state) && !mHolds(a.state) && !mActs(a.state) {
+			settled[k.dep] = true
+		}
+	}
+	if ev.Type == EventObserved {
+		for k := range before {
+			if _, kept := after[k]; k.dep == target && !kept {
+				settled[target] = true
+			}
+		}
+	}
+	for d := range settled {
+		if n := m.nodes[d]; n == nil || n.kind != mObserved {
+			continue
+		}
+		for k, a := range after {
+			if k.dep == d && mActs(a.state) {
+				del[d] = true
+			}
+		}
+	}
 	// A check of a virtual node's identity is under way once asked for.
 	for r := range verify {
 		if o := m.nodes[r.UID]; o != nil && o.kind == mVirtual && sameCoords(r.APIVersion, r.Kind, r.Name, o.ref) && r.Namespace == o.ref.Namespace {

@@ -172,6 +172,13 @@ func (g *Graph) observe(o *Object) {
 		}
 	}
 
+	// A reference it dropped may have held its decision back (settle).
+	for i := range g.ownOld {
+		if !g.ownOld[i].used {
+			g.fx.settled = append(g.fx.settled, id)
+			break
+		}
+	}
 	// Finally forget the owners it no longer references.
 	for i := range g.ownOld {
 		owner := g.ownOld[i].e.owner

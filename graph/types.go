@@ -178,7 +178,10 @@ type Effects struct {
 	// AttemptDelete: dependents worth re-deciding, typically because one of
 	// their owners may be gone (observed deleted, verified absent, invalid
 	// namespace), is waiting on its dependents (foreground), or was deleted
-	// with the orphan policy (OwnerOrphaned: remove that reference).
+	// with the orphan policy (OwnerOrphaned: remove that reference); also
+	// dependents with such a reference whose decision was held back by
+	// another reference that stopped holding it (a live check answered, or
+	// the dependent dropped a reference).
 	AttemptDelete []types.UID
 	// AttemptOrphan: owners being deleted with the orphan finalizer, when
 	// they enter that state, and again whenever a new dependent attaches to

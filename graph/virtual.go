@@ -167,14 +167,18 @@ func observedState(o *node) OwnerState {
 //     the dependent is worth re-deciding (AttemptDelete);
 //   - entering InvalidNamespace or Unresolvable: report it;
 //   - entering an undecided state: check the claim (VerifyOwner), unless
-//     the same check is already pending.
+//     the same check is already pending;
+//   - leaving a state that holds the decision back (undecided or
+//     unresolvable) for one that does not: see settle.
 func (g *Graph) transition(dep uint32, dn *node, e *edge, before, after OwnerState, isNew, pending bool) {
 	if !isNew && before == after {
 		return
 	}
-	switch after {
-	case OwnerAbsent, OwnerInvalidNamespace, OwnerOrphaned, OwnerDeletingDependents:
+	switch {
+	case actionable(after):
 		g.fx.del = append(g.fx.del, dep)
+	case !isNew && holds(before) && !holds(after):
+		g.fx.settled = append(g.fx.settled, dep) // see settle
 	}
 	if invalidNS(after) && (isNew || !invalidNS(before)) {
 		g.fx.invalid = append(g.fx.invalid, InvalidRef{Dependent: g.ref(dep, dn), Owner: g.ownerRef(e)})
@@ -244,5 +248,43 @@ func (g *Graph) verify(c *Ref, present bool) {
 			f |= fIDCluster
 		}
 		o.flags = o.flags&^idMask | f
+	}
+}
+
+// actionable reports whether the collector acts on a reference in state s (deletes its
+// dependent, or removes the reference): entering it puts the dependent in AttemptDelete.
+func actionable(s OwnerState) bool {
+	switch s {
+	case OwnerAbsent, OwnerInvalidNamespace, OwnerOrphaned, OwnerDeletingDependents:
+		return true
+	}
+	return false
+}
+
+// holds reports whether a reference in state s holds its dependent's decision back: nothing
+// can be decided on it (undecided: a live check is pending; unresolvable: never), so a
+// dependent without a solid owner waits.
+func holds(s OwnerState) bool { return s.Undecided() || s == OwnerUnresolvable }
+
+// settle puts in AttemptDelete the dependents recorded in fx.settled (a reference of theirs
+// stopped holding the decision back, or they dropped references) that have a reference the
+// collector acts on. Effects are otherwise edge-triggered on the references entering such a
+// state: a dependent whose decision waited for another reference, or was kept by a solid owner
+// it no longer references, would never be decided again (found by the chaos suite: a ConfigMap
+// with an owner observed deleted waited on a reference to an owner whose resource was no longer
+// watched; that owner was observed again being deleted with orphan, and orphaning it dropped
+// the reference: the ConfigMap was left with a reference to an absent owner, never collected).
+func (g *Graph) settle() {
+	for _, id := range g.fx.settled {
+		n := g.node(id)
+		if n.flags&fObserved == 0 {
+			continue
+		}
+		for i, k := 0, g.numEdges(n); i < k; i++ {
+			if actionable(g.edgeState(n.ns, g.edgeAt(n, i))) {
+				g.fx.del = append(g.fx.del, id)
+				break
+			}
+		}
 	}
 }

@@ -111,10 +111,13 @@ func checkAudit(path string, d *driver) (*auditResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	// First pass: what cascade deleted and which references it removed, per object.
-	for _, w := range writes {
+	// First pass: what cascade deleted and which references it removed, per object. It fills in
+	// the UID and the removed references of merge patches (which name neither) in writes, for
+	// the second pass.
+	for i := range writes {
+		w := &writes[i]
 		if w.uid == "" {
-			w.uid = c.incarnationAt(w)
+			w.uid = c.incarnationAt(*w)
 		}
 		if w.uid == "" || d.recs[w.uid] == nil {
 			c.res.unverifiable++
@@ -123,7 +126,7 @@ func checkAudit(path string, d *driver) (*auditResult, error) {
 		switch w.verb {
 		case "delete":
 			if prev, seen := c.cDel[w.uid]; !seen || w.from.Before(prev.from) {
-				c.cDel[w.uid] = w
+				c.cDel[w.uid] = *w
 			}
 		case "patch":
 			if w.isJMP {
@@ -140,7 +143,7 @@ func checkAudit(path string, d *driver) (*auditResult, error) {
 				}
 			}
 			if len(w.removed) > 0 {
-				c.removals[w.uid] = append(c.removals[w.uid], w) // perhaps applied ones too
+				c.removals[w.uid] = append(c.removals[w.uid], *w) // perhaps applied ones too
 			}
 		}
 	}

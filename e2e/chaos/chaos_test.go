@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -294,6 +296,7 @@ func TestChaos(t *testing.T) {
 	var wrongful []string
 	convergeStart := time.Now()
 	var converged time.Duration
+	explainedSlow := false
 	for {
 		live, err = liveObjects(ctx, a)
 		if err == nil {
@@ -313,6 +316,13 @@ func TestChaos(t *testing.T) {
 			if len(pending(d, verdicts, live)) == 0 {
 				converged = time.Since(convergeStart)
 				break
+			}
+			if !explainedSlow && time.Since(convergeStart) > 30*time.Second {
+				// Slow to converge (it takes seconds when nothing is wrong): say what waits, and
+				// why, while it waits.
+				explainedSlow = true
+				t.Logf("chaos: still pending %s after healing: %v", time.Since(convergeStart).Round(time.Second), pending(d, verdicts, live))
+				explain(t, dir, "slow", cl, d, pendingUIDs(verdicts, live))
 			}
 		}
 		if time.Since(convergeStart) > cfg.converge {
@@ -422,6 +432,9 @@ func TestChaos(t *testing.T) {
 	}
 	for _, s := range stuck {
 		t.Errorf("NOT COLLECTED after %s: %s", cfg.converge, s)
+	}
+	if len(stuck) > 0 {
+		explain(t, dir, "stuck", cl, d, pendingUIDs(verdicts, live))
 	}
 	for _, s := range badFinalizers {
 		t.Errorf("GC FINALIZER LEFT: %s", s)
@@ -549,12 +562,22 @@ func wrongfulDeletions(d *driver, v map[string]Verdict, live map[string]*unstruc
 // deletion waits for a kubelet, and none runs here): not counted.
 func pending(d *driver, v map[string]Verdict, live map[string]*unstructured.Unstructured) []string {
 	var out []string
+	for _, u := range pendingUIDs(v, live) {
+		out = append(out, fmt.Sprintf("finalizers %v: %s", live[u].GetFinalizers(), describe(d.recs[u])))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// pendingUIDs are the UIDs of the objects pending lists.
+func pendingUIDs(v map[string]Verdict, live map[string]*unstructured.Unstructured) []string {
+	var out []string
 	for u, vd := range v {
 		if got, ok := live[u]; ok && vd.Fate == MustBeGone {
 			if got.GetKind() == "Pod" && got.GetDeletionTimestamp() != nil && len(got.GetFinalizers()) == 0 {
 				continue
 			}
-			out = append(out, fmt.Sprintf("finalizers %v: %s", got.GetFinalizers(), describe(d.recs[u])))
+			out = append(out, u)
 		}
 	}
 	sort.Strings(out)
@@ -577,6 +600,51 @@ func leftFinalizers(d *driver, v map[string]Verdict, live map[string]*unstructur
 	}
 	sort.Strings(out)
 	return out
+}
+
+// explain asks every running replica what it knows of each object in uids (must be gone, still
+// there) and what it would decide now (/debug/graph, the Explanation of `cascade explain`), and
+// writes the answers next to the logs: explain-WHEN-NAME-UID.json (at most 20 objects). A line
+// per object and replica says the gist.
+func explain(t *testing.T, dir, when string, cl *cluster, d *driver, uids []string) {
+	t.Helper()
+	client := &http.Client{Timeout: 5 * time.Second}
+	for i, u := range uids {
+		if i == 20 {
+			t.Logf("explain: %d more not asked for", len(uids)-i)
+			break
+		}
+		name := d.recs[u].Name
+		var all []json.RawMessage
+		for _, r := range cl.replicas {
+			url := strings.TrimSuffix(r.c.MetricsURL, "/metrics") + "/debug/graph?uid=" + u
+			resp, err := client.Get(url) //nolint:noctx
+			if err != nil {
+				t.Logf("explain %s (%s): %s: %v", name, u, r.c.Name, err)
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Logf("explain %s (%s): %s: %s %s", name, u, r.c.Name, resp.Status, strings.TrimSpace(string(b)))
+				continue
+			}
+			var e struct {
+				State  string `json:"state"`
+				Owners []struct {
+					Name, State string
+				} `json:"owners"`
+				Decision *struct{ Action, Reason string } `json:"decision"`
+			}
+			if err := json.Unmarshal(b, &e); err == nil {
+				t.Logf("explain (%s) %s (%s): %s: %s, owners %v, decision %v", when, name, u, r.c.Name, e.State, e.Owners, e.Decision)
+			}
+			all = append(all, b)
+		}
+		if out, err := json.MarshalIndent(all, "", " "); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, "explain-"+when+"-"+name+"-"+u+".json"), out, 0o644)
+		}
+	}
 }
 
 // cascadeDeletes sums the successful DELETEs of the running replicas since their start (a

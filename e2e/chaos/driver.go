@@ -239,7 +239,9 @@ func (d *driver) adopt(r *record, u *unstructured.Unstructured, t0, t1 time.Time
 	r.Refs = refsOf(u)
 	r.hold = slices.Contains(u.GetFinalizers(), holdFinalizer)
 	if u.GetDeletionTimestamp() != nil && r.Deletion == NotDeleted {
-		// Deleted by someone else: cascade (collecting it) or the CRD's finalizer.
+		// Deleted by someone else: cascade (collecting it) or the CRD's finalizer. The driver
+		// learns it now, maybe long after it started: the oracle may also start without it.
+		r.DeletionObserved = true
 		fs := u.GetFinalizers()
 		switch {
 		case slices.Contains(fs, metav1.FinalizerDeleteDependents):
@@ -719,7 +721,7 @@ func (d *driver) dump() map[string]any {
 	for _, u := range d.order {
 		r := d.recs[u]
 		objs = append(objs, map[string]any{"uid": u, "kind": r.k.kind, "namespace": r.Namespace, "name": r.Name,
-			"refs": r.Refs, "deletion": r.Deletion, "hold": r.hold, "gone": r.gone})
+			"refs": r.Refs, "deletion": r.Deletion, "deletionObserved": r.DeletionObserved, "hold": r.hold, "gone": r.gone})
 	}
 	return map[string]any{"events": d.events, "objects": objs}
 }

@@ -34,7 +34,10 @@
 //
 // The final state is computed by running these rules on the snapshot the driver ends with (all
 // foreign finalizers removed, every CRD present) to a fixed point, many times with different
-// orders. An object whose fate differs between orders is "either". The one race the orders
+// orders. An object whose fate differs between orders is "either". A deletion the driver did
+// not make but only read back later (the collector's) may have started at any point of the
+// collector's work, after reference removals the driver never read: the runs are made with it
+// as a starting point, without it, and with each such deletion or not. The one race the orders
 // stand for that matters in practice: a dependent with an absent owner and an owner deleted
 // with orphan is kept if the collector first removes the dangling reference (the orphaning
 // owner is still present) and then orphans it, and collected if it orphans first; both are
@@ -94,6 +97,10 @@ type Obj struct {
 	// MayLinger: once being deleted without a finalizer it may still stay (a Pod: the
 	// apiserver's graceful deletion waits for a kubelet, and none runs in the suite).
 	MayLinger bool
+	// DeletionObserved: Deletion is not the driver's doing but what it read back later (the
+	// collector deleting it): it may have started at any point of the collector's work, so a
+	// run may also start with the object not deleted.
+	DeletionObserved bool
 }
 
 // Fate is the oracle's answer for one object.
@@ -211,7 +218,6 @@ func (or *Oracle) Verdicts() map[string]Verdict {
 			deps[r.UID] = append(deps[r.UID], u)
 		}
 	}
-	type outcome struct{ gone, finalizer, notGone, noFinalizer bool }
 	out := map[string]*outcome{}
 	for _, u := range uids {
 		out[u] = &outcome{}
@@ -245,22 +251,27 @@ func (or *Oracle) Verdicts() map[string]Verdict {
 			}
 		})
 	}
-	for i, mk := range strategies {
-		rng := rand.New(rand.NewPCG(or.Seed, uint64(i)))
-		final := or.simulate(uids, deps, mk(rng), rng)
-		for u, s := range final {
-			oc := out[u]
-			if s == sGone {
-				oc.gone = true
-				oc.noFinalizer = true
-			} else {
-				oc.notGone = true
-				if s == sFG || s == sOrphan {
-					oc.finalizer = true
-				} else {
-					oc.noFinalizer = true
-				}
-			}
+	// Every strategy runs with the deletions the driver only observed (the collector's) as
+	// where everything started; if there are any, once more without them (the collector's
+	// work is then the simulation's) and once with each one or not. More runs only ever add
+	// outcomes.
+	anyObserved := false
+	for _, u := range uids {
+		anyObserved = anyObserved || or.Objs[u].DeletionObserved
+	}
+	modes := 1
+	if anyObserved {
+		modes = 3
+	}
+	for mode := range modes {
+		for i, mk := range strategies {
+			rng := rand.New(rand.NewPCG(or.Seed, uint64(mode<<32|i)))
+			observed := []func() bool{
+				func() bool { return true },
+				func() bool { return false },
+				func() bool { return rng.IntN(2) == 0 },
+			}[mode]
+			or.merge(out, or.simulate(uids, deps, mk(rng), rng, observed))
 		}
 	}
 	v := make(map[string]Verdict, len(out))
@@ -277,6 +288,27 @@ func (or *Oracle) Verdicts() map[string]Verdict {
 		v[u] = Verdict{Fate: f, FinalizerMayStay: oc.finalizer}
 	}
 	return v
+}
+
+// outcome is what the runs so far did with one object.
+type outcome struct{ gone, finalizer, notGone, noFinalizer bool }
+
+// merge adds one run's final states to out.
+func (or *Oracle) merge(out map[string]*outcome, final map[string]simState) {
+	for u, s := range final {
+		oc := out[u]
+		if s == sGone {
+			oc.gone = true
+			oc.noFinalizer = true
+			continue
+		}
+		oc.notGone = true
+		if s == sFG || s == sOrphan {
+			oc.finalizer = true
+		} else {
+			oc.noFinalizer = true
+		}
+	}
 }
 
 // prefer fires, in each pass, only the actions of the first of the given kinds that has any
@@ -305,7 +337,9 @@ func prefer(kinds ...actionKind) strategy {
 	}
 }
 
-func (or *Oracle) simulate(uids []string, deps map[string][]string, order strategy, rng *rand.Rand) map[string]simState {
+// observed says, for each object whose deletion the driver only observed, whether this run
+// starts with that deletion.
+func (or *Oracle) simulate(uids []string, deps map[string][]string, order strategy, rng *rand.Rand, observed func() bool) map[string]simState {
 	st := make(map[string]*simObj, len(uids))
 	// A reference that names an orphaned owner's UID with other coordinates (another
 	// namespace, a kind or version no API serves, another name): the in-tree collector links
@@ -316,7 +350,11 @@ func (or *Oracle) simulate(uids []string, deps map[string][]string, order strate
 	for _, u := range uids {
 		o := or.Objs[u]
 		s := &simObj{o: o, refs: append([]Ref(nil), o.Refs...), lingers: o.MayLinger && rng.IntN(2) == 0}
-		switch o.Deletion {
+		del := o.Deletion
+		if o.DeletionObserved && !observed() {
+			del = NotDeleted
+		}
+		switch del {
 		case NotDeleted:
 			s.state = sLive
 		case DeletedBackground:

@@ -171,3 +171,39 @@ func TestOracleLingeringPod(t *testing.T) {
 		t.Fatalf("p %s, d %s; want either, either", v["p"].Fate, v["d"].Fate)
 	}
 }
+
+// Found by the CI form (seed 1, dep-934): the driver learns of deletions the collector made
+// (reading an object back Terminating) later than of the references the collector removed
+// before them. Here the collector deleted d in the foreground (its owners: a gone one, one
+// waiting forever), y (blocking d, with a solid owner x) lost its reference to d, d went; w and
+// x were deleted in the foreground after that, as d's and w's dependents. The driver's record
+// holds w's and x's deletions but not y's lost reference: taken as where everything started,
+// x was never solid, y could never release d, and d "must exist". A deletion the driver only
+// observed may have started at any point of the collector's work: d is "either".
+func TestOracleCollectorDeletionsObservedLate(t *testing.T) {
+	kinds := map[string]KindInfo{"v1/ConfigMap": {Namespaced: true, Known: true}, "ghost/v1/Nope": {Namespaced: true, Known: false}}
+	unknown := Ref{APIVersion: "ghost/v1", Kind: "Nope", Name: "p", UID: "p"}
+	cm := func(uid string, del Deletion, refs ...Ref) *Obj {
+		return &Obj{UID: uid, GK: "v1/ConfigMap", Namespace: "a", Name: uid, Namespaced: true, Deletion: del, Refs: refs}
+	}
+	to := func(uid string, block bool) Ref {
+		return Ref{APIVersion: "v1", Kind: "ConfigMap", Name: uid, UID: uid, Block: block}
+	}
+	w := cm("w", DeletedForeground, to("d", false))
+	x := cm("x", DeletedForeground, to("w", true))
+	w.DeletionObserved, x.DeletionObserved = true, true
+	or := &Oracle{Kinds: kinds, Objs: map[string]*Obj{}, Seed: 1}
+	for _, o := range []*Obj{
+		cm("a", Gone),
+		cm("r", DeletedForeground), cm("z", NotDeleted, to("r", true), unknown), // r waits forever
+		cm("d", NotDeleted, to("a", false), to("r", false)),
+		w, x,
+		cm("y", NotDeleted, to("d", true), to("x", true)),
+		cm("p", NotDeleted, to("y", true), unknown), // y, once deleted, waits forever
+	} {
+		or.Objs[o.UID] = o
+	}
+	if v := or.Verdicts(); v["d"].Fate != Either {
+		t.Fatalf("d: %s, want either", v["d"].Fate)
+	}
+}
