@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -424,4 +425,95 @@ func (tr *tracker) waitForEvery(timeout, period time.Duration, cond func() (bool
 		return false, tr.err
 	})
 	return at, err
+}
+
+// timeline says when the named objects went, relative to start: the first, the 10th, 50th and
+// 90th percentile and the last deletion seen. It shows where a window's time goes: the delay
+// before collection starts, the rate in the middle, the tail.
+func (tr *tracker) timeline(names []string, start time.Time) string {
+	tr.mu.Lock()
+	var ms []float64
+	for _, n := range names {
+		if t, ok := tr.gone[n]; ok {
+			ms = append(ms, float64(t.Sub(start).Microseconds())/1000)
+		}
+	}
+	tr.mu.Unlock()
+	if len(ms) == 0 {
+		return "none gone"
+	}
+	slices.Sort(ms)
+	at := func(p float64) float64 { return ms[min(len(ms)-1, int(p*float64(len(ms))))] }
+	return fmt.Sprintf("%d gone: first +%.0f ms, 10%% +%.0f, 50%% +%.0f, 90%% +%.0f, last +%.0f", len(ms), ms[0], at(0.1), at(0.5), at(0.9), ms[len(ms)-1])
+}
+
+// cpuSample is the CPU time the processes of a measurement had used at one moment, and the
+// machine's busy and total time: the difference of two samples says which process spent the
+// window's CPU, and whether the machine (2 cores, shared) had any left.
+type cpuSample struct {
+	apiserver, etcd, gc, bench time.Duration
+	machineBusy, machineAll    time.Duration
+}
+
+// clockTick is the unit of /proc's CPU times (USER_HZ, 100 on Linux).
+const clockTick = 10 * time.Millisecond
+
+func (r *comparison) cpuNow(gc *gcRun) cpuSample {
+	s := cpuSample{
+		apiserver: procCPU(suite.CP.APIServer.Pid()),
+		etcd:      procCPU(suite.CP.Etcd.Pid()),
+		bench:     procCPU(os.Getpid()),
+	}
+	if gc != nil {
+		s.gc = procCPU(gc.proc.Pid())
+	}
+	s.machineBusy, s.machineAll = machineCPU()
+	return s
+}
+
+// cpuReport is what the window between two samples cost, per processed object.
+func cpuReport(a, b cpuSample, objects int) string {
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(objects) }
+	busy := 0.0
+	if all := b.machineAll - a.machineAll; all > 0 {
+		busy = 100 * float64(b.machineBusy-a.machineBusy) / float64(all)
+	}
+	return fmt.Sprintf("CPU ms/object apiserver %.2f etcd %.2f gc %.2f bench %.2f; machine busy %.0f%%",
+		per(b.apiserver-a.apiserver), per(b.etcd-a.etcd), per(b.gc-a.gc), per(b.bench-a.bench), busy)
+}
+
+// procCPU is process pid's user+system CPU time so far (0 when unreadable).
+func procCPU(pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces; the fields after its ')' are fixed.
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64) // utime, field 14
+	k, _ := strconv.ParseInt(f[12], 10, 64) // stime, field 15
+	return time.Duration(u+k) * clockTick
+}
+
+// machineCPU is the machine's busy and total CPU time so far (/proc/stat's cpu line).
+func machineCPU() (busy, all time.Duration) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	var total, idle int64
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		total += n
+		if i == 3 || i == 4 { // idle, iowait
+			idle += n
+		}
+	}
+	return time.Duration(total-idle) * clockTick, time.Duration(total) * clockTick
 }

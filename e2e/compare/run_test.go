@@ -128,6 +128,7 @@ func (r *comparison) measureTree(sc treeScenario, subject string, bud report.Bud
 	before := framework.APIServerRequests(r.b, r.cs)
 	waitProfile := obs.gc.startProfile(ns, profileSeconds)
 	defer waitProfile()
+	cpuStart := r.cpuNow(obs.gc)
 	start := time.Now()
 	if subject == report.Raw {
 		raw := rawClient(r.b, bud)
@@ -147,6 +148,7 @@ func (r *comparison) measureTree(sc treeScenario, subject string, bud report.Bud
 			r.cs.DeleteCM(r.b, ns, name, sc.policy)
 		}
 	}
+	sent := time.Since(start)
 	var end time.Time
 	switch sc.policy {
 	case metav1.DeletePropagationOrphan:
@@ -169,6 +171,7 @@ func (r *comparison) measureTree(sc treeScenario, subject string, bud report.Bud
 	default:
 		end, err = tr.waitFor(timeout, func() (bool, time.Time) { return tr.allGone(deps) })
 	}
+	cpuEnd := r.cpuNow(obs.gc)
 	if err != nil {
 		m.Error = obs.failure(err)
 		return m
@@ -182,6 +185,8 @@ func (r *comparison) measureTree(sc treeScenario, subject string, bud report.Bud
 	m.ObjectsPerSecond = float64(m.Objects) / m.Seconds
 	m.Requests, m.RequestDetail = reqs, detail
 	m.RequestsPerObject = reqs / float64(m.Objects)
+	fmt.Printf("compare: %s %s run %d (%s) timeline: requests sent +%.0f ms, %s\n", sc.key, bud.Name, run, subject, float64(sent.Microseconds())/1000, tr.timeline(deps, start))
+	fmt.Printf("compare: %s %s run %d (%s) %s\n", sc.key, bud.Name, run, subject, cpuReport(cpuStart, cpuEnd, m.Objects))
 	return m
 }
 
