@@ -118,6 +118,7 @@ type Controller struct {
 	resources ResourceSet // guarded by resMu; written by the discovery loop only
 
 	monitors *monitors
+	mappings *mappingCache // the mapper's answers until its next reset (mappings.go)
 	absent   *AbsentCache
 	nsLabels *client.NamespaceLabels // for the policy's namespace selectors
 	latency  *latencyTracker         // nil without metrics
@@ -166,6 +167,7 @@ func New(deps Deps) *Controller {
 		deps:        deps,
 		g:           graph.New(),
 		resources:   ResourceSet{},
+		mappings:    newMappingCache(),
 		absent:      NewAbsentCache(deps.AbsentCacheSize),
 		nsLabels:    client.NewNamespaceLabels(deps.Clock),
 		deleteQueue: work.NewQueue("attempt_to_delete", work.Options[types.UID]{Metrics: deps.WorkMetrics, Clock: deps.Clock}),
@@ -377,6 +379,7 @@ func (c *Controller) syncResources(ctx context.Context) {
 	// owner kind is retried against fresh discovery).
 	if c.deps.Mapper != nil {
 		c.deps.Mapper.Reset()
+		c.mappings.clear()
 	}
 	for _, gvr := range removed {
 		c.monitors.stop(gvr)

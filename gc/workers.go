@@ -275,7 +275,7 @@ func (c *Controller) restMapping(gk schema.GroupKind, version string) (*meta.RES
 	if c.deps.Mapper == nil {
 		return nil, errors.New("no REST mapper")
 	}
-	m, err := c.deps.Mapper.RESTMapping(gk, version)
+	m, err := c.mappings.get(c.deps.Mapper, gk, version)
 	if err != nil {
 		return nil, fmt.Errorf("REST mapping of %s/%s: %w", gk, version, err)
 	}
