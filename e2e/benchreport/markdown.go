@@ -34,6 +34,12 @@ func markdown(rep report.Report, charts []string) string {
 	} else {
 		p("Full run: %s per figure; the table shows the median and, in brackets, the lowest and highest run.\n\n", plural(cfg.Runs, "run"))
 	}
+	if len(cfg.UnthrottledBackground)+len(cfg.UnthrottledForeground)+len(cfg.UnthrottledOrphan)+len(cfg.UnthrottledLevels) > 0 {
+		p("Unthrottled, the trees are larger (see the table): a reduced tree is collected in about a\n")
+		p("second, a window too short to tell throughput from the fixed delays (the first owner's deletion\n")
+		p("reaching the collector, the last deletion reaching the benchmark) and from whatever else the\n")
+		p("machine ran during that second.\n\n")
+	}
 
 	p("## Machine and versions\n\n")
 	m := rep.Machine

@@ -30,7 +30,8 @@ import (
 // It takes hours at full size, so it runs only when CASCADE_COMPARE=1 (`make bench` sets it;
 // `make bench QUICK=1` runs a reduced set in minutes). Environment:
 //
-//	QUICK=1           reduced sizes, one run per figure
+//	QUICK=1           reduced sizes (but unthrottled trees, which would go in about a second:
+//	                  they keep the full sizes), one run per figure
 //	BENCH_RUNS=n      runs per figure (default 3; QUICK 1)
 //	BENCH_QPS=40,0    client QPS budgets, 0 = unthrottled (default "40,0")
 //	BENCH_BURST=30    client burst with a QPS budget (default 30, the in-tree GC's)
@@ -110,6 +111,9 @@ func compareConfigFromEnv() (report.Config, error) {
 	}
 	if quick {
 		cfg.Runs = 1
+		// Unthrottled, the reduced trees go in about a second: too short a window to tell
+		// throughput from fixed delays and the machine's other load. They keep the full sizes.
+		cfg.UnthrottledBackground, cfg.UnthrottledForeground, cfg.UnthrottledOrphan, cfg.UnthrottledLevels = cfg.Background, cfg.Foreground, cfg.Orphan, cfg.Levels
 		cfg.Background, cfg.Foreground, cfg.Orphan, cfg.Levels = []int{10, 100}, []int{10, 100}, []int{1, 500}, []int{10, 10, 10}
 		cfg.LatencyReps = 30
 		cfg.WarmupObjects = 10000
@@ -176,12 +180,14 @@ type treeScenario struct {
 	block bool
 }
 
-func treeScenarios(c report.Config) []treeScenario {
+// treeScenarios are the tree scenarios c selects, with their sizes at budget b.
+func treeScenarios(c report.Config, b report.Budget) []treeScenario {
+	bg, fg, orphan, levels := c.Trees(b)
 	all := []treeScenario{
-		{key: "background", title: "background " + shapeTitle(c.Background), shape: c.Background, policy: metav1.DeletePropagationBackground},
-		{key: "foreground", title: "foreground " + shapeTitle(c.Foreground), shape: c.Foreground, policy: metav1.DeletePropagationForeground, block: true},
-		{key: "orphan", title: "orphan " + shapeTitle(c.Orphan), shape: c.Orphan, policy: metav1.DeletePropagationOrphan},
-		{key: "levels", title: fmt.Sprintf("%d levels %s", len(c.Levels), shapeTitle(c.Levels)), shape: c.Levels, policy: metav1.DeletePropagationBackground},
+		{key: "background", title: "background " + shapeTitle(bg), shape: bg, policy: metav1.DeletePropagationBackground},
+		{key: "foreground", title: "foreground " + shapeTitle(fg), shape: fg, policy: metav1.DeletePropagationForeground, block: true},
+		{key: "orphan", title: "orphan " + shapeTitle(orphan), shape: orphan, policy: metav1.DeletePropagationOrphan},
+		{key: "levels", title: fmt.Sprintf("%d levels %s", len(levels), shapeTitle(levels)), shape: levels, policy: metav1.DeletePropagationBackground},
 	}
 	var out []treeScenario
 	for _, s := range all {

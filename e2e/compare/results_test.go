@@ -55,7 +55,7 @@ func (r *comparison) results(root string) report.Report {
 		rep.Command += " (resumed over several runs)"
 	}
 	for _, bud := range cfg.Budgets {
-		for _, sc := range treeScenarios(cfg) {
+		for _, sc := range treeScenarios(cfg, bud) {
 			for _, md := range []metricDef{metricThroughput, metricRequests} {
 				rep.Rows = append(rep.Rows, r.row(sc.key, sc.title, bud.Name, md))
 			}

@@ -45,7 +45,7 @@ func (r *comparison) run() {
 	fmt.Printf("compare: %d run(s) per figure, budgets %v, scenarios %v, quick=%v\n", r.cfg.Runs, r.cfg.Budgets, r.cfg.Scenarios, r.cfg.Quick)
 	for run := 1; run <= r.cfg.Runs; run++ {
 		for _, bud := range r.cfg.Budgets {
-			for _, sc := range treeScenarios(r.cfg) {
+			for _, sc := range treeScenarios(r.cfg, bud) {
 				for _, subject := range report.Subjects {
 					if !r.have(sc.key, bud.Name, subject, run) {
 						r.record(r.measureTree(sc, subject, bud, run))

@@ -74,6 +74,15 @@ type Config struct {
 	Foreground []int `json:"foreground"`
 	Orphan     []int `json:"orphan"`
 	Levels     []int `json:"levels"`
+	// The trees at the unthrottled budget, where they differ from the above (QUICK runs: the
+	// full sizes). Unthrottled, a QUICK tree is collected in about a second, and a window that
+	// short measures the fixed delays (the first owner's deletion reaching the collector, the
+	// last deletion reaching the benchmark) and whatever else the machine ran that second more
+	// than throughput. Empty: the same as above.
+	UnthrottledBackground []int `json:"unthrottled_background,omitempty"`
+	UnthrottledForeground []int `json:"unthrottled_foreground,omitempty"`
+	UnthrottledOrphan     []int `json:"unthrottled_orphan,omitempty"`
+	UnthrottledLevels     []int `json:"unthrottled_levels,omitempty"`
 	// Small-cascade latency: LatencyReps owners with LatencyDeps dependents each, deleted one
 	// after the other.
 	LatencyReps int `json:"latency_repetitions"`
@@ -90,6 +99,24 @@ type Config struct {
 	MemorySettleSeconds int      `json:"memory_settle_seconds"`
 	MemorySamples       int      `json:"memory_samples"`
 	Scenarios           []string `json:"scenarios"`
+}
+
+// Trees returns the tree shapes of the scenarios background, foreground, orphan and levels at
+// budget b.
+func (c Config) Trees(b Budget) (background, foreground, orphan, levels []int) {
+	background, foreground, orphan, levels = c.Background, c.Foreground, c.Orphan, c.Levels
+	if b.QPS == 0 {
+		pick := func(dst *[]int, s []int) {
+			if len(s) > 0 {
+				*dst = s
+			}
+		}
+		pick(&background, c.UnthrottledBackground)
+		pick(&foreground, c.UnthrottledForeground)
+		pick(&orphan, c.UnthrottledOrphan)
+		pick(&levels, c.UnthrottledLevels)
+	}
+	return background, foreground, orphan, levels
 }
 
 // Budget is a client-side request budget given to each GC and to the raw client.

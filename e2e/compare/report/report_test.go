@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -58,5 +59,25 @@ func TestThousands(t *testing.T) {
 		if got := Thousands(n); got != want {
 			t.Errorf("Thousands(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// TestTreesAtBudget: the unthrottled budget takes the unthrottled trees where they are set, and
+// the trees otherwise; a QPS budget always takes the trees.
+func TestTreesAtBudget(t *testing.T) {
+	c := Config{
+		Background: []int{10, 100}, Foreground: []int{10, 100}, Orphan: []int{1, 500}, Levels: []int{10, 10, 10},
+		UnthrottledBackground: []int{10, 1000}, UnthrottledLevels: []int{10, 10, 100},
+	}
+	bg, fg, orphan, levels := c.Trees(Budget{Name: "40 QPS", QPS: 40, Burst: 30})
+	if !slices.Equal(bg, c.Background) || !slices.Equal(fg, c.Foreground) || !slices.Equal(orphan, c.Orphan) || !slices.Equal(levels, c.Levels) {
+		t.Errorf("at 40 QPS: %v %v %v %v, want the trees", bg, fg, orphan, levels)
+	}
+	bg, fg, orphan, levels = c.Trees(Budget{Name: "unthrottled"})
+	if !slices.Equal(bg, []int{10, 1000}) || !slices.Equal(levels, []int{10, 10, 100}) {
+		t.Errorf("unthrottled: background %v, levels %v, want the unthrottled trees", bg, levels)
+	}
+	if !slices.Equal(fg, c.Foreground) || !slices.Equal(orphan, c.Orphan) {
+		t.Errorf("unthrottled: foreground %v, orphan %v, want the trees (no unthrottled ones set)", fg, orphan)
 	}
 }
