@@ -6,7 +6,7 @@
 //   - A queue hands an item to one worker at a time (client-go's workqueue); workers are a fixed
 //     pool, never a goroutine per item.
 //   - Every item ends in exactly one Outcome: Done forgets it, Retry re-adds it after its
-//     per-item backoff, WaitForSync re-adds it after SyncWait without growing the backoff.
+//     per-item backoff (at most MaxBackoff by default, so a healed cause is noticed soon), WaitForSync re-adds it after SyncWait without growing the backoff.
 //   - A failed attempt (an error returned with Retry) is counted
 //     (cascade_worker_errors_total{queue}) and logged at default verbosity once per item, on its
 //     first failure; further failures of the same item log at V(4) until it succeeds, so a

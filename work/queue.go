@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -62,7 +63,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// Options configure a Queue. Zero values mean client-go's controller defaults.
+// MaxBackoff caps the per-item backoff of DefaultRateLimiter. client-go's controller default
+// grows to 1,000 s: an item that failed a dozen times while something was broken (an API
+// server restarting, a CRD briefly missing from discovery) would then wait minutes after the
+// cause healed, with nothing else to wake it. The chaos suite saw a cluster converge only two
+// minutes after its faults healed.
+const MaxBackoff = 30 * time.Second
+
+// DefaultRateLimiter is client-go's controller default (per-item exponential backoff from 5 ms,
+// and 10 re-adds a second overall with a burst of 100) with the per-item backoff capped at
+// MaxBackoff.
+func DefaultRateLimiter[T comparable]() workqueue.TypedRateLimiter[T] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[T](5*time.Millisecond, MaxBackoff),
+		&workqueue.TypedBucketRateLimiter[T]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
+}
+
+// Options configure a Queue. Zero values mean the defaults (DefaultRateLimiter).
 type Options[T comparable] struct {
 	// RateLimiter is the per-item backoff of Retry.
 	RateLimiter workqueue.TypedRateLimiter[T]
@@ -89,7 +107,7 @@ type Queue[T comparable] struct {
 // NewQueue returns an empty queue; name labels its metrics and logs.
 func NewQueue[T comparable](name string, opts Options[T]) *Queue[T] {
 	if opts.RateLimiter == nil {
-		opts.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[T]()
+		opts.RateLimiter = DefaultRateLimiter[T]()
 	}
 	cfg := workqueue.TypedRateLimitingQueueConfig[T]{Name: name}
 	if opts.Clock != nil {

@@ -179,3 +179,23 @@ func TestAddAfter(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestDefaultRateLimiterCapped: however often an item failed, its next try is at most
+// MaxBackoff away (client-go's default grows to 1,000 s); the first retries stay fast.
+func TestDefaultRateLimiterCapped(t *testing.T) {
+	rl := DefaultRateLimiter[string]()
+	if d := rl.When("x"); d > 10*time.Millisecond {
+		t.Errorf("first retry after %v, want 5ms", d)
+	}
+	var last time.Duration
+	for range 40 {
+		last = rl.When("x")
+	}
+	if last != MaxBackoff {
+		t.Errorf("after 41 failures: %v, want the cap %v", last, MaxBackoff)
+	}
+	rl.Forget("x")
+	if d := rl.When("x"); d > 10*time.Millisecond {
+		t.Errorf("after Forget: %v, want 5ms again", d)
+	}
+}
