@@ -83,6 +83,14 @@ const (
 	DeletedUnknown
 	// Gone: the apiserver removed it at once (no finalizer at all).
 	Gone
+	// DeletedMaybeForeground: deleted, and the driver cannot tell whether in the foreground:
+	// a foreground deletion whose foregroundDeletion finalizer was already gone when the
+	// operations ended (its dependents may have been decided while it waited: in the
+	// foreground themselves, their references to it unblocked; or after it went), or a custom
+	// resource deleted with its CRD (in the background, unless the collector had already
+	// deleted it in the foreground, unseen by the driver). Each run takes it as one or the
+	// other.
+	DeletedMaybeForeground
 )
 
 // Obj is one object incarnation (one UID) as the driver last knew it.
@@ -365,6 +373,8 @@ func (or *Oracle) simulate(uids []string, deps map[string][]string, order strate
 			s.state = sFG
 		case DeletedUnknown:
 			s.state = []simState{sBG, sOrphan, sFG}[rng.IntN(3)]
+		case DeletedMaybeForeground:
+			s.state = []simState{sBG, sFG}[rng.IntN(2)]
 		case Gone:
 			s.state = sGone
 		}

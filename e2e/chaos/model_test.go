@@ -207,3 +207,33 @@ func TestOracleCollectorDeletionsObservedLate(t *testing.T) {
 		t.Fatalf("d: %s, want either", v["d"].Fate)
 	}
 }
+
+// Found by the CI form (seed 1, spr-12 and wid-669): o was deleted in the foreground and the
+// collector finished it before the end (its finalizer gone); while it waited, the collector
+// deleted its dependent d in the foreground (d has a dependent of its own), and d now waits for
+// ever on x, a blocking dependent that can never be collected (a reference to a kind without
+// REST mapping). Taking o as deleted in the background, d "must be gone"; the driver cannot
+// tell which happened, so d is "either". The same for a custom resource deleted with its CRD.
+func TestOracleMaybeForeground(t *testing.T) {
+	kinds := map[string]KindInfo{"v1/ConfigMap": {Namespaced: true, Known: true}, "ghost/v1/Nope": {Namespaced: true, Known: false}}
+	unknown := Ref{APIVersion: "ghost/v1", Kind: "Nope", Name: "p", UID: "p"}
+	cm := func(uid string, del Deletion, refs ...Ref) *Obj {
+		return &Obj{UID: uid, GK: "v1/ConfigMap", Namespace: "a", Name: uid, Namespaced: true, Deletion: del, Refs: refs}
+	}
+	to := func(uid string, block bool) Ref {
+		return Ref{APIVersion: "v1", Kind: "ConfigMap", Name: uid, UID: uid, Block: block}
+	}
+	for _, tc := range []struct {
+		del  Deletion
+		want Fate
+	}{{DeletedBackground, MustBeGone}, {DeletedMaybeForeground, Either}} {
+		or := &Oracle{Kinds: kinds, Objs: map[string]*Obj{}, Seed: 1}
+		for _, o := range []*Obj{cm("o", tc.del), cm("d", NotDeleted, to("o", true)), cm("x", NotDeleted, to("d", true), unknown)} {
+			or.Objs[o.UID] = o
+		}
+		v := or.Verdicts()
+		if v["d"].Fate != tc.want || v["x"].Fate != MustExist {
+			t.Errorf("owner %v: d %s, x %s; want d %s, x must exist", tc.del, v["d"].Fate, v["x"].Fate, tc.want)
+		}
+	}
+}
