@@ -181,14 +181,7 @@ func TestOracleLingeringPod(t *testing.T) {
 // x was never solid, y could never release d, and d "must exist". A deletion the driver only
 // observed may have started at any point of the collector's work: d is "either".
 func TestOracleCollectorDeletionsObservedLate(t *testing.T) {
-	kinds := map[string]KindInfo{"v1/ConfigMap": {Namespaced: true, Known: true}, "ghost/v1/Nope": {Namespaced: true, Known: false}}
-	unknown := Ref{APIVersion: "ghost/v1", Kind: "Nope", Name: "p", UID: "p"}
-	cm := func(uid string, del Deletion, refs ...Ref) *Obj {
-		return &Obj{UID: uid, GK: "v1/ConfigMap", Namespace: "a", Name: uid, Namespaced: true, Deletion: del, Refs: refs}
-	}
-	to := func(uid string, block bool) Ref {
-		return Ref{APIVersion: "v1", Kind: "ConfigMap", Name: uid, UID: uid, Block: block}
-	}
+	kinds, unknown, cm, to := cmWorld()
 	w := cm("w", DeletedForeground, to("d", false))
 	x := cm("x", DeletedForeground, to("w", true))
 	w.DeletionObserved, x.DeletionObserved = true, true
@@ -215,14 +208,7 @@ func TestOracleCollectorDeletionsObservedLate(t *testing.T) {
 // REST mapping). Taking o as deleted in the background, d "must be gone"; the driver cannot
 // tell which happened, so d is "either". The same for a custom resource deleted with its CRD.
 func TestOracleMaybeForeground(t *testing.T) {
-	kinds := map[string]KindInfo{"v1/ConfigMap": {Namespaced: true, Known: true}, "ghost/v1/Nope": {Namespaced: true, Known: false}}
-	unknown := Ref{APIVersion: "ghost/v1", Kind: "Nope", Name: "p", UID: "p"}
-	cm := func(uid string, del Deletion, refs ...Ref) *Obj {
-		return &Obj{UID: uid, GK: "v1/ConfigMap", Namespace: "a", Name: uid, Namespaced: true, Deletion: del, Refs: refs}
-	}
-	to := func(uid string, block bool) Ref {
-		return Ref{APIVersion: "v1", Kind: "ConfigMap", Name: uid, UID: uid, Block: block}
-	}
+	kinds, unknown, cm, to := cmWorld()
 	for _, tc := range []struct {
 		del  Deletion
 		want Fate
@@ -236,4 +222,18 @@ func TestOracleMaybeForeground(t *testing.T) {
 			t.Errorf("owner %v: d %s, x %s; want d %s, x must exist", tc.del, v["d"].Fate, v["x"].Fate, tc.want)
 		}
 	}
+}
+
+// cmWorld is the oracle's world of the tests above: ConfigMaps in namespace "a" and a kind
+// without REST mapping (unknown: a reference to it), with builders for objects and references.
+func cmWorld() (map[string]KindInfo, Ref, func(uid string, del Deletion, refs ...Ref) *Obj, func(uid string, block bool) Ref) {
+	kinds := map[string]KindInfo{"v1/ConfigMap": {Namespaced: true, Known: true}, "ghost/v1/Nope": {Namespaced: true, Known: false}}
+	unknown := Ref{APIVersion: "ghost/v1", Kind: "Nope", Name: "p", UID: "p"}
+	cm := func(uid string, del Deletion, refs ...Ref) *Obj {
+		return &Obj{UID: uid, GK: "v1/ConfigMap", Namespace: "a", Name: uid, Namespaced: true, Deletion: del, Refs: refs}
+	}
+	to := func(uid string, block bool) Ref {
+		return Ref{APIVersion: "v1", Kind: "ConfigMap", Name: uid, UID: uid, Block: block}
+	}
+	return kinds, unknown, cm, to
 }
