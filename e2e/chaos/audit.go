@@ -30,6 +30,7 @@ type auditEvent struct {
 	ResponseStatus *struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
+	AuditID                  string           `json:"auditID"`
 	RequestObject            json.RawMessage  `json:"requestObject"`
 	RequestReceivedTimestamp metav1.MicroTime `json:"requestReceivedTimestamp"`
 	StageTimestamp           metav1.MicroTime `json:"stageTimestamp"`
@@ -188,79 +189,108 @@ func (c *checker) read(path string) ([]cascadeWrite, error) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	var out []cascadeWrite
+	// Requests received and never completed: kube-apiserver was killed while serving them, after
+	// or before writing to etcd. Each may have been applied.
+	unanswered := map[string]auditEvent{}
+	var order []string
 	for sc.Scan() {
 		var e auditEvent
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			continue // a line cut by a killed apiserver
 		}
-		if e.User.Username != cascadeUser || e.Stage != "ResponseComplete" || e.ObjectRef == nil || e.ResponseStatus == nil ||
-			(e.Verb != "delete" && e.Verb != "patch") {
+		if e.User.Username != cascadeUser || e.ObjectRef == nil || (e.Verb != "delete" && e.Verb != "patch") {
 			continue
 		}
-		// A DELETE answered with a server error (a timeout while etcd restarts) may have been
-		// applied: it counts as a possible end of its object for the objects it owned, and is
-		// not itself judged (the oracle judges the object's fate).
-		maybe := e.ResponseStatus.Code >= 500 // a DELETE or PATCH that may have been applied
-		if !maybe && (e.ResponseStatus.Code < 200 || e.ResponseStatus.Code > 299) {
+		switch e.Stage {
+		case "RequestReceived":
+			unanswered[e.AuditID] = e
+			order = append(order, e.AuditID)
+			continue
+		case "ResponseComplete":
+			delete(unanswered, e.AuditID)
+		default:
 			continue
 		}
-		k := c.kindOf[[2]string{e.ObjectRef.APIGroup, e.ObjectRef.Resource}]
-		if k == nil {
-			continue
+		if w, ok := c.write(e); ok {
+			out = append(out, w)
 		}
-		w := cascadeWrite{from: e.RequestReceivedTimestamp.Time, to: e.StageTimestamp.Time, verb: e.Verb, k: k, ns: e.ObjectRef.Namespace, name: e.ObjectRef.Name, maybe: maybe}
-		if e.Verb == "delete" {
-			var opts metav1.DeleteOptions
-			if len(e.RequestObject) > 0 && json.Unmarshal(e.RequestObject, &opts) == nil {
-				if opts.Preconditions != nil && opts.Preconditions.UID != nil {
-					w.uid = string(*opts.Preconditions.UID)
-				}
-				if opts.PropagationPolicy != nil {
-					w.policy = string(*opts.PropagationPolicy)
-				}
-			}
-		} else {
-			var p struct {
-				Metadata struct {
-					UID             string           `json:"uid"`
-					ResourceVersion string           `json:"resourceVersion"`
-					OwnerReferences []map[string]any `json:"ownerReferences"`
-				} `json:"metadata"`
-			}
-			if len(e.RequestObject) == 0 || json.Unmarshal(e.RequestObject, &p) != nil {
-				continue
-			}
-			if p.Metadata.OwnerReferences == nil {
-				continue // not about references (a finalizer, an annotation)
-			}
-			w.uid = p.Metadata.UID
-			deletes := false
-			for _, r := range p.Metadata.OwnerReferences {
-				uid, _ := r["uid"].(string)
-				if r["$patch"] == "delete" {
-					deletes = true
-					w.removed = append(w.removed, uid)
-				} else {
-					w.newRefs = append(w.newRefs, uid)
-				}
-			}
-			if !deletes {
-				if p.Metadata.ResourceVersion == "" {
-					continue // strategic merge patch unblocking references: removes nothing
-				}
-				w.isJMP = true
-				if w.newRefs == nil {
-					w.newRefs = []string{}
-				}
-			}
-		}
-		out = append(out, w)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
+	for _, id := range order {
+		if e, ok := unanswered[id]; ok {
+			if w, ok := c.write(e); ok {
+				out = append(out, w)
+			}
+		}
+	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].from.Before(out[j].from) })
 	return out, nil
+}
+
+// write reads one of cascade's DELETEs or PATCHes: completed (ResponseComplete), or received
+// and never answered (RequestReceived only: the apiserver died serving it).
+func (c *checker) write(e auditEvent) (cascadeWrite, bool) {
+	// A DELETE or PATCH answered with a server error (a timeout while etcd restarts), or
+	// never answered, may have been applied: a DELETE counts as a possible end of its
+	// object for the objects it owned, and is not itself judged (the oracle judges the
+	// object's fate).
+	maybe := e.ResponseStatus == nil || e.ResponseStatus.Code >= 500
+	if !maybe && (e.ResponseStatus.Code < 200 || e.ResponseStatus.Code > 299) {
+		return cascadeWrite{}, false
+	}
+	k := c.kindOf[[2]string{e.ObjectRef.APIGroup, e.ObjectRef.Resource}]
+	if k == nil {
+		return cascadeWrite{}, false
+	}
+	w := cascadeWrite{from: e.RequestReceivedTimestamp.Time, to: e.StageTimestamp.Time, verb: e.Verb, k: k, ns: e.ObjectRef.Namespace, name: e.ObjectRef.Name, maybe: maybe}
+	if e.Verb == "delete" {
+		var opts metav1.DeleteOptions
+		if len(e.RequestObject) > 0 && json.Unmarshal(e.RequestObject, &opts) == nil {
+			if opts.Preconditions != nil && opts.Preconditions.UID != nil {
+				w.uid = string(*opts.Preconditions.UID)
+			}
+			if opts.PropagationPolicy != nil {
+				w.policy = string(*opts.PropagationPolicy)
+			}
+		}
+	} else {
+		var p struct {
+			Metadata struct {
+				UID             string           `json:"uid"`
+				ResourceVersion string           `json:"resourceVersion"`
+				OwnerReferences []map[string]any `json:"ownerReferences"`
+			} `json:"metadata"`
+		}
+		if len(e.RequestObject) == 0 || json.Unmarshal(e.RequestObject, &p) != nil {
+			return cascadeWrite{}, false
+		}
+		if p.Metadata.OwnerReferences == nil {
+			return cascadeWrite{}, false // not about references (a finalizer, an annotation)
+		}
+		w.uid = p.Metadata.UID
+		deletes := false
+		for _, r := range p.Metadata.OwnerReferences {
+			uid, _ := r["uid"].(string)
+			if r["$patch"] == "delete" {
+				deletes = true
+				w.removed = append(w.removed, uid)
+			} else {
+				w.newRefs = append(w.newRefs, uid)
+			}
+		}
+		if !deletes {
+			if p.Metadata.ResourceVersion == "" {
+				return cascadeWrite{}, false // strategic merge patch unblocking references: removes nothing
+			}
+			w.isJMP = true
+			if w.newRefs == nil {
+				w.newRefs = []string{}
+			}
+		}
+	}
+	return w, true
 }
 
 // incarnationAt returns the UID of the object w names that existed when w was sent: the last

@@ -16,17 +16,25 @@ import (
 // auditLine is one audit event as kube-apiserver logs it, for the checker's tests.
 func auditLine(t *testing.T, at time.Time, verb, resource, ns, name string, code int, req any) string {
 	t.Helper()
+	return auditStage(t, "ResponseComplete", name+at.String(), at, verb, resource, ns, name, code, req)
+}
+
+// auditStage is auditLine at any stage, with its audit ID; code 0 means no responseStatus.
+func auditStage(t *testing.T, stage, id string, at time.Time, verb, resource, ns, name string, code int, req any) string {
+	t.Helper()
 	body, err := json.Marshal(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := map[string]any{
-		"stage": "ResponseComplete", "verb": verb, "user": map[string]any{"username": cascadeUser},
-		"objectRef":                map[string]any{"resource": resource, "namespace": ns, "name": name, "apiGroup": "apps"},
-		"responseStatus":           map[string]any{"code": code},
+		"stage": stage, "auditID": id, "verb": verb, "user": map[string]any{"username": cascadeUser},
+		"objectRef":                map[string]any{"resource": resource, "namespace": ns, "name": name, "apiGroup": map[string]string{"replicasets": "apps", "deployments": "apps"}[resource]},
 		"requestObject":            json.RawMessage(body),
 		"requestReceivedTimestamp": at.Format(metav1.RFC3339Micro),
 		"stageTimestamp":           at.Add(5 * time.Millisecond).Format(metav1.RFC3339Micro),
+	}
+	if code != 0 {
+		e["responseStatus"] = map[string]any{"code": code}
 	}
 	b, err := json.Marshal(e)
 	if err != nil {
@@ -97,5 +105,58 @@ func TestAuditMaybeAppliedRemoval(t *testing.T) {
 	}
 	if len(res.wrongDeletes) != 1 || !strings.Contains(res.wrongDeletes[0], "no owner references") {
 		t.Errorf("wrongful deletes %v; want the delete of an object without references", res.wrongDeletes)
+	}
+}
+
+// TestAuditUnansweredDelete: the 20,000-operation run with seed 20261123. cascade's DELETE of
+// garbage (sec-2286, whose owner never existed) was applied by a kube-apiserver killed before it
+// answered: the audit log has only its RequestReceived event, and cascade's retry got 404. Its
+// dependent, collected afterwards, was judged deleted "while its owner was alive". A request
+// received and never answered may have been applied.
+func TestAuditUnansweredDelete(t *testing.T) {
+	secKind := kinds[1]
+	if secKind.kind != "Secret" {
+		t.Fatal("kinds reordered")
+	}
+	t0 := time.Date(2026, 11, 23, 8, 18, 38, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	mk := func(name, uid string, refs ...Ref) *record {
+		return &record{Obj: &Obj{UID: uid, GK: secKind.gk(), Namespace: "chaos-b", Name: name, Refs: refs, Namespaced: true}, k: secKind}
+	}
+	never := Ref{APIVersion: "v1", Kind: "ConfigMap", Name: "cm-never-414", UID: "9465ad49-31db-4449-82c7-5a910c1b9912"}
+	owner := mk("sec-2286", "034ece53-8b12-4a54-a247-cba7bf66ab57", never)
+	dep := mk("sec-2287", "87c2a3ed-47e8-4337-9281-91bc000ff377", Ref{APIVersion: "v1", Kind: "Secret", Name: owner.Name, UID: owner.UID})
+	d := &driver{recs: map[string]*record{owner.UID: owner, dep.UID: dep}, order: []string{owner.UID, dep.UID}}
+	d.events = []event{
+		{T0: at(217), T1: at(220), Op: "create", UID: owner.UID, Refs: owner.Refs},
+		{T0: at(228), T1: at(231), Op: "create", UID: dep.UID, Refs: dep.Refs},
+	}
+	del := func(uid string) map[string]any {
+		return map[string]any{"kind": "DeleteOptions", "preconditions": map[string]any{"uid": uid}, "propagationPolicy": "Background"}
+	}
+	lines := []string{
+		auditStage(t, "RequestReceived", "lost", at(300), "delete", "secrets", "chaos-b", owner.Name, 0, del(owner.UID)),
+		auditLine(t, at(1907), "delete", "secrets", "chaos-b", owner.Name, 404, del(owner.UID)),
+		auditLine(t, at(5362), "delete", "secrets", "chaos-b", dep.Name, 200, del(dep.UID)),
+	}
+	for _, tc := range []struct {
+		name  string
+		lines []string
+		wrong int
+	}{{"unanswered delete logged", lines, 0}, {"no trace of it", lines[1:], 1}} {
+		path := filepath.Join(t.TempDir(), "audit.log")
+		if err := os.WriteFile(path, []byte(strings.Join(tc.lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res, err := checkAudit(path, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.deletes+res.maybeDeletes == 0 {
+			t.Fatalf("%s: no DELETE read", tc.name)
+		}
+		if len(res.wrongDeletes) != tc.wrong {
+			t.Errorf("%s: wrongful %v, want %d", tc.name, res.wrongDeletes, tc.wrong)
+		}
 	}
 }

@@ -100,9 +100,11 @@ func (c config) replay() string {
 // driver at Request level: their bodies name the object (the UID precondition of a DELETE) and
 // the references a PATCH removes, which the audit check needs, and the driver's bodies let a
 // finding be traced.
+//
+// Every stage is logged, RequestReceived too: a request kube-apiserver was killed while serving
+// has only that one, and the check counts it as perhaps applied.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
-omitStages: ["RequestReceived"]
 rules:
 - level: None
   resources:

@@ -314,6 +314,15 @@ func (d *driver) create(k *kindDef, ns, name, op string) string {
 	d.current[coordKey(k, ns, name)] = r.UID
 	d.adopt(r, got, t0, t1)
 	d.note(event{T0: t0, T1: t1, Op: "create", UID: r.UID, Refs: r.Refs, Hold: r.hold})
+	if !d.kindByCRDOK(k) {
+		// Created in the moment after its CRD's deletion was accepted, before the CRD turned
+		// Terminating: the CRD's finalizer deletes it too (unaudited), as every object of the
+		// kind created until then (seed 20261123: wid-3199, created 9 ms after its CRD's
+		// deletion, gone, and its dependent rightly collected). Recorded as a CRD deletion
+		// now, for the oracle and the audit check.
+		r.Deletion = DeletedMaybeForeground
+		d.note(event{T0: t1.Add(time.Nanosecond), T1: t1.Add(time.Nanosecond), Op: "crd-delete", GK: k.gk()})
+	}
 	return op
 }
 
