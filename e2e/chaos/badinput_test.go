@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/cascade-gc/cascade/e2e/framework"
 	"github.com/cascade-gc/cascade/e2e/harness"
@@ -38,35 +37,9 @@ import (
 func TestBadInput(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	startCtx, cancelStart := context.WithTimeout(ctx, 3*time.Minute)
-	cp, err := harness.Start(startCtx, harness.Options{})
-	cancelStart()
-	if err != nil {
-		t.Fatalf("start control plane: %v", err)
-	}
-	t.Cleanup(func() { _ = cp.Stop() })
-	bin, err := harness.BuildCascade(cp.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kube, err := kubernetes.NewForConfig(cp.RestConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
 	const ns = "bad-input"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := cp.StartCascade("cascade-bad-input", bin, nil, "--kube-api-qps=0", "--v=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	framework.StopAtCleanup(t, c.Process)
-	readyCtx, cancelReady := context.WithTimeout(ctx, time.Minute)
-	if err := c.WaitReady(readyCtx); err != nil {
-		t.Fatal(err)
-	}
-	cancelReady()
+	cp, bin, kube := testPlane(ctx, t, ns)
+	c := startReady(ctx, t, cp, "cascade-bad-input", bin, "--kube-api-qps=0", "--v=1")
 	cms := kube.CoreV1().ConfigMaps(ns)
 	create := func(name string, refs ...metav1.OwnerReference) (*corev1.ConfigMap, error) {
 		return cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: refs}}, metav1.CreateOptions{})

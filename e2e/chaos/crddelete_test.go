@@ -12,10 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/cascade-gc/cascade/e2e/framework"
-	"github.com/cascade-gc/cascade/e2e/harness"
 )
 
 // TestCRDDeletedOwnerHeldByFinalizer (traced from a chaos run, seed 1): a custom resource owns a
@@ -27,27 +25,10 @@ import (
 func TestCRDDeletedOwnerHeldByFinalizer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	startCtx, cancelStart := context.WithTimeout(ctx, 3*time.Minute)
-	cp, err := harness.Start(startCtx, harness.Options{})
-	cancelStart()
-	if err != nil {
-		t.Fatalf("start control plane: %v", err)
-	}
-	t.Cleanup(func() { _ = cp.Stop() })
-	bin, err := harness.BuildCascade(cp.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kube, err := kubernetes.NewForConfig(cp.RestConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	const ns = "crd-held"
+	cp, bin, kube := testPlane(ctx, t, ns)
 	a, err := newAPI(cp.RestConfig())
 	if err != nil {
-		t.Fatal(err)
-	}
-	const ns = "crd-held"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var widget *kindDef
@@ -59,19 +40,10 @@ func TestCRDDeletedOwnerHeldByFinalizer(t *testing.T) {
 	if _, err := a.dyn.Resource(crdGVR).Create(ctx, crdObject(widget), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitCRDsEstablishedOne(ctx, a, widget.crd); err != nil {
+	if err := waitCRDEstablished(ctx, a, widget.crd, time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	c, err := cp.StartCascade("cascade-crd-held", bin, nil, "--discovery-period=1s", "--v=2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	framework.StopAtCleanup(t, c.Process)
-	readyCtx, cancelReady := context.WithTimeout(ctx, time.Minute)
-	if err := c.WaitReady(readyCtx); err != nil {
-		t.Fatal(err)
-	}
-	cancelReady()
+	startReady(ctx, t, cp, "cascade-crd-held", bin, "--discovery-period=1s", "--v=2")
 
 	w := &unstructured.Unstructured{Object: map[string]any{"apiVersion": widget.apiVersion, "kind": widget.kind,
 		"metadata": map[string]any{"name": "held", "namespace": ns, "finalizers": []any{holdFinalizer}}}}
@@ -143,16 +115,4 @@ func TestCRDDeletedOwnerHeldByFinalizer(t *testing.T) {
 			return err
 		})
 	}
-}
-
-func waitCRDsEstablishedOne(ctx context.Context, a *api, name string) error {
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		got, err := a.dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
-		if err == nil && established(got) {
-			return nil
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return context.DeadlineExceeded
 }

@@ -761,18 +761,25 @@ func waitCRDsEstablished(ctx context.Context, a *api, timeout time.Duration) err
 		if k.crd == "" {
 			continue
 		}
-		for {
-			got, err := a.dyn.Resource(crdGVR).Get(ctx, k.crd, metav1.GetOptions{})
-			if err == nil && established(got) {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("CRD %s not established within %s (last error %v)", k.crd, timeout, err)
-			}
-			time.Sleep(200 * time.Millisecond)
+		if err := waitCRDEstablished(ctx, a, k.crd, deadline); err != nil {
+			return fmt.Errorf("%w (within %s)", err, timeout)
 		}
 	}
 	return nil
+}
+
+// waitCRDEstablished waits until the CRD name is established, until deadline.
+func waitCRDEstablished(ctx context.Context, a *api, name string, deadline time.Time) error {
+	for {
+		got, err := a.dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
+		if err == nil && established(got) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("CRD %s not established (last error %v)", name, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func established(u *unstructured.Unstructured) bool {
