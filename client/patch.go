@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -60,14 +61,15 @@ func mustMarshal(v any) []byte {
 
 // deleteOwnerRefsSMP returns a strategic merge patch removing the owner
 // references with the given UIDs from the object with UID dependentUID. A UID
-// that is not referenced is not an error.
-func deleteOwnerRefsSMP(dependentUID types.UID, ownerUIDs ...types.UID) []byte {
+// that is not referenced is not an error. A non-empty rv is a precondition too:
+// the server answers 409 if the object moved on from that resourceVersion.
+func deleteOwnerRefsSMP(dependentUID types.UID, rv string, ownerUIDs ...types.UID) []byte {
 	dirs := make([]deleteDirective, 0, len(ownerUIDs))
 	for _, uid := range ownerUIDs {
 		dirs = append(dirs, deleteDirective{Patch: "delete", UID: uid})
 	}
 	return mustMarshal(metadataPatch[uidOwnerRefsPatch[deleteDirective]]{
-		Metadata: uidOwnerRefsPatch[deleteDirective]{UID: dependentUID, OwnerReferences: dirs},
+		Metadata: uidOwnerRefsPatch[deleteDirective]{UID: dependentUID, ResourceVersion: rv, OwnerReferences: dirs},
 	})
 }
 
@@ -159,17 +161,63 @@ func RemoveOwnerRefs(ctx context.Context, c Interface, t Target, ownerUIDs []typ
 	if len(ownerUIDs) == 0 {
 		return nil
 	}
-	return patchWithFallback(ctx, c, t,
-		deleteOwnerRefsSMP(t.UID, ownerUIDs...),
-		func(live *metav1.PartialObjectMetadata) []byte {
-			remaining := slices.DeleteFunc(slices.Clone(live.OwnerReferences), func(ref metav1.OwnerReference) bool {
-				return slices.Contains(ownerUIDs, ref.UID)
-			})
-			if len(remaining) == len(live.OwnerReferences) {
-				return nil
-			}
-			return deleteOwnerRefsJMP(live.ResourceVersion, remaining)
+	return patchWithFallback(ctx, c, t, deleteOwnerRefsSMP(t.UID, "", ownerUIDs...), removeRefsJMP(ownerUIDs))
+}
+
+// removeRefsJMP builds, from the live object, the JSON merge patch removing the references to
+// ownerUIDs, or nil when it has none of them.
+func removeRefsJMP(ownerUIDs []types.UID) func(live *metav1.PartialObjectMetadata) []byte {
+	return func(live *metav1.PartialObjectMetadata) []byte {
+		remaining := slices.DeleteFunc(slices.Clone(live.OwnerReferences), func(ref metav1.OwnerReference) bool {
+			return slices.Contains(ownerUIDs, ref.UID)
 		})
+		if len(remaining) == len(live.OwnerReferences) {
+			return nil
+		}
+		return deleteOwnerRefsJMP(live.ResourceVersion, remaining)
+	}
+}
+
+// ErrKeepersGone is returned by RemoveStaleOwnerRefs when the live object no longer references
+// any of the owners the decision to keep it relied on: the caller decides again.
+var ErrKeepersGone = errors.New("the live object no longer references the owners that kept it")
+
+// RemoveStaleOwnerRefs removes the references to ownerUIDs (owners verified gone) from t, which a
+// decision kept because it also references keepers (owners that exist), as seen at
+// resourceVersion rv. The removal is valid only while that holds: were a keeper's reference
+// dropped meanwhile, the object would have to be collected for its gone owners, and removing
+// their references would leave it owned by nobody, never collected (found by the chaos suite: the
+// user dropped the only live owner between the decision and the patch).
+//
+// So the strategic merge patch carries rv as a precondition besides the UID. On 409 (the object
+// moved on) or 415 (no strategic merge patch), the live object is read: if it still references a
+// keeper, a JSON merge patch at its resourceVersion removes the references; if it references none,
+// ErrKeepersGone is returned and nothing is sent. Gone objects and another UID at the name are
+// done, as in RemoveOwnerRefs.
+func RemoveStaleOwnerRefs(ctx context.Context, c Interface, t Target, rv string, ownerUIDs, keepers []types.UID) error {
+	if len(ownerUIDs) == 0 {
+		return nil
+	}
+	_, err := c.Patch(ctx, t.GVR, t.Namespace, t.Name, types.StrategicMergePatchType, deleteOwnerRefsSMP(t.UID, rv, ownerUIDs...))
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return nil
+	case !apierrors.IsUnsupportedMediaType(err) && !apierrors.IsConflict(err):
+		return err
+	}
+	lost := false
+	remove := removeRefsJMP(ownerUIDs)
+	_, err = patchLive(ctx, c, t, func(live *metav1.PartialObjectMetadata) []byte {
+		if !slices.ContainsFunc(live.OwnerReferences, func(ref metav1.OwnerReference) bool { return slices.Contains(keepers, ref.UID) }) {
+			lost = true
+			return nil
+		}
+		return remove(live)
+	})
+	if lost {
+		return ErrKeepersGone
+	}
+	return err
 }
 
 // UnblockOwnerRefs sets blockOwnerDeletion=false on the blocking owner

@@ -48,7 +48,7 @@ func TestDeleteOwnerRefsSMP(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := string(deleteOwnerRefsSMP("dep", tt.owners...)); got != tt.want {
+			if got := string(deleteOwnerRefsSMP("dep", "", tt.owners...)); got != tt.want {
 				t.Errorf("got  %s\nwant %s", got, tt.want)
 			}
 		})
@@ -430,4 +430,73 @@ func TestUnblockOwnerRefs(t *testing.T) {
 			t.Errorf("blocking after = %v", got)
 		}
 	})
+}
+
+// TestRemoveStaleOwnerRefs: the stale references go only while the object still references an
+// owner that kept it; otherwise nothing is sent and ErrKeepersGone says to decide again.
+func TestRemoveStaleOwnerRefs(t *testing.T) {
+	const res = "example.com/v1, Resource=widgets"
+	smp := "patch " + res + ` ns=ns1 name=dep application/strategic-merge-patch+json {"metadata":{"uid":"dep-uid","resourceVersion":"7","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`
+	get := "get " + res + " ns=ns1 name=dep"
+	conflict := func(c *metadatafake.FakeMetadataClient) {
+		rejectPatch(c, types.StrategicMergePatchType, apierrors.NewConflict(widgets.GroupResource(), "dep", fmt.Errorf("the object has been modified")))
+	}
+	tests := []struct {
+		name        string
+		live        []metav1.OwnerReference
+		setup       func(*metadatafake.FakeMetadataClient)
+		wantErr     error
+		wantActions []string
+		wantRefs    []types.UID
+	}{
+		{
+			name:        "the strategic merge patch carries the view's resourceVersion",
+			live:        []metav1.OwnerReference{ownerRef("o1", nil), ownerRef("keeper", nil)},
+			wantActions: []string{smp},
+			wantRefs:    []types.UID{"keeper"},
+		},
+		{
+			name:        "409 and the keeper is still referenced: merge patch at the live resourceVersion",
+			live:        []metav1.OwnerReference{ownerRef("o1", nil), ownerRef("keeper", nil)},
+			setup:       conflict,
+			wantActions: []string{smp, get, "patch " + res + ` ns=ns1 name=dep application/merge-patch+json {"metadata":{"resourceVersion":"8","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"w-keeper","uid":"keeper"}]}}`},
+			wantRefs:    []types.UID{"keeper"},
+		},
+		{
+			name:        "409 and the keeper's reference was dropped: nothing sent, decide again",
+			live:        []metav1.OwnerReference{ownerRef("o1", nil)},
+			setup:       conflict,
+			wantErr:     ErrKeepersGone,
+			wantActions: []string{smp, get},
+			wantRefs:    []types.UID{"o1"},
+		},
+		{
+			name:        "415 and the keeper's reference was dropped: nothing sent, decide again",
+			live:        []metav1.OwnerReference{ownerRef("o1", nil), ownerRef("other", nil)},
+			setup:       unsupportSMP,
+			wantErr:     ErrKeepersGone,
+			wantActions: []string{smp, get},
+			wantRefs:    []types.UID{"o1", "other"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := newFakeClient(widget("ns1", "dep", "dep-uid", "8", tt.live...))
+			if tt.setup != nil {
+				tt.setup(fake)
+			}
+			err := RemoveStaleOwnerRefs(context.Background(), New(fake), Target{GVR: widgets, Namespace: "ns1", Name: "dep", UID: "dep-uid"},
+				"7", []types.UID{"o1"}, []types.UID{"keeper"})
+			if err != tt.wantErr {
+				t.Fatalf("RemoveStaleOwnerRefs() = %v, want %v", err, tt.wantErr)
+			}
+			if got := actions(fake); !slices.Equal(got, tt.wantActions) {
+				t.Errorf("actions:\n%q\nwant\n%q", got, tt.wantActions)
+			}
+			fake.ClearActions()
+			if got := liveRefs(t, fake, widgets, "ns1", "dep"); !reflect.DeepEqual(got, tt.wantRefs) {
+				t.Errorf("owner refs after = %v, want %v", got, tt.wantRefs)
+			}
+		})
+	}
 }

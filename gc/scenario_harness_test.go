@@ -2,6 +2,7 @@ package gc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -98,6 +100,7 @@ func newScenario(t *testing.T, setup scenarioSetup) *scenario {
 	t.Helper()
 	fake := clienttest.NewFake(setup.objects...)
 	honorDeletePreconditions(fake)
+	honorPatchPreconditions(fake)
 	mapper := meta.NewDefaultRESTMapper(nil)
 	h := gctest.New(t, fake)
 	for _, r := range slices.Concat(setup.watched, setup.unlisted, setup.mapped) {
@@ -166,6 +169,38 @@ func honorDeletePreconditions(fake *metadatafake.FakeMetadataClient) {
 		p := d.GetDeleteOptions().Preconditions
 		if p != nil && (p.UID != nil && *p.UID != live.UID || p.ResourceVersion != nil && *p.ResourceVersion != live.ResourceVersion) {
 			return true, nil, apierrors.NewConflict(d.GetResource().GroupResource(), d.GetName(),
+				errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+		}
+		return false, nil, nil
+	})
+}
+
+// honorPatchPreconditions makes the fake answer a patch whose metadata.resourceVersion is not the
+// live object's with 409, and a strategic merge patch whose metadata.uid is not the live
+// object's with 422 (uid is immutable), as the API server does.
+func honorPatchPreconditions(fake *metadatafake.FakeMetadataClient) {
+	fake.PrependReactor("patch", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		p := a.(clienttesting.PatchAction)
+		obj, err := fake.Tracker().Get(p.GetResource(), p.GetNamespace(), p.GetName())
+		if err != nil {
+			return false, nil, nil // the tracker answers 404
+		}
+		live := obj.(*metav1.PartialObjectMetadata)
+		var body struct {
+			Metadata struct {
+				UID             types.UID `json:"uid"`
+				ResourceVersion string    `json:"resourceVersion"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
+			return true, nil, apierrors.NewBadRequest(err.Error())
+		}
+		switch m := body.Metadata; {
+		case m.UID != "" && m.UID != live.UID:
+			return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: p.GetResource().Group, Kind: live.Kind}, p.GetName(),
+				field.ErrorList{field.Invalid(field.NewPath("metadata", "uid"), m.UID, "field is immutable")})
+		case m.ResourceVersion != "" && m.ResourceVersion != live.ResourceVersion:
+			return true, nil, apierrors.NewConflict(p.GetResource().GroupResource(), p.GetName(),
 				errors.New("the object has been modified; please apply your changes to the latest version and try again"))
 		}
 		return false, nil, nil

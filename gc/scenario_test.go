@@ -288,7 +288,7 @@ func TestScenarioDeleteConflict(t *testing.T) {
 		s.retryPending()
 		s.processDeletes()
 		s.AssertOutcomes("delete u-dep: Done")
-		s.AssertActions(`PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`)
+		s.AssertActions(`PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","resourceVersion":"4","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`)
 		s.AssertLiveOwners(dep, "u-adopter")
 	})
 	t.Run("only resourceVersion changed", func(t *testing.T) {
@@ -556,7 +556,7 @@ func TestScenarioUnmappedClaimOnDeletedOwner(t *testing.T) {
 	s.AssertOwnerStates("u-alone", graph.OwnerAbsent)
 	s.processDeletes()
 	s.AssertOutcomes("delete u-alone: Retry error", "delete u-with-live: Done")
-	s.AssertActions(`PATCH widgets ns/with-live strategic {"metadata":{"uid":"u-with-live","ownerReferences":[{"$patch":"delete","uid":"u-other"}]}}`)
+	s.AssertActions(`PATCH widgets ns/with-live strategic {"metadata":{"uid":"u-with-live","resourceVersion":"4","ownerReferences":[{"$patch":"delete","uid":"u-other"}]}}`)
 	s.AssertLiveOwners(alone, "u-owner")
 	s.AssertLiveOwners(withLive, "u-owner", "u-live")
 
@@ -697,4 +697,58 @@ func TestScenarioDroppedReferenceLeavesAbsentOwner(t *testing.T) {
 	s.processDeletes()
 	s.AssertOutcomes("delete u-dep: Done")
 	s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=4 propagation=Background")
+}
+
+// TestScenarioKeeperDroppedBeforeThePatch (issue 14, found by the chaos suite: gad-835): the
+// dependent references a deleted owner and a live one; cascade decides to remove the stale
+// reference (the live owner keeps it). Before the patch, the user drops the live owner's
+// reference, and the watch has not delivered it. Removing the stale reference now would leave
+// the object owned by nobody, never collected, where its only owner is gone: the patch carries the
+// view's resourceVersion, the 409's GET finds no keeper, and nothing is sent. Once the watch
+// delivers the change, the dependent is collected. When only the resourceVersion moved on (a
+// label changed) and the keeper is still referenced, the stale reference goes at the live
+// resourceVersion instead.
+func TestScenarioKeeperDroppedBeforeThePatch(t *testing.T) {
+	t.Run("keeper dropped", func(t *testing.T) {
+		gone := scObj(scWidgets, "gone", "u-gone", "1")
+		keeper := scObj(scWidgets, "keeper", "u-keeper", "1")
+		dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(gone), gctest.RefTo(keeper))
+		s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{keeper, dep}})
+		s.observe(gone, keeper, dep)
+		s.observeDeleted(gone)
+		s.assertQueued([]types.UID{"u-dep"}, nil)
+		dropped := scWith(dep, func(o *metav1.PartialObjectMetadata) {
+			o.ResourceVersion = "4"
+			o.OwnerReferences = []metav1.OwnerReference{gctest.RefTo(gone)}
+		})
+		s.setLive(dropped) // the watch has not delivered it yet
+		s.processDeletes()
+		s.AssertOutcomes("delete u-dep: Retry")
+		s.AssertActions(`PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","resourceVersion":"3","ownerReferences":[{"$patch":"delete","uid":"u-gone"}]}}`,
+			"GET widgets ns/dep")
+		s.AssertLiveOwners(dep, "u-gone") // the reference to the gone owner stays: it is why dep goes
+
+		s.deliver(dropped)
+		s.AssertOwnerStates("u-dep", graph.OwnerAbsent)
+		s.retryPending()
+		s.processDeletes()
+		s.AssertOutcomes("delete u-dep: Done")
+		s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=4 propagation=Background")
+	})
+	t.Run("only resourceVersion changed", func(t *testing.T) {
+		gone := scObj(scWidgets, "gone", "u-gone", "1")
+		keeper := scObj(scWidgets, "keeper", "u-keeper", "1")
+		dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(gone), gctest.RefTo(keeper))
+		s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{keeper, dep}})
+		s.observe(gone, keeper, dep)
+		s.observeDeleted(gone)
+		s.setLive(scWith(dep, func(o *metav1.PartialObjectMetadata) { o.ResourceVersion = "4" })) // a label changed
+		s.processDeletes()
+		s.AssertOutcomes("delete u-dep: Done")
+		s.AssertActions(`PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","resourceVersion":"3","ownerReferences":[{"$patch":"delete","uid":"u-gone"}]}}`,
+			"GET widgets ns/dep",
+			`PATCH widgets ns/dep merge {"metadata":{"resourceVersion":"4","ownerReferences":[`+
+				`{"apiVersion":"example.com/v1","kind":"Widget","name":"keeper","uid":"u-keeper"}]}}`)
+		s.AssertLiveOwners(dep, "u-keeper")
+	})
 }

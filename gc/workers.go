@@ -56,7 +56,21 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 				return work.Retry, fmt.Errorf("references to owners %v kept: their kind has no REST mapping", unmapped)
 			}
 		}
-		if err := client.RemoveOwnerRefs(ctx, c.deps.Client, target, d.Owners); err != nil {
+		var err error
+		if d.Reason == policy.ReasonStaleOwnerRefs {
+			// Kept for its solid owners: valid only while the object still references one.
+			err = client.RemoveStaleOwnerRefs(ctx, c.deps.Client, target, n.ResourceVersion, d.Owners, solidOwners(in))
+		} else {
+			// An orphaned owner's references go whatever else the object references; with
+			// collect: Never, the object is kept whatever it references.
+			err = client.RemoveOwnerRefs(ctx, c.deps.Client, target, d.Owners)
+		}
+		if errors.Is(err, client.ErrKeepersGone) {
+			// The watch is about to deliver the change; decide again on it.
+			logger.V(2).Info("Not removing owner references: the owners that kept the object are no longer referenced", "owners", d.Owners)
+			return work.Retry, nil
+		}
+		if err != nil {
 			return work.Retry, fmt.Errorf("removing owner references %v (%s): %w", d.Owners, d.Reason, err)
 		}
 		c.deps.Metrics.Collected.WithLabelValues("remove_refs").Inc()
@@ -112,6 +126,17 @@ func (c *Controller) collect(ctx context.Context, logger klog.Logger, target cli
 		}
 	}
 	return c.deleteDependent(ctx, logger, target, n, d.Propagation, expect)
+}
+
+// solidOwners returns the UIDs of the owners in solid states, which keep the dependent.
+func solidOwners(in policy.Input) []types.UID {
+	var uids []types.UID
+	for _, o := range in.Owners {
+		if o.State == policy.Solid {
+			uids = append(uids, o.UID)
+		}
+	}
+	return uids
 }
 
 // decisionInput is what policy.Decide looks at for observed node n with owners, from the

@@ -281,8 +281,11 @@ func (c *checker) write(e auditEvent) (cascadeWrite, bool) {
 			}
 		}
 		if !deletes {
-			if p.Metadata.ResourceVersion == "" {
-				return cascadeWrite{}, false // strategic merge patch unblocking references: removes nothing
+			if p.Metadata.UID != "" || p.Metadata.ResourceVersion == "" {
+				// A strategic merge patch unblocking references (it names the object's UID, and
+				// since it also carries a resourceVersion precondition only the UID tells it
+				// from a JSON merge patch): it removes nothing.
+				return cascadeWrite{}, false
 			}
 			w.isJMP = true
 			if w.newRefs == nil {

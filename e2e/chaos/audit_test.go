@@ -93,6 +93,24 @@ func TestAuditMaybeAppliedRemoval(t *testing.T) {
 	if res.deletes != 1 || len(res.wrongDeletes) != 0 {
 		t.Errorf("deletes %d, wrongful %v; want 1 justified (its owner rs-1529 was being deleted in the foreground)", res.deletes, res.wrongDeletes)
 	}
+	removals := res.refRemovals
+
+	// An unblock (a strategic merge patch naming the object's UID, the blocking references it
+	// unblocks and, as a precondition, a resourceVersion) removes nothing: it is not read as a
+	// merge patch replacing the list with the one reference it names, which would have removed
+	// the reference to dep-6050 while it was alive.
+	unblock := map[string]any{"metadata": map[string]any{"uid": x.UID, "resourceVersion": "27960", "ownerReferences": []any{
+		map[string]any{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner.Name, "uid": owner.UID, "blockOwnerDeletion": false}}}}
+	withUnblock := append([]string{auditLine(t, at(10), "patch", "replicasets", "chaos-b", x.Name, 200, unblock)}, lines...)
+	if err := os.WriteFile(path, []byte(strings.Join(withUnblock, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = checkAudit(path, d); err != nil {
+		t.Fatal(err)
+	}
+	if res.refRemovals != removals || len(res.wrongRefRemovals) != 0 || len(res.wrongDeletes) != 0 {
+		t.Errorf("with an unblock: removals %d (want %d), wrongful removals %v, wrongful deletes %v", res.refRemovals, removals, res.wrongRefRemovals, res.wrongDeletes)
+	}
 
 	// The same delete with the removal answered 200 (applied) had nothing to justify it: the
 	// check still finds it.
