@@ -750,7 +750,32 @@ func (d *driver) oracle(seed uint64) *Oracle {
 		or.Kinds[k.gk()] = KindInfo{Namespaced: k.namespaced, Known: true}
 	}
 	for u, r := range d.recs {
-		or.Objs[u] = r.Obj
+		o := *r.Obj // a copy: the times below are the oracle's
+		o.DeletedAt, o.RefAdded = time.Time{}, nil
+		or.Objs[u] = &o
+	}
+	// When each delete was sent and each current reference written, from the event log.
+	for _, e := range d.events {
+		o := or.Objs[e.UID]
+		if o == nil {
+			continue
+		}
+		switch e.Op {
+		case "delete":
+			if o.DeletedAt.IsZero() {
+				o.DeletedAt = e.T0
+			}
+		case "create", "refs", "unhold":
+			added := make(map[string]time.Time, len(e.Refs))
+			for _, r := range e.Refs {
+				if t, ok := o.RefAdded[r.UID]; ok {
+					added[r.UID] = t // kept from the write before
+				} else {
+					added[r.UID] = e.T1
+				}
+			}
+			o.RefAdded = added
+		}
 	}
 	return or
 }

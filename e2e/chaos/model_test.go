@@ -1,6 +1,9 @@
 package chaos
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // The oracle's rules on small graphs whose outcome Kubernetes documents.
 func TestOracle(t *testing.T) {
@@ -236,4 +239,39 @@ func cmWorld() (map[string]KindInfo, Ref, func(uid string, del Deletion, refs ..
 		return Ref{APIVersion: "v1", Kind: "ConfigMap", Name: uid, UID: uid, Block: block}
 	}
 	return kinds, unknown, cm, to
+}
+
+// Found by the CI form (seed 1, rc-775): o was deleted in the foreground, d (its dependent, with
+// an owner that never existed) was collected in the background, having no dependent then, and
+// only afterwards x, which can never be collected (a reference to a kind without REST mapping),
+// was created with a blocking reference to d. On the final snapshot d has a dependent, so the
+// oracle had it deleted in the foreground, waiting for x for ever: "must exist". A dependent
+// whose reference was written after every owner of d was deleted may have come after the
+// decision: d is "either". Written before that, x was there at every decision: d waits.
+func TestOracleLateDependent(t *testing.T) {
+	kinds, unknown, cm, to := cmWorld()
+	t0 := time.Date(2026, 11, 23, 9, 12, 26, 0, time.UTC)
+	for _, tc := range []struct {
+		name      string
+		dependent time.Time
+		want      Fate
+	}{
+		{"dependent written after the owner's deletion", t0.Add(18 * time.Second), Either},
+		{"dependent written before the owner's deletion", t0.Add(-time.Second), MustExist},
+	} {
+		or := &Oracle{Kinds: kinds, Objs: map[string]*Obj{}, Seed: 1}
+		o := cm("o", DeletedForeground)
+		o.DeletedAt = t0
+		d := cm("d", NotDeleted, to("o", true), to("never", false)) // blocking: o waits for d
+		d.RefAdded = map[string]time.Time{"o": t0.Add(-8 * time.Second), "never": t0.Add(-2 * time.Second)}
+		x := cm("x", NotDeleted, unknown, to("d", true))
+		x.RefAdded = map[string]time.Time{"p": tc.dependent, "d": tc.dependent}
+		for _, obj := range []*Obj{o, d, x} {
+			or.Objs[obj.UID] = obj
+		}
+		v := or.Verdicts()
+		if v["d"].Fate != tc.want || v["x"].Fate != MustExist {
+			t.Errorf("%s: d %s, x %s; want d %s, x must exist", tc.name, v["d"].Fate, v["x"].Fate, tc.want)
+		}
+	}
 }
