@@ -34,7 +34,8 @@
 //
 // The final state is computed by running these rules on the snapshot the driver ends with (all
 // foreign finalizers removed, every CRD present) to a fixed point, many times with different
-// orders. An object whose fate differs between orders is "either". A deletion the driver did
+// orders (random ones, and orders where references are removed only once nothing else can act,
+// which random orders seldom reach). An object whose fate differs between orders is "either". A deletion the driver did
 // not make but only read back later (the collector's) may have started at any point of the
 // collector's work, after reference removals the driver never read: the runs are made with it
 // as a starting point, without it, and with each such deletion or not. The one race the orders
@@ -209,9 +210,10 @@ const (
 )
 
 type action struct {
-	kind actionKind
-	uid  string // the object acted on
-	dep  string // for aOrphanRemoveRef: the dependent
+	kind   actionKind
+	uid    string // the object acted on
+	dep    string // for aOrphanRemoveRef: the dependent
+	remove bool   // aDependentAct removing references (a present owner remains)
 }
 
 // Verdicts runs the rules to a fixed point under several orders and merges the outcomes.
@@ -254,16 +256,28 @@ func (or *Oracle) Verdicts() map[string]Verdict {
 			return prefer(aBGGone, aDependentAct, aFGDone)
 		},
 	}
-	for range runs {
+	// The same two with the references' removals (a dependent with a present owner losing
+	// its references to gone and waiting owners) after everything else: the collector may
+	// come to that dependent only once its present owner went too (found by the CI form,
+	// seed 1: cm-771's chain of foreground deletions was only reached so).
+	strategies = append(strategies,
+		func(*rand.Rand) strategy { return removalsLast(prefer(aOrphanRemoveRef, aOrphanDone)) },
+		func(*rand.Rand) strategy { return removalsLast(prefer(aBGGone, aDependentAct, aFGDone)) },
+	)
+	for i := range runs {
 		strategies = append(strategies, func(rng *rand.Rand) strategy {
 			// a random part of them, in random order: what they enable interleaves with the
-			// rest
-			return func(acts []action) []int {
+			// rest; every other run with the removals last
+			random := func(acts []action) []int {
 				if len(acts) == 0 {
 					return nil
 				}
 				return rng.Perm(len(acts))[:1+rng.IntN(len(acts))]
 			}
+			if i%2 == 1 {
+				return removalsLast(random)
+			}
+			return random
 		})
 	}
 	// Every strategy runs with the deletions the driver only observed (the collector's) as
@@ -349,6 +363,30 @@ func prefer(kinds ...actionKind) strategy {
 			}
 		}
 		return idx
+	}
+}
+
+// removalsLast lets inner choose among the actions that do not remove references while there
+// are any, then among the removals.
+func removalsLast(inner strategy) strategy {
+	return func(acts []action) []int {
+		var idx []int
+		var rest []action
+		for i, a := range acts {
+			if !a.remove {
+				idx = append(idx, i)
+				rest = append(rest, a)
+			}
+		}
+		if len(rest) == 0 {
+			return inner(acts)
+		}
+		chosen := inner(rest)
+		out := make([]int, len(chosen))
+		for j, c := range chosen {
+			out[j] = idx[c]
+		}
+		return out
 	}
 }
 
@@ -543,8 +581,8 @@ func (or *Oracle) simulate(uids []string, deps map[string][]string, order strate
 					acts = append(acts, action{kind: aFGDone, uid: u})
 				}
 			case sLive:
-				if _, ok := decide(s); ok {
-					acts = append(acts, action{kind: aDependentAct, uid: u})
+				if p, ok := decide(s); ok {
+					acts = append(acts, action{kind: aDependentAct, uid: u, remove: p.remove})
 				}
 			}
 		}

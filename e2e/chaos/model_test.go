@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -273,5 +274,28 @@ func TestOracleLateDependent(t *testing.T) {
 		if v["d"].Fate != tc.want || v["x"].Fate != MustExist {
 			t.Errorf("%s: d %s, x %s; want d %s, x must exist", tc.name, v["d"].Fate, v["x"].Fate, tc.want)
 		}
+	}
+}
+
+// Found by the CI form (seed 1, cm-771): d references a present owner a and an owner o waiting
+// in the foreground, and has a blocking dependent x that can never go. If the collector comes
+// to d while a is present, d loses its reference to o and is collected in the background once a
+// goes; if it comes to d only after a went (a chain of collections), d is deleted in the
+// foreground and waits for x for ever. Random orders seldom delay d that long: the oracle also
+// runs every order with the removals of references last. d is "either".
+func TestOracleRemovalsLast(t *testing.T) {
+	kinds, unknown, cm, to := cmWorld()
+	or := &Oracle{Kinds: kinds, Objs: map[string]*Obj{}, Seed: 1}
+	objs := []*Obj{cm("g0", Gone), cm("o", DeletedForeground), cm("x", NotDeleted, to("d", true), unknown)}
+	for i := 1; i <= 8; i++ { // a = g8, collected after a chain of 8 collections
+		objs = append(objs, cm(fmt.Sprintf("g%d", i), NotDeleted, to(fmt.Sprintf("g%d", i-1), false)))
+	}
+	objs = append(objs, cm("d", NotDeleted, to("g8", false), to("o", true)))
+	for _, o := range objs {
+		or.Objs[o.UID] = o
+	}
+	v := or.Verdicts()
+	if v["d"].Fate != Either || !v["d"].FinalizerMayStay || v["g8"].Fate != MustBeGone {
+		t.Errorf("d %+v, g8 %s; want d either (perhaps waiting in the foreground), g8 must be gone", v["d"], v["g8"].Fate)
 	}
 }
