@@ -50,6 +50,9 @@ type cascadeWrite struct {
 	newRefs []string
 	isJMP   bool
 	maybe   bool // a DELETE or PATCH answered with a server error: perhaps applied
+	// unknownBody: a DELETE whose request body was not logged (received and never answered):
+	// its propagation policy is unknown.
+	unknownBody bool
 }
 
 // auditResult is what the audit check found.
@@ -75,7 +78,7 @@ type checker struct {
 	d        *driver
 	lines    map[string]*timeline
 	crdDel   map[string][]time.Time    // GK -> CRD deletes
-	cDel     map[string]cascadeWrite   // UID -> cascade's successful DELETE
+	cDel     map[string][]cascadeWrite // UID -> cascade's DELETEs (applied, or perhaps)
 	removals map[string][]cascadeWrite // UID -> cascade's reference removals
 	byCoord  map[string][]*record      // coord -> incarnations in creation order
 	created  map[string]time.Time      // UID -> create answered
@@ -84,7 +87,7 @@ type checker struct {
 }
 
 func checkAudit(path string, d *driver) (*auditResult, error) {
-	c := &checker{d: d, lines: map[string]*timeline{}, crdDel: map[string][]time.Time{}, cDel: map[string]cascadeWrite{},
+	c := &checker{d: d, lines: map[string]*timeline{}, crdDel: map[string][]time.Time{}, cDel: map[string][]cascadeWrite{},
 		removals: map[string][]cascadeWrite{}, byCoord: map[string][]*record{}, created: map[string]time.Time{},
 		kindOf: map[[2]string]*kindDef{}, res: &auditResult{}}
 	for _, k := range kinds {
@@ -126,9 +129,11 @@ func checkAudit(path string, d *driver) (*auditResult, error) {
 		}
 		switch w.verb {
 		case "delete":
-			if prev, seen := c.cDel[w.uid]; !seen || w.from.Before(prev.from) {
-				c.cDel[w.uid] = *w
-			}
+			// Every one counts: a DELETE received and never answered (its body unknown) may
+			// be followed by the retry that was answered (found by the CI form, seed 1: rc-180,
+			// whose unanswered DELETE, read as the ReplicationController's default orphan
+			// policy, hid the background DELETE that ended it 2 s later).
+			c.cDel[w.uid] = append(c.cDel[w.uid], *w)
 		case "patch":
 			if w.isJMP {
 				// The references the merge patch drops are those the object had.
@@ -247,7 +252,8 @@ func (c *checker) write(e auditEvent) (cascadeWrite, bool) {
 	w := cascadeWrite{from: e.RequestReceivedTimestamp.Time, to: e.StageTimestamp.Time, verb: e.Verb, k: k, ns: e.ObjectRef.Namespace, name: e.ObjectRef.Name, maybe: maybe}
 	if e.Verb == "delete" {
 		var opts metav1.DeleteOptions
-		if len(e.RequestObject) > 0 && json.Unmarshal(e.RequestObject, &opts) == nil {
+		w.unknownBody = len(e.RequestObject) == 0 || string(e.RequestObject) == "null" || json.Unmarshal(e.RequestObject, &opts) != nil
+		if !w.unknownBody {
 			if opts.Preconditions != nil && opts.Preconditions.UID != nil {
 				w.uid = string(*opts.Preconditions.UID)
 			}
@@ -403,10 +409,14 @@ func (c *checker) deadFrom(o *record) (time.Time, bool) {
 			afterHold(e.T0)
 		}
 	}
-	if w, ok := c.cDel[o.UID]; ok {
+	for _, w := range c.cDel[o.UID] {
 		switch {
 		case w.policy == string(metav1.DeletePropagationForeground):
 			consider(w.from)
+		case w.unknownBody:
+			// Received and never answered, its body not logged: any policy. Taken as one
+			// that ends the object, which only ever excuses a deletion of its dependents.
+			afterHold(w.from)
 		case w.policy == string(metav1.DeletePropagationOrphan), w.policy == "" && o.k.kind == "ReplicationController":
 		default:
 			afterHold(w.from)

@@ -178,3 +178,57 @@ func TestAuditUnansweredDelete(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditRetriedDelete: the CI form, seed 1. cascade's DELETE of rc-180 (background, its owners
+// gone) was received by a kube-apiserver killed before it answered: only its RequestReceived
+// event, whose body is not logged, is there. cascade's retry 2 s later was answered 200, and
+// rc-180 was gone. cascade then collected cm-17, whose only owner was rc-180. The check kept the
+// first DELETE alone, read its unknown policy as the ReplicationController's default (orphan),
+// and reported cm-17 deleted "while its owner was alive". Every DELETE counts, and one whose body
+// is unknown may have ended its object.
+func TestAuditRetriedDelete(t *testing.T) {
+	cmKind, rcKind := kinds[0], kinds[3]
+	if cmKind.kind != "ConfigMap" || rcKind.kind != "ReplicationController" {
+		t.Fatal("kinds reordered")
+	}
+	t0 := time.Date(2026, 11, 23, 9, 43, 34, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	never := Ref{APIVersion: "v1", Kind: "ReplicationController", Name: "rc-48", UID: "20349414-eb71-45e7-8522-586fe9e0c805"}
+	rc := &record{Obj: &Obj{UID: "d060892c-d4de-43ac-afeb-812141844d9b", GK: rcKind.gk(), Namespace: "chaos-c", Name: "rc-180", Refs: []Ref{never}, Namespaced: true}, k: rcKind}
+	toRC := Ref{APIVersion: "v1", Kind: "ReplicationController", Name: rc.Name, UID: rc.UID, Block: true}
+	cm := &record{Obj: &Obj{UID: "8b8a8ba1-24d7-481e-9d4c-841dfac623e8", GK: cmKind.gk(), Namespace: "chaos-c", Name: "cm-17", Refs: []Ref{toRC}, Namespaced: true}, k: cmKind}
+	d := &driver{recs: map[string]*record{rc.UID: rc, cm.UID: cm}, order: []string{cm.UID, rc.UID}}
+	d.events = []event{
+		{T0: at(-14400), T1: at(-14390), Op: "create", UID: cm.UID},
+		{T0: at(949), T1: at(950), Op: "create", UID: rc.UID, Refs: rc.Refs},
+		{T0: at(7673), T1: at(7675), Op: "refs", UID: cm.UID, Refs: cm.Refs},
+	}
+	background := map[string]any{"kind": "DeleteOptions", "preconditions": map[string]any{"uid": rc.UID, "resourceVersion": "912"}, "propagationPolicy": "Background"}
+	lines := []string{
+		auditStage(t, "RequestReceived", "lost", at(3895), "delete", "replicationcontrollers", "chaos-c", rc.Name, 0, nil),
+		auditLine(t, at(5974), "delete", "replicationcontrollers", "chaos-c", rc.Name, 200, background),
+		auditLine(t, at(11947), "delete", "configmaps", "chaos-c", cm.Name, 200, map[string]any{
+			"kind": "DeleteOptions", "preconditions": map[string]any{"uid": cm.UID, "resourceVersion": "1155"}, "propagationPolicy": "Background"}),
+	}
+	for _, tc := range []struct {
+		name  string
+		lines []string
+		wrong int
+	}{
+		{"unanswered DELETE, then its retry answered", lines, 0},
+		{"only the unanswered DELETE (any policy)", []string{lines[0], lines[2]}, 0},
+		{"no DELETE of rc-180", lines[2:], 1},
+	} {
+		path := filepath.Join(t.TempDir(), "audit.log")
+		if err := os.WriteFile(path, []byte(strings.Join(tc.lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res, err := checkAudit(path, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.wrongDeletes) != tc.wrong {
+			t.Errorf("%s: wrongful %v, want %d", tc.name, res.wrongDeletes, tc.wrong)
+		}
+	}
+}
