@@ -111,7 +111,7 @@ run: build tools ## @HELP start the local control plane and cascade against it (
 	$(BIN)/localrun --cascade $(BIN)/cascade -- $(ARGS)
 
 .PHONY: test
-test: test-unit test-rules e2e test-chaos-checks ## @HELP every test: unit tests with -race, the alert rules (promtool), the e2e suite on the local control plane, the chaos suite's deterministic tests
+test: test-unit test-rules e2e test-chaos ## @HELP every test: unit tests with -race, the alert rules (promtool), the e2e suite on the local control plane, the chaos suite (fixed seed) and its deterministic tests
 
 .PHONY: test-unit
 test-unit: ## @HELP unit tests with the race detector (the fast loop)
@@ -128,9 +128,8 @@ e2e: build tools ## @HELP the e2e suite against a real etcd + kube-apiserver
 # 30m when CHAOS_OPS is not given), CHAOS_OPS, CHAOS_FAULT_EVERY (operations between faults),
 # CHAOS_OBJECTS (live objects kept around), CHAOS_CONVERGE_TIMEOUT. A failure prints the exact
 # command that replays it. `make test-chaos` is the reduced fixed-seed form with the suite's
-# deterministic tests. It is not part of `make test`: it still fails on some runs on an open
-# liveness race (see the README's chaos section); `make test` runs `make test-chaos-checks`, the
-# deterministic tests (bad input, CRD deleted under held owners, the audit check's own tests).
+# deterministic tests, part of `make test`; `make test-chaos-checks` runs the deterministic tests
+# alone (bad input, CRD deleted under held owners, the oracle's and the audit check's own tests).
 CHAOS_TIMEOUT ?= 180m
 
 .PHONY: chaos
@@ -146,7 +145,7 @@ test-chaos-checks: build tools ## @HELP the chaos suite's deterministic e2e test
 	CASCADE_BINARY=$(BIN)/cascade $(GO) test -tags e2e -count=1 -v -timeout 20m -run '^(TestBadInput|TestCRDDeletedOwnerHeldByFinalizer|TestAudit.*|TestOracle.*)$$' ./e2e/chaos/
 
 .PHONY: test-chaos
-test-chaos: build tools ## @HELP the chaos suite's reduced fixed-seed form and its deterministic tests (fails on some runs: an open race, see README)
+test-chaos: build tools ## @HELP the chaos suite's reduced fixed-seed form (seed 1, 3,000 operations) and its deterministic tests
 	CHAOS_SEED=1 CHAOS_OPS=3000 CHAOS_DURATION= CHAOS_FAULT_EVERY=60 CHAOS_OBJECTS=250 CHAOS_CONVERGE_TIMEOUT=3m \
 	  CASCADE_BINARY=$(BIN)/cascade $(GO) test -tags e2e -count=1 -v -timeout 20m ./e2e/chaos/
 
