@@ -4,6 +4,7 @@ import (
 	"github.com/cascade-gc/cascade/client/clienttest"
 
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -487,7 +488,7 @@ func TestRemoveStaleOwnerRefs(t *testing.T) {
 			}
 			err := RemoveStaleOwnerRefs(context.Background(), New(fake), Target{GVR: widgets, Namespace: "ns1", Name: "dep", UID: "dep-uid"},
 				"7", []types.UID{"o1"}, []types.UID{"keeper"})
-			if err != tt.wantErr {
+			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("RemoveStaleOwnerRefs() = %v, want %v", err, tt.wantErr)
 			}
 			if got := actions(fake); !slices.Equal(got, tt.wantActions) {
