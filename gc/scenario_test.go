@@ -709,13 +709,18 @@ func TestScenarioDroppedReferenceLeavesAbsentOwner(t *testing.T) {
 // label changed) and the keeper is still referenced, the stale reference goes at the live
 // resourceVersion instead.
 func TestScenarioKeeperDroppedBeforeThePatch(t *testing.T) {
-	t.Run("keeper dropped", func(t *testing.T) {
+	// dep references gone (observed deleted) and keeper (present); it is queued.
+	keeperScenario := func(t *testing.T) (*scenario, *metav1.PartialObjectMetadata, *metav1.PartialObjectMetadata) {
 		gone := scObj(scWidgets, "gone", "u-gone", "1")
 		keeper := scObj(scWidgets, "keeper", "u-keeper", "1")
 		dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(gone), gctest.RefTo(keeper))
 		s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{keeper, dep}})
 		s.observe(gone, keeper, dep)
 		s.observeDeleted(gone)
+		return s, gone, dep
+	}
+	t.Run("keeper dropped", func(t *testing.T) {
+		s, gone, dep := keeperScenario(t)
 		s.assertQueued([]types.UID{"u-dep"}, nil)
 		dropped := scWith(dep, func(o *metav1.PartialObjectMetadata) {
 			o.ResourceVersion = "4"
@@ -736,12 +741,7 @@ func TestScenarioKeeperDroppedBeforeThePatch(t *testing.T) {
 		s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=4 propagation=Background")
 	})
 	t.Run("only resourceVersion changed", func(t *testing.T) {
-		gone := scObj(scWidgets, "gone", "u-gone", "1")
-		keeper := scObj(scWidgets, "keeper", "u-keeper", "1")
-		dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(gone), gctest.RefTo(keeper))
-		s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{keeper, dep}})
-		s.observe(gone, keeper, dep)
-		s.observeDeleted(gone)
+		s, _, dep := keeperScenario(t)
 		s.setLive(scWith(dep, func(o *metav1.PartialObjectMetadata) { o.ResourceVersion = "4" })) // a label changed
 		s.processDeletes()
 		s.AssertOutcomes("delete u-dep: Done")

@@ -43,6 +43,20 @@ func auditStage(t *testing.T, stage, id string, at time.Time, verb, resource, ns
 	return string(b)
 }
 
+// checkLines runs the audit check on an audit log made of lines, for driver d.
+func checkLines(t *testing.T, d *driver, lines []string) *auditResult {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "audit.log")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := checkAudit(path, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // TestAuditMaybeAppliedRemoval: the 20,000-operation run with seed 424242. cascade tried to remove
 // the reference to a ReplicaSet being deleted in the foreground (the dependent had another,
 // solid owner: in-tree's stale references) and was answered 504; the patch was not applied.
@@ -162,14 +176,7 @@ func TestAuditUnansweredDelete(t *testing.T) {
 		lines []string
 		wrong int
 	}{{"unanswered delete logged", lines, 0}, {"no trace of it", lines[1:], 1}} {
-		path := filepath.Join(t.TempDir(), "audit.log")
-		if err := os.WriteFile(path, []byte(strings.Join(tc.lines, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		res, err := checkAudit(path, d)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := checkLines(t, d, tc.lines)
 		if res.deletes+res.maybeDeletes == 0 {
 			t.Fatalf("%s: no DELETE read", tc.name)
 		}
@@ -219,14 +226,7 @@ func TestAuditRetriedDelete(t *testing.T) {
 		{"only the unanswered DELETE (any policy)", []string{lines[0], lines[2]}, 0},
 		{"no DELETE of rc-180", lines[2:], 1},
 	} {
-		path := filepath.Join(t.TempDir(), "audit.log")
-		if err := os.WriteFile(path, []byte(strings.Join(tc.lines, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		res, err := checkAudit(path, d)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := checkLines(t, d, tc.lines)
 		if len(res.wrongDeletes) != tc.wrong {
 			t.Errorf("%s: wrongful %v, want %d", tc.name, res.wrongDeletes, tc.wrong)
 		}
