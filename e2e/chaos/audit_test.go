@@ -96,14 +96,7 @@ func TestAuditMaybeAppliedRemoval(t *testing.T) {
 		auditLine(t, at(13649), "delete", "replicasets", "chaos-b", x.Name, 200, map[string]any{
 			"kind": "DeleteOptions", "preconditions": map[string]any{"uid": x.UID, "resourceVersion": "27961"}, "propagationPolicy": "Foreground"}),
 	}
-	path := filepath.Join(t.TempDir(), "audit.log")
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	res, err := checkAudit(path, d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := checkLines(t, d, lines)
 	if res.deletes != 1 || len(res.wrongDeletes) != 0 {
 		t.Errorf("deletes %d, wrongful %v; want 1 justified (its owner rs-1529 was being deleted in the foreground)", res.deletes, res.wrongDeletes)
 	}
@@ -116,12 +109,7 @@ func TestAuditMaybeAppliedRemoval(t *testing.T) {
 	unblock := map[string]any{"metadata": map[string]any{"uid": x.UID, "resourceVersion": "27960", "ownerReferences": []any{
 		map[string]any{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner.Name, "uid": owner.UID, "blockOwnerDeletion": false}}}}
 	withUnblock := append([]string{auditLine(t, at(10), "patch", "replicasets", "chaos-b", x.Name, 200, unblock)}, lines...)
-	if err := os.WriteFile(path, []byte(strings.Join(withUnblock, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if res, err = checkAudit(path, d); err != nil {
-		t.Fatal(err)
-	}
+	res = checkLines(t, d, withUnblock)
 	if res.refRemovals != removals || len(res.wrongRefRemovals) != 0 || len(res.wrongDeletes) != 0 {
 		t.Errorf("with an unblock: removals %d (want %d), wrongful removals %v, wrongful deletes %v", res.refRemovals, removals, res.wrongRefRemovals, res.wrongDeletes)
 	}
@@ -129,12 +117,7 @@ func TestAuditMaybeAppliedRemoval(t *testing.T) {
 	// The same delete with the removal answered 200 (applied) had nothing to justify it: the
 	// check still finds it.
 	lines[1] = auditLine(t, at(5438), "patch", "replicasets", "chaos-b", x.Name, 200, smp(owner.UID))
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if res, err = checkAudit(path, d); err != nil {
-		t.Fatal(err)
-	}
+	res = checkLines(t, d, lines)
 	if len(res.wrongDeletes) != 1 || !strings.Contains(res.wrongDeletes[0], "no owner references") {
 		t.Errorf("wrongful deletes %v; want the delete of an object without references", res.wrongDeletes)
 	}
