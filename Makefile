@@ -165,6 +165,9 @@ BENCH_SEED ?=
 BENCH_WORKERS ?=
 BENCH_RESUME ?=
 BENCH_PROFILE ?=
+# BENCH_OUT (environment): where BenchmarkCompareGC writes its JSON; bench-report draws the page
+# and charts next to it.
+BENCH_JSON = $(abspath $(or $(BENCH_OUT),$(CURDIR)/docs/benchmarks.json))
 
 .PHONY: bench
 bench: build tools ## @HELP benchmarks (graph; collector; cascade vs the in-tree GC, docs/benchmarks.md). QUICK=1 for a reduced set
@@ -191,7 +194,7 @@ bench-scale: build tools ## @HELP cascade vs the in-tree GC holding SCALE_OBJECT
 
 .PHONY: bench-report
 bench-report: ## @HELP draw docs/benchmarks.md and its charts from docs/benchmarks.json
-	cd e2e/benchreport && $(GO) run . -in $(CURDIR)/docs/benchmarks.json -out $(CURDIR)/docs
+	cd e2e/benchreport && $(GO) run . -in $(BENCH_JSON) -out $(patsubst %/,%,$(dir $(BENCH_JSON)))
 
 # Prometheus and promtool come from Debian's prometheus package, installed (apt-get update once,
 # then install; as root, else through sudo) only when missing, so that a machine that has them
