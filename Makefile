@@ -141,7 +141,7 @@ chaos: build tools ## @HELP the chaos suite, long form (CHAOS_SEED, CHAOS_DURATI
 	  CASCADE_BINARY=$(BIN)/cascade $(GO) test -tags e2e -count=1 -v -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) ./e2e/chaos/
 
 .PHONY: test-chaos-checks
-test-chaos-checks: build tools ## @HELP the chaos suite's deterministic e2e tests only (bad input, CRD deleted under held owners)
+test-chaos-checks: build tools ## @HELP the chaos suite's deterministic e2e tests only (bad input, CRD deleted under held owners, the oracle's and the audit check's tests)
 	CASCADE_BINARY=$(BIN)/cascade $(GO) test -tags e2e -count=1 -v -timeout 20m -run '^(TestBadInput|TestCRDDeletedOwnerHeldByFinalizer|TestAudit.*|TestOracle.*)$$' ./e2e/chaos/
 
 .PHONY: test-chaos
