@@ -168,11 +168,16 @@ func honorDeletePreconditions(fake *metadatafake.FakeMetadataClient) {
 		live := obj.(*metav1.PartialObjectMetadata)
 		p := d.GetDeleteOptions().Preconditions
 		if p != nil && (p.UID != nil && *p.UID != live.UID || p.ResourceVersion != nil && *p.ResourceVersion != live.ResourceVersion) {
-			return true, nil, apierrors.NewConflict(d.GetResource().GroupResource(), d.GetName(),
-				errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+			return true, nil, modified(d.GetResource(), d.GetName())
 		}
 		return false, nil, nil
 	})
+}
+
+// modified is the API server's 409 for a write whose precondition no longer holds.
+func modified(r schema.GroupVersionResource, name string) error {
+	return apierrors.NewConflict(r.GroupResource(), name,
+		errors.New("the object has been modified; please apply your changes to the latest version and try again"))
 }
 
 // honorPatchPreconditions makes the fake answer a patch whose metadata.resourceVersion is not the
@@ -200,8 +205,7 @@ func honorPatchPreconditions(fake *metadatafake.FakeMetadataClient) {
 			return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: p.GetResource().Group, Kind: live.Kind}, p.GetName(),
 				field.ErrorList{field.Invalid(field.NewPath("metadata", "uid"), m.UID, "field is immutable")})
 		case m.ResourceVersion != "" && m.ResourceVersion != live.ResourceVersion:
-			return true, nil, apierrors.NewConflict(p.GetResource().GroupResource(), p.GetName(),
-				errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+			return true, nil, modified(p.GetResource(), p.GetName())
 		}
 		return false, nil, nil
 	})

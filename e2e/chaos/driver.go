@@ -751,7 +751,6 @@ func (d *driver) oracle(seed uint64) *Oracle {
 	}
 	for u, r := range d.recs {
 		o := *r.Obj // a copy: the times below are the oracle's
-		o.DeletedAt, o.RefAdded = time.Time{}, nil
 		or.Objs[u] = &o
 	}
 	// When each delete was sent and each current reference written, from the event log.
