@@ -3,6 +3,7 @@
 package compare
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -263,8 +264,15 @@ func versions(root string) map[string]string {
 			}
 		}
 	}
-	if out, err := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output(); err == nil {
+	if out, err := exec.Command("git", "-C", root, "describe", "--always").Output(); err == nil {
 		v["cascade"] = strings.TrimSpace(string(out))
+		// "-dirty" only for changes that can reach the binaries: the benchmark's own report
+		// (docs/benchmarks.json, written after every measurement) must not make the next run
+		// think it measures another cascade, or it would not resume.
+		changed, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)docs").Output()
+		if err == nil && len(bytes.TrimSpace(changed)) > 0 {
+			v["cascade"] += "-dirty"
+		}
 	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range bi.Deps {
