@@ -3,10 +3,8 @@
 package compare
 
 import (
-	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cascade-gc/cascade/e2e/compare/report"
+	"github.com/cascade-gc/cascade/e2e/harness"
 )
 
 // metricDef says how one metric is read from a measurement.
@@ -264,15 +263,8 @@ func versions(root string) map[string]string {
 			}
 		}
 	}
-	if out, err := exec.Command("git", "-C", root, "describe", "--always").Output(); err == nil {
-		v["cascade"] = strings.TrimSpace(string(out))
-		// "-dirty" only for changes that can reach the binaries: the benchmark's own report
-		// (docs/benchmarks.json, written after every measurement) must not make the next run
-		// think it measures another cascade, or it would not resume.
-		changed, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)docs").Output()
-		if err == nil && len(bytes.TrimSpace(changed)) > 0 {
-			v["cascade"] += "-dirty"
-		}
+	if version, ok := harness.CascadeVersion(root); ok {
+		v["cascade"] = version
 	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range bi.Deps {

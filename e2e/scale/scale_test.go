@@ -793,8 +793,8 @@ func machine() string {
 func versions() map[string]string {
 	v := map[string]string{"go": runtime.Version(), "kube-apiserver, kube-controller-manager, etcd": "as pinned in e2e/tools/go.mod"}
 	if root, err := harness.RepoRoot(); err == nil {
-		if out, err := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output(); err == nil {
-			v["cascade"] = strings.TrimSpace(string(out))
+		if version, ok := harness.CascadeVersion(root); ok {
+			v["cascade"] = version
 		}
 	}
 	return v
