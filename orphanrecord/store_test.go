@@ -244,12 +244,18 @@ func TestPrune(t *testing.T) {
 			return false
 		})
 	}()
-	tick := func(d time.Duration) {
-		// Let Run wait on the clock, then move it.
+	waitForRun := func() {
 		for !clk.HasWaiters() {
 			time.Sleep(time.Millisecond)
 		}
+	}
+	tick := func(d time.Duration) {
+		// Let Run wait on the clock, move it, and wait until Run has handled that moment (it
+		// waits on the clock again): else a change the test makes next (the graph synced)
+		// could be seen at this moment instead of the next one.
+		waitForRun()
 		clk.Step(d)
+		waitForRun()
 	}
 	loadN := func() int {
 		got, err := s.Load(ctx)
