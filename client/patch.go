@@ -220,24 +220,71 @@ func RemoveStaleOwnerRefs(ctx context.Context, c Interface, t Target, rv string,
 	return err
 }
 
+// ErrRefsChanged is returned by UnblockOwnerRefs when the live object's owner references are
+// not the ones the decision saw: nothing was sent, and the caller decides again.
+var ErrRefsChanged = errors.New("the live object's owner references are not the ones the decision saw")
+
 // UnblockOwnerRefs sets blockOwnerDeletion=false on the blocking owner
 // references of t, refs being the references as last seen, at resourceVersion
 // rv (a precondition when not empty: a 409 means the caller decides again). It
 // breaks potential cycles before a foreground delete. Fallback and outcomes
-// are those of RemoveOwnerRefs; the merge patch unblocks the live object's
-// references.
+// are those of RemoveOwnerRefs, but for the merge patch: it replaces the whole
+// list at the live resourceVersion, so it is sent only when the live references
+// are the ones the decision saw (SameOwnerRefs). Otherwise nothing is sent and
+// ErrRefsChanged is returned: unblocking a reference added after the decision
+// would let that new owner's foreground deletion finish without waiting for t.
 func UnblockOwnerRefs(ctx context.Context, c Interface, t Target, rv string, refs []metav1.OwnerReference) error {
 	if !slices.ContainsFunc(refs, blocks) {
 		return nil
 	}
-	return patchWithFallback(ctx, c, t,
+	changed := false
+	err := patchWithFallback(ctx, c, t,
 		unblockOwnerRefsSMP(t.UID, rv, refs),
 		func(live *metav1.PartialObjectMetadata) []byte {
-			if !slices.ContainsFunc(live.OwnerReferences, blocks) {
+			if !SameOwnerRefs(live.OwnerReferences, refs) {
+				changed = true
 				return nil
 			}
 			return unblockOwnerRefsJMP(live.ResourceVersion, live.OwnerReferences)
 		})
+	if changed {
+		return ErrRefsChanged
+	}
+	return err
+}
+
+// SameOwnerRefs reports whether the live owner references are the ones seen (the graph's view
+// of them): equal once identical references (same UID, apiVersion, kind and name) are collapsed
+// to the first with the strongest controller and blockOwnerDeletion flags, as the graph keeps
+// them, and flags compared by value (an absent flag is false).
+func SameOwnerRefs(live, seen []metav1.OwnerReference) bool {
+	a, b := collapseRefs(live), collapseRefs(seen)
+	return slices.Equal(a, b)
+}
+
+// ownerRefKey is an owner reference with its flags by value, comparable.
+type ownerRefKey struct {
+	APIVersion, Kind, Name string
+	UID                    types.UID
+	Controller, Block      bool
+}
+
+func collapseRefs(refs []metav1.OwnerReference) []ownerRefKey {
+	out := make([]ownerRefKey, 0, len(refs))
+	for _, r := range refs {
+		k := ownerRefKey{APIVersion: r.APIVersion, Kind: r.Kind, Name: r.Name, UID: r.UID,
+			Controller: r.Controller != nil && *r.Controller, Block: blocks(r)}
+		i := slices.IndexFunc(out, func(o ownerRefKey) bool {
+			return o.UID == k.UID && o.Name == k.Name && o.APIVersion == k.APIVersion && o.Kind == k.Kind
+		})
+		if i < 0 {
+			out = append(out, k)
+			continue
+		}
+		out[i].Controller = out[i].Controller || k.Controller
+		out[i].Block = out[i].Block || k.Block
+	}
+	return out
 }
 
 // patchWithFallback sends smp; on 415 it reads the live object and sends the

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -387,19 +388,51 @@ func TestUnblockOwnerRefs(t *testing.T) {
 		}
 	})
 
-	t.Run("415 falls back to a merge patch on the live references", func(t *testing.T) {
-		// The live object gained a blocking reference the caller did not see.
+	t.Run("415 and a reference added after the decision: nothing sent, decide again", func(t *testing.T) {
+		// The live object gained a blocking reference the decision did not see (issue 22, item
+		// 2): a merge patch built from the live list would unblock it too, and a later
+		// foreground delete of that owner would finish without waiting for dep.
 		live := append(slices.Clone(refs), ownerRef("o3", boolPtr(true)))
-		fake := newFakeClient(widget("ns1", "dep", "dep-uid", "7", live...))
+		fake := newFakeClient(widget("ns1", "dep", "dep-uid", "8", live...))
+		unsupportSMP(fake)
+		err := UnblockOwnerRefs(context.Background(), New(fake), depTarget, "7", refs)
+		if !errors.Is(err, ErrRefsChanged) {
+			t.Fatalf("err = %v, want ErrRefsChanged", err)
+		}
+		if got := actions(fake); len(got) != 2 || !strings.HasPrefix(got[1], "get ") {
+			t.Errorf("actions = %q, want the strategic merge patch and the get only", got)
+		}
+		if got := blockingOf(t, fake); !slices.Equal(got, []bool{true, false, true}) {
+			t.Errorf("blocking after = %v, want unchanged", got)
+		}
+	})
+
+	t.Run("415 and a reference dropped after the decision: nothing sent", func(t *testing.T) {
+		fake := newFakeClient(widget("ns1", "dep", "dep-uid", "8", refs[0]))
+		unsupportSMP(fake)
+		if err := UnblockOwnerRefs(context.Background(), New(fake), depTarget, "7", refs); !errors.Is(err, ErrRefsChanged) {
+			t.Fatalf("err = %v, want ErrRefsChanged", err)
+		}
+		if got := blockingOf(t, fake); !slices.Equal(got, []bool{true}) {
+			t.Errorf("blocking after = %v, want unchanged", got)
+		}
+	})
+
+	t.Run("415 and the references the decision saw: merge patch at the live resourceVersion", func(t *testing.T) {
+		// Only the resourceVersion moved on (a label changed); an explicit false flag and an
+		// identical duplicate are the same references as the view's.
+		live := []metav1.OwnerReference{refs[0], refs[0], refs[1]}
+		live[2].BlockOwnerDeletion = boolPtr(false)
+		fake := newFakeClient(widget("ns1", "dep", "dep-uid", "8", live...))
 		unsupportSMP(fake)
 		if err := UnblockOwnerRefs(context.Background(), New(fake), depTarget, "7", refs); err != nil {
 			t.Fatal(err)
 		}
 		got := actions(fake)
-		want := `patch example.com/v1, Resource=widgets ns=ns1 name=dep application/merge-patch+json {"metadata":{"resourceVersion":"7","ownerReferences":[` +
+		want := `patch example.com/v1, Resource=widgets ns=ns1 name=dep application/merge-patch+json {"metadata":{"resourceVersion":"8","ownerReferences":[` +
 			`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o1","uid":"o1","blockOwnerDeletion":false},` +
-			`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o2","uid":"o2"},` +
-			`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o3","uid":"o3","blockOwnerDeletion":false}]}}`
+			`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o1","uid":"o1","blockOwnerDeletion":false},` +
+			`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o2","uid":"o2","blockOwnerDeletion":false}]}}`
 		if len(got) != 3 || got[2] != want {
 			t.Errorf("actions:\n%q\nwant last\n%q", got, want)
 		}

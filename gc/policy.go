@@ -94,8 +94,11 @@ func (c *Controller) recordOrphanedAt(ctx context.Context, logger klog.Logger, t
 		return work.Retry, fmt.Errorf("reading %s for the policy's collect: After: %w", policy.OrphanedAtAnnotation, err)
 	case live.UID != n.UID:
 		return work.Done, nil // replaced by another object of the same name
-	case live.DeletionTimestamp != nil || !sameOwners(live.OwnerReferences, n.Owners):
-		return work.Retry, nil // the graph's view is behind: decide again on the next one
+	case !viewHolds(live, n, n.Owners):
+		// The graph's view is behind (references, deletion or GC finalizers changed): decide
+		// again on the next one. The delete below is sent at the live resourceVersion, so it
+		// must be decided on what the live object is.
+		return work.Retry, nil
 	}
 	owners := make([]types.UID, 0, len(live.OwnerReferences))
 	for _, r := range live.OwnerReferences {

@@ -25,6 +25,7 @@ import (
 	"github.com/cascade-gc/cascade/client/clienttest"
 	"github.com/cascade-gc/cascade/gc/gctest"
 	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/policy"
 	"github.com/cascade-gc/cascade/work"
 )
 
@@ -66,6 +67,8 @@ type scenarioSetup struct {
 	standby bool
 	// reverifyPeriod is Deps.OwnerReverifyPeriod (default when zero).
 	reverifyPeriod time.Duration
+	// policy is the policy in force (built in when nil); its clock stands at scT0.
+	policy *policy.Compiled
 }
 
 // scenario is one collector under test and what it did. Only the test goroutine touches it.
@@ -124,6 +127,10 @@ func newScenario(t *testing.T, setup scenarioSetup) *scenario {
 		WorkMetrics:         work.NewMetrics(s.Reg),
 		Finalizers:          s.handed,
 		OwnerReverifyPeriod: setup.reverifyPeriod,
+	}
+	if setup.policy != nil {
+		deps.Policy = func() *policy.Compiled { return setup.policy }
+		deps.Clock = clocktesting.NewFakeClock(scT0)
 	}
 	if setup.standby {
 		s.elected = make(chan struct{})

@@ -3,6 +3,7 @@ package gc
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/cascade-gc/cascade/gc/gctest"
 	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/policy"
 )
 
 // Scenarios of the collector (harness in scenario_harness_test.go). Each names the bug it
@@ -751,4 +753,134 @@ func TestScenarioKeeperDroppedBeforeThePatch(t *testing.T) {
 				`{"apiVersion":"example.com/v1","kind":"Widget","name":"keeper","uid":"u-keeper"}]}}`)
 		s.AssertLiveOwners(dep, "u-keeper")
 	})
+}
+
+// TestScenarioOrphanFinalizerAddedBeforeTheDelete (issue 22, item 1): dep's owner is gone and the
+// graph's view of dep has no GC finalizer, so the decision is a Background delete. Before the
+// DELETE, dep gains the orphan finalizer (the default-propagation pass stamping
+// `defaultPropagation: Orphan`, or a user), and the watch has not delivered it. The DELETE at the
+// view's resourceVersion answers 409; the live object's references are unchanged, but its GC
+// finalizers are not the view's: no DELETE is sent at the live resourceVersion with the old
+// decision's propagation (an explicit Background delete drops the orphan finalizer, and dep's own
+// dependents, which had to be orphaned, would be collected). Once the watch delivers the change,
+// dep is deleted with the orphan propagation its finalizer asks for.
+// Never sent: a DELETE of dep with propagation Background once it carries the orphan finalizer.
+func TestScenarioOrphanFinalizerAddedBeforeTheDelete(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		finalizer string
+		wantProp  string
+	}{
+		{"orphan", metav1.FinalizerOrphanDependents, "Orphan"},
+		{"foregroundDeletion", metav1.FinalizerDeleteDependents, "Foreground"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			owner := scObj(scWidgets, "owner", "u-owner", "1")
+			dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(owner))
+			s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{dep}})
+			s.observe(owner, dep)
+			s.observeDeleted(owner)
+			s.assertQueued([]types.UID{"u-dep"}, nil)
+			stamped := scWith(dep, func(o *metav1.PartialObjectMetadata) {
+				o.ResourceVersion = "4"
+				o.Finalizers = []string{tc.finalizer}
+			})
+			s.setLive(stamped) // the watch has not delivered it yet
+			s.processDeletes()
+			s.AssertOutcomes("delete u-dep: Retry")
+			s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background", "GET widgets ns/dep")
+			s.AssertLive(dep, []types.UID{"u-owner"}, tc.finalizer)
+
+			s.deliver(stamped)
+			s.retryPending()
+			s.processDeletes()
+			s.AssertOutcomes("delete u-dep: Done")
+			s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=4 propagation=" + tc.wantProp)
+		})
+	}
+}
+
+// TestScenarioCollectAfterOrphanFinalizerAdded (issue 22, item 1): the policy's collect: After
+// reads the live dependent and, its delay over, deletes at the live resourceVersion, which no
+// precondition guards. The live dependent gained the orphan finalizer after the graph's view:
+// nothing is deleted on the old decision; the dependent is decided again once the watch delivers
+// the change, and then deleted with the orphan propagation.
+// Never sent: a DELETE of dep with propagation Background once it carries the orphan finalizer.
+func TestScenarioCollectAfterOrphanFinalizerAdded(t *testing.T) {
+	owner := scObj(scWidgets, "owner", "u-owner", "1")
+	dep := scWith(scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(owner)), func(o *metav1.PartialObjectMetadata) {
+		// The delay started two minutes ago (recorded by an earlier look, or another replica).
+		o.Annotations = map[string]string{policy.OrphanedAtAnnotation: policy.FormatOrphanedAt(scT0.Add(-2*time.Minute), []types.UID{"u-owner"})}
+	})
+	pol, _, errs := policy.Parse([]byte("apiVersion: cascade.dev/v1alpha1\nkind: Policy\nrules:\n- resource: widgets.example.com\n  collect: After 1m\n"))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{dep}, policy: pol})
+	s.observe(owner, dep)
+	s.observeDeleted(owner)
+	stamped := scWith(dep, func(o *metav1.PartialObjectMetadata) {
+		o.ResourceVersion = "4"
+		o.Finalizers = []string{metav1.FinalizerOrphanDependents}
+	})
+	s.setLive(stamped) // the watch has not delivered it yet
+	s.processDeletes()
+	s.AssertOutcomes("delete u-dep: Retry")
+	s.AssertActions("GET widgets ns/dep")
+	s.AssertLive(dep, []types.UID{"u-owner"}, metav1.FinalizerOrphanDependents)
+
+	s.deliver(stamped)
+	s.retryPending()
+	s.processDeletes()
+	s.AssertOutcomes("delete u-dep: Done")
+	s.AssertActions("GET widgets ns/dep", "DELETE widgets ns/dep uid=u-dep rv=4 propagation=Orphan")
+}
+
+// TestScenarioCycleUnblockCustomResource (issue 22, item 2): breaking a foreground cycle on a
+// custom resource, whose server answers the strategic merge patch with 415. The JSON merge
+// fallback replaces the whole list at the live resourceVersion, so it is sent only when the live
+// references are the ones the decision saw. When a blocking reference to another owner was added
+// after the decision, nothing is sent and dep is decided again: that owner's foreground deletion
+// must keep waiting for dep. Otherwise only the references the decision saw are unblocked, and
+// dep is deleted in the foreground.
+// Never written: blockOwnerDeletion=false on the reference added after the decision.
+func TestScenarioCycleUnblockCustomResource(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		added bool // a blocking reference to another owner was added after the decision
+	}{{"references unchanged", false}, {"a blocking reference added meanwhile", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			fgObj := scObj(scWidgets, "fg", "u-fg", "1")
+			dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.Blocking(gctest.RefTo(fgObj)))
+			fgObj.OwnerReferences = []metav1.OwnerReference{gctest.Blocking(gctest.RefTo(dep))}
+			fg := scDeleting(fgObj, "2", metav1.FinalizerDeleteDependents)
+			other := scObj(scWidgets, "other", "u-other", "1")
+			s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{fg, dep, other}})
+			s.observe(other, dep, fg)
+			s.AssertOwnerStates("u-dep", graph.OwnerDeletingDependents)
+			if tc.added {
+				s.setLive(scWith(dep, func(o *metav1.PartialObjectMetadata) {
+					o.ResourceVersion = "4"
+					o.OwnerReferences = append(o.OwnerReferences, gctest.Blocking(gctest.RefTo(other)))
+				}))
+			}
+			s.failNext("patch", apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", scWidgets.GVR.GroupResource(), "dep", "the strategic merge patch is not supported for custom resources", 0, false))
+			s.processDeletes()
+			smp := `PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","resourceVersion":"3","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"fg","uid":"u-fg","blockOwnerDeletion":false}]}}`
+			if tc.added {
+				s.AssertOutcomes("delete u-dep: Retry")
+				s.AssertActions(smp, "GET widgets ns/dep")
+				for _, r := range s.Live(dep).OwnerReferences {
+					if r.BlockOwnerDeletion == nil || !*r.BlockOwnerDeletion {
+						t.Errorf("the reference to %s was unblocked", r.UID)
+					}
+				}
+				return
+			}
+			s.AssertOutcomes("delete u-dep: Done")
+			s.AssertActions(smp, "GET widgets ns/dep",
+				`PATCH widgets ns/dep merge {"metadata":{"resourceVersion":"3","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"fg","uid":"u-fg","blockOwnerDeletion":false}]}}`,
+				"DELETE widgets ns/dep uid=u-dep rv=3 propagation=Foreground")
+		})
+	}
 }

@@ -121,7 +121,14 @@ func (c *Controller) collect(ctx context.Context, logger klog.Logger, target cli
 			o.BlockOwnerDeletion = false
 			expect = append(expect, o)
 		}
-		if err := client.UnblockOwnerRefs(ctx, c.deps.Client, target, n.ResourceVersion, refs); err != nil {
+		err := client.UnblockOwnerRefs(ctx, c.deps.Client, target, n.ResourceVersion, refs)
+		if errors.Is(err, client.ErrRefsChanged) {
+			// A reference came or went after the decision: unblocking the live list would
+			// unblock what the decision never saw. Decide again on the watch event.
+			logger.V(2).Info("Not unblocking: the live owner references are not the ones the decision saw; deciding again")
+			return work.Retry, nil
+		}
+		if err != nil {
 			return work.Retry, fmt.Errorf("unblocking owner references: %w", err)
 		}
 	}
@@ -159,8 +166,9 @@ func (c *Controller) decisionInput(n graph.NodeView, owners []graph.OwnerView) p
 }
 
 // deleteDependent sends the DELETE with the view's UID and resourceVersion. A 409 means the view
-// was stale: GET the live object; if its owner references are unchanged, retry with its
-// resourceVersion, else leave it to the watch event that is on its way.
+// was stale: GET the live object; if it is still what the decision saw (viewHolds: references,
+// deletion, GC finalizers), retry with its resourceVersion, else decide again on the watch event
+// that is on its way.
 // expect are the owner references the live object must have for that retry (the view's, or the
 // view's unblocked after collect unblocked them).
 func (c *Controller) deleteDependent(ctx context.Context, logger klog.Logger, t client.Target, n graph.NodeView, prop metav1.DeletionPropagation, expect []graph.OwnerRef) (work.Outcome, error) {
@@ -179,8 +187,12 @@ func (c *Controller) deleteDependent(ctx context.Context, logger klog.Logger, t 
 			return work.Retry, fmt.Errorf("reading the object after a conflict: %w", gerr)
 		case live.UID != n.UID:
 			return work.Done, nil // replaced by another object of the same name
-		case live.DeletionTimestamp != nil || !sameOwners(live.OwnerReferences, expect):
-			return work.Retry, nil // it changed in a way that matters: decide again on the new view
+		case !viewHolds(live, n, expect):
+			// It changed in a way that matters (references, deletion, GC finalizers): decide
+			// again on the new view, never delete at the live resourceVersion with the old
+			// decision's propagation.
+			logger.V(2).Info("Not deleting: the live object is no longer what the decision saw; deciding again")
+			return work.Retry, nil
 		}
 		err = client.Delete(ctx, c.deps.Client, t, live.ResourceVersion, prop)
 	}
@@ -337,24 +349,23 @@ func ownerState(s graph.OwnerState) policy.OwnerState {
 	}
 }
 
-// sameOwners reports whether the live object's references are the graph's view of them: with
-// identical references collapsed to the first, which keeps the strongest flags, as the graph
-// keeps them.
-func sameOwners(live []metav1.OwnerReference, view []graph.OwnerRef) bool {
-	merged := make([]graph.OwnerRef, 0, len(live))
-	for _, r := range live {
-		o := toGraphOwnerRef(r)
-		i := slices.IndexFunc(merged, func(m graph.OwnerRef) bool {
-			return m.UID == o.UID && m.Name == o.Name && m.APIVersion == o.APIVersion && m.Kind == o.Kind
-		})
-		if i < 0 {
-			merged = append(merged, o)
-			continue
-		}
-		merged[i].Controller = merged[i].Controller || o.Controller
-		merged[i].BlockOwnerDeletion = merged[i].BlockOwnerDeletion || o.BlockOwnerDeletion
+// viewHolds reports whether the live object is still what a decision taken on the graph's view
+// n saw, in everything of the object's own that the decision reads: not being deleted, the owner
+// references (expect: the view's, or the view's as cascade itself changed them) and the GC
+// finalizers, which set the DELETE's propagation. A DELETE sent at the live resourceVersion is
+// sent only when it holds; otherwise the dependent is decided again on the view that includes the
+// change (a user or the default-propagation pass adding the orphan finalizer after the view was
+// taken would otherwise get an explicit Background delete: its own dependents collected where
+// they had to be orphaned).
+func viewHolds(live *metav1.PartialObjectMetadata, n graph.NodeView, expect []graph.OwnerRef) bool {
+	if live.DeletionTimestamp != nil || gcFinalizers(live.Finalizers) != n.Finalizers {
+		return false
 	}
-	return slices.Equal(merged, view)
+	view := make([]metav1.OwnerReference, len(expect))
+	for i, o := range expect {
+		view[i] = fromGraphOwnerRef(o)
+	}
+	return client.SameOwnerRefs(live.OwnerReferences, view)
 }
 
 func fromGraphOwnerRef(o graph.OwnerRef) metav1.OwnerReference {
