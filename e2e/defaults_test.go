@@ -12,15 +12,18 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/cascade-gc/cascade/e2e/framework"
 	"github.com/cascade-gc/cascade/e2e/harness"
@@ -378,5 +381,149 @@ func TestPolicyDefaultNeverRacesDelete(t *testing.T) {
 	}
 	if float64(stampedAnnotation) != stamped {
 		t.Errorf("%d objects carry the stamp annotation, the pass counts %v stamps", stampedAnnotation, stamped)
+	}
+}
+
+// TestPolicyDefaultStampWhileOwnersGo (issue 22, item 1): the pass stamps the orphan finalizer on
+// Gizmos while their owners are deleted, so cascade collects some Gizmos it decided on before
+// the stamp reached its graph. Each Gizmo owns a ConfigMap leaf. A Gizmo that carried the orphan
+// finalizer before its deletion must be deleted with the orphan propagation (its leaf orphaned,
+// kept without the reference); one never stamped is deleted in the background (its leaf
+// collected). Before the fix, a DELETE retried after a 409 at the live resourceVersion kept the
+// view's Background: the API server dropped the orphan finalizer, and the leaf was collected.
+// The test watches the Gizmos itself from before cascade starts, so it knows of every version
+// whether the stamp came before the deletion.
+// Never deleted: the leaf of a Gizmo stamped before its deletion.
+func TestPolicyDefaultStampWhileOwnersGo(t *testing.T) {
+	cs := suite.Clients(t)
+	ns := cs.NewNamespace(t)
+	gvr := createCRD(t, cs, "default-racing-owners.e2e.cascade.dev", "Gizmo", "Namespaced")
+	const n = 200
+	ctx := context.Background()
+	err := framework.Parallel(n, 8, func(i int) error {
+		root, err := cs.Kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("root-%03d", i)}}, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		g := &unstructured.Unstructured{Object: map[string]any{"apiVersion": gvr.GroupVersion().String(), "kind": "Gizmo"}}
+		g.SetName(fmt.Sprintf("g-%03d", i))
+		g.SetOwnerReferences([]metav1.OwnerReference{framework.CMRef(root)})
+		if g, err = cs.Dyn.Resource(gvr).Namespace(ns).Create(ctx, g, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		leaf := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("leaf-%03d", i), OwnerReferences: []metav1.OwnerReference{ownerRefTo(g)}}}
+		_, err = cs.Kube.CoreV1().ConfigMaps(ns).Create(ctx, leaf, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Every version of every Gizmo, from before cascade starts: was the orphan finalizer on it
+	// before its deletionTimestamp?
+	list, err := cs.Dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cs.Dyn.Resource(gvr).Namespace(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type fate struct{ stampedBeforeDelete, deleteSeen, gone bool }
+	var mu sync.Mutex
+	fates := map[string]*fate{}
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for ev := range w.ResultChan() {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			mu.Lock()
+			f := fates[u.GetName()]
+			if f == nil {
+				f = &fate{}
+				fates[u.GetName()] = f
+			}
+			if u.GetDeletionTimestamp() == nil && !f.deleteSeen && slices.Contains(u.GetFinalizers(), metav1.FinalizerOrphanDependents) {
+				f.stampedBeforeDelete = true
+			}
+			if u.GetDeletionTimestamp() != nil {
+				f.deleteSeen = true
+			}
+			if ev.Type == watch.Deleted {
+				f.deleteSeen, f.gone = true, true
+			}
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { w.Stop(); <-watched })
+
+	c := startWithDefaults(t, cs, ns, defaultRule(gvr, "Orphan", false), "--default-propagation-rate=40")
+	framework.WaitForMetric(t, c, `cascade_default_propagation_changes_total{action="stamped"}`, 1, collectTimeout)
+	if err := framework.Parallel(n, 5, func(i int) error {
+		bg := metav1.DeletePropagationBackground
+		return cs.Kube.CoreV1().ConfigMaps(ns).Delete(ctx, fmt.Sprintf("root-%03d", i), metav1.DeleteOptions{PropagationPolicy: &bg})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, collectTimeout, "every Gizmo gone (collected with its root)", func() (bool, error) {
+		l, err := cs.Dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(l.Items) == 0, err
+	})
+	// The leaves settle: each is collected or orphaned.
+	leaves := map[string]*corev1.ConfigMap{}
+	framework.Eventually(t, collectTimeout, "every leaf collected or orphaned", func() (bool, error) {
+		l, err := cs.Kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		clear(leaves)
+		for i := range l.Items {
+			cm := &l.Items[i]
+			if strings.HasPrefix(cm.Name, "leaf-") {
+				if len(cm.OwnerReferences) > 0 {
+					return false, nil
+				}
+				leaves[cm.Name] = cm
+			}
+		}
+		return true, nil
+	})
+	framework.Eventually(t, collectTimeout, "the test's watch saw every Gizmo go", func() (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		gone := 0
+		for _, f := range fates {
+			if f.gone {
+				gone++
+			}
+		}
+		return gone == n, nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	stamped, kept := 0, 0
+	for i := range n {
+		f := fates[fmt.Sprintf("g-%03d", i)]
+		_, leafKept := leaves[fmt.Sprintf("leaf-%03d", i)]
+		if f.stampedBeforeDelete {
+			stamped++
+		}
+		if leafKept {
+			kept++
+		}
+		switch {
+		case f.stampedBeforeDelete && !leafKept:
+			t.Errorf("g-%03d carried the orphan finalizer before its deletion, and its leaf was collected", i)
+		case !f.stampedBeforeDelete && leafKept:
+			t.Errorf("g-%03d was never stamped before its deletion, and its leaf was orphaned", i)
+		}
+	}
+	t.Logf("%d Gizmos: %d stamped before their deletion (leaves kept: %d), %d deleted unstamped; cascade's deletes: %v",
+		n, stamped, kept, n-stamped, framework.MetricValue(t, c, `cascade_collected_total{action="delete"}`))
+	if stamped == 0 || stamped == n {
+		t.Errorf("%d of %d Gizmos stamped before their deletion: the deletes did not race the pass (want some of each)", stamped, n)
 	}
 }

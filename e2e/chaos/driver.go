@@ -104,6 +104,8 @@ func (d *driver) step() {
 		{5, d.opUnhold},
 		{3, d.opCycle},
 		{1, d.opCRD},
+		{4, d.opStamp},
+		{2, d.opBlockDuringCycle},
 	}
 	total := 0
 	for _, c := range choices {
@@ -238,6 +240,9 @@ func (d *driver) randomRefs(k *kindDef, ns string) []Ref {
 func (d *driver) adopt(r *record, u *unstructured.Unstructured, t0, t1 time.Time) {
 	r.Refs = refsOf(u)
 	r.hold = slices.Contains(u.GetFinalizers(), holdFinalizer)
+	if u.GetDeletionTimestamp() == nil {
+		r.Own = ownFinalizer(u.GetFinalizers())
+	}
 	if u.GetDeletionTimestamp() != nil && r.Deletion == NotDeleted {
 		// Deleted by someone else: cascade (collecting it) or the CRD's finalizer. The driver
 		// learns it now, maybe long after it started: the oracle may also start without it.
@@ -593,28 +598,119 @@ func (d *driver) opCycle() string {
 		return ""
 	}
 	if d.rng.IntN(2) == 0 && a.Deletion == NotDeleted && !a.gone {
-		uid := types.UID(a.UID)
-		p := metav1.DeletePropagationForeground
-		t0 := time.Now()
-		res, err := d.api.del(d.ctx, a.k, a.Namespace, a.Name, metav1.DeleteOptions{PropagationPolicy: &p, Preconditions: &metav1.Preconditions{UID: &uid}})
-		t1 := time.Now()
-		if err == nil {
-			switch {
-			case res.gone:
-				a.Deletion, a.gone = Gone, true
-			case slices.Contains(res.finalizers, metav1.FinalizerDeleteDependents):
-				a.Deletion = DeletedForeground
-			default:
-				a.Deletion = DeletedBackground
-			}
-			d.note(event{T0: t0, T1: t1, Op: "delete", UID: a.UID, Deletion: a.Deletion, Hold: a.hold})
-			d.ops["delete/Foreground"]++
-		} else if !certain(err) {
-			d.uncertain++
-			a.Deletion = DeletedUnknown
-		}
+		d.deleteForeground(a)
 	}
 	return "cycle"
+}
+
+// deleteForeground deletes r in the foreground (UID precondition) and records the answer.
+func (d *driver) deleteForeground(r *record) {
+	uid := types.UID(r.UID)
+	p := metav1.DeletePropagationForeground
+	t0 := time.Now()
+	res, err := d.api.del(d.ctx, r.k, r.Namespace, r.Name, metav1.DeleteOptions{PropagationPolicy: &p, Preconditions: &metav1.Preconditions{UID: &uid}})
+	t1 := time.Now()
+	if err == nil {
+		switch {
+		case res.gone:
+			r.Deletion, r.gone = Gone, true
+		case slices.Contains(res.finalizers, metav1.FinalizerDeleteDependents):
+			r.Deletion = DeletedForeground
+		default:
+			r.Deletion = DeletedBackground
+		}
+		d.note(event{T0: t0, T1: t1, Op: "delete", UID: r.UID, Deletion: r.Deletion, Hold: r.hold})
+		d.ops["delete/Foreground"]++
+	} else if !certain(err) {
+		d.uncertain++
+		r.Deletion = DeletedUnknown
+	}
+}
+
+// ownFinalizer is the GC finalizer among fs that sets the propagation of a delete naming none:
+// orphan wins over foregroundDeletion.
+func ownFinalizer(fs []string) string {
+	switch {
+	case slices.Contains(fs, metav1.FinalizerOrphanDependents):
+		return metav1.FinalizerOrphanDependents
+	case slices.Contains(fs, metav1.FinalizerDeleteDependents):
+		return metav1.FinalizerDeleteDependents
+	}
+	return ""
+}
+
+// opStamp adds a GC finalizer (mostly orphan) to a live object, as the default-propagation pass
+// or a user does, preferring one about to be collected (an owner of it being deleted or gone):
+// the collector may have decided on it before the finalizer reached its view, and must still
+// delete it with the propagation the finalizer asks for (issue 22, item 1).
+func (d *driver) opStamp() string {
+	aboutToGo := func(r *record) bool {
+		for _, ref := range r.Refs {
+			if o := d.recs[ref.UID]; o == nil || o.gone || o.Deletion != NotDeleted {
+				return true
+			}
+		}
+		return false
+	}
+	r := d.pickAlive(func(r *record) bool { return len(r.Refs) > 0 && r.Own == "" && aboutToGo(r) })
+	if r == nil {
+		r = d.pickAlive(func(r *record) bool { return len(r.Refs) > 0 && r.Own == "" })
+	}
+	if r == nil {
+		return ""
+	}
+	f := metav1.FinalizerOrphanDependents
+	if d.rng.IntN(5) == 0 {
+		f = metav1.FinalizerDeleteDependents
+	}
+	return d.update(r, "stamp", func(u *unstructured.Unstructured) bool {
+		fs := u.GetFinalizers()
+		if ownFinalizer(fs) != "" {
+			return false
+		}
+		u.SetFinalizers(append(fs, f))
+		return true
+	})
+}
+
+// opBlockDuringCycle adds a blocking reference to another live owner to a custom resource that
+// waits, with a blocking reference, for an owner deleted in the foreground (the collector may be
+// about to unblock its references and delete it), and sometimes deletes that new owner in the
+// foreground at once: the unblocking must never clear the new reference, or the new owner's
+// foreground deletion would finish without waiting for the custom resource (issue 22, item 2).
+func (d *driver) opBlockDuringCycle() string {
+	r := d.pickAlive(func(r *record) bool {
+		if r.k.crd == "" || !d.kindByCRDOK(r.k) {
+			return false
+		}
+		for _, ref := range r.Refs {
+			if o := d.recs[ref.UID]; ref.Block && o != nil && !o.gone && o.Deletion == DeletedForeground {
+				return true
+			}
+		}
+		return false
+	})
+	if r == nil {
+		return ""
+	}
+	o := d.pickAlive(func(o *record) bool {
+		return o.UID != r.UID && validOwner(r.k, r.Namespace, o) && !slices.ContainsFunc(r.Refs, func(x Ref) bool { return x.UID == o.UID })
+	})
+	if o == nil {
+		return ""
+	}
+	op := d.update(r, "block-during-cycle", func(u *unstructured.Unstructured) bool {
+		refs := refsOf(u)
+		if slices.ContainsFunc(refs, func(x Ref) bool { return x.UID == o.UID }) {
+			return false
+		}
+		u.SetOwnerReferences(toOwnerRefs(append(refs, refTo(o, true))))
+		return true
+	})
+	if op != "" && d.rng.IntN(2) == 0 && o.Deletion == NotDeleted && !o.gone {
+		d.deleteForeground(o)
+	}
+	return op
 }
 
 // opCRD deletes one of the CRDs (its objects are deleted by the apiserver), or creates a

@@ -31,6 +31,10 @@
 //   - An owner deleted with the orphan finalizer first loses every reference to it from its
 //     dependents, then goes; its dependents are never collected because of it.
 //   - Objects without owner references are never collected.
+//   - A dependent the collector deletes is deleted with the propagation its own GC finalizer
+//     asks for (orphan, else foregroundDeletion, else background), except that one deleted
+//     because an owner waits for it in the foreground, with dependents of its own, is deleted
+//     in the foreground.
 //
 // The final state is computed by running these rules on the snapshot the driver ends with (all
 // foreign finalizers removed, every CRD present) to a fixed point, many times with different
@@ -117,6 +121,10 @@ type Obj struct {
 	// RefAdded is, for each owner UID in Refs, when the driver's write that gave the object its
 	// current reference to it was answered (zero: unknown).
 	RefAdded map[string]time.Time
+	// Own is the GC finalizer the object carried while not being deleted, as last known
+	// ("orphan" or "foregroundDeletion", orphan winning; "" for none): the propagation a
+	// delete that names no policy takes, the collector's included.
+	Own string
 }
 
 // Fate is the oracle's answer for one object.
@@ -629,6 +637,10 @@ func (or *Oracle) simulate(uids []string, deps map[string][]string, order strate
 						}
 						s.refs = refs
 					}
+					s.state = sFG
+				case s.o.Own == "orphan":
+					s.state = sOrphan
+				case s.o.Own == "foregroundDeletion":
 					s.state = sFG
 				default:
 					s.state = sBG

@@ -67,6 +67,24 @@ func TestOracle(t *testing.T) {
 			o := cm("o", "a", DeletedOrphan)
 			return []*Obj{o, cm("d", "a", NotDeleted, to(o, false), never)}
 		}, want{"o": MustBeGone, "d": Either}, nil},
+		{"a collected dependent with its own orphan finalizer orphans its dependents", func() []*Obj {
+			o := cm("o", "a", Gone)
+			d := cm("d", "a", NotDeleted, to(o, false))
+			d.Own = "orphan"
+			return []*Obj{o, d, cm("leaf", "a", NotDeleted, to(d, true))}
+		}, want{"d": MustBeGone, "leaf": MustExist}, nil},
+		{"a collected dependent with its own foregroundDeletion finalizer takes its dependents", func() []*Obj {
+			o := cm("o", "a", Gone)
+			d := cm("d", "a", NotDeleted, to(o, false))
+			d.Own = "foregroundDeletion"
+			return []*Obj{o, d, cm("leaf", "a", NotDeleted, to(d, true))}
+		}, want{"d": MustBeGone, "leaf": MustBeGone}, nil},
+		{"an own orphan finalizer yields to the foreground cascade of a waiting owner", func() []*Obj {
+			w := cm("w", "a", DeletedForeground)
+			d := cm("d", "a", NotDeleted, to(w, true))
+			d.Own = "orphan"
+			return []*Obj{w, d, cm("leaf", "a", NotDeleted, to(d, true))}
+		}, want{"w": MustBeGone, "d": MustBeGone, "leaf": MustBeGone}, nil},
 		{"foreground chain goes entirely", func() []*Obj {
 			w := cm("w", "a", DeletedForeground)
 			c := cm("c", "a", NotDeleted, to(w, true))
