@@ -53,6 +53,11 @@ type cascadeWrite struct {
 	// unknownBody: a DELETE whose request body was not logged (received and never answered):
 	// its propagation policy is unknown.
 	unknownBody bool
+	// unblocked: the UIDs of the references the PATCH set blockOwnerDeletion=false on.
+	unblocked []string
+	// finalizers: a PATCH of the finalizers (a JSON merge patch replacing the list): the list
+	// it writes (verb "finalize").
+	finalizers []string
 }
 
 // auditResult is what the audit check found.
@@ -62,6 +67,10 @@ type auditResult struct {
 	wrongDeletes         []string
 	wrongRefRemovals     []string
 	unverifiable         int
+	// foregroundDone counts cascade's removals of a foregroundDeletion finalizer;
+	// earlyForeground lists those made while a dependent blocking the owner still existed.
+	foregroundDone  int
+	earlyForeground []string
 }
 
 // timeline is the driver's knowledge of one object over time.
@@ -80,6 +89,8 @@ type checker struct {
 	crdDel   map[string][]time.Time    // GK -> CRD deletes
 	cDel     map[string][]cascadeWrite // UID -> cascade's DELETEs (applied, or perhaps)
 	removals map[string][]cascadeWrite // UID -> cascade's reference removals
+	unblocks map[string][]cascadeWrite // UID -> cascade's writes unblocking references
+	finals   map[string][]cascadeWrite // UID -> cascade's finalizer removals
 	byCoord  map[string][]*record      // coord -> incarnations in creation order
 	created  map[string]time.Time      // UID -> create answered
 	kindOf   map[[2]string]*kindDef    // (group, resource) -> kind
@@ -88,7 +99,7 @@ type checker struct {
 
 func checkAudit(path string, d *driver) (*auditResult, error) {
 	c := &checker{d: d, lines: map[string]*timeline{}, crdDel: map[string][]time.Time{}, cDel: map[string][]cascadeWrite{},
-		removals: map[string][]cascadeWrite{}, byCoord: map[string][]*record{}, created: map[string]time.Time{},
+		removals: map[string][]cascadeWrite{}, unblocks: map[string][]cascadeWrite{}, finals: map[string][]cascadeWrite{}, byCoord: map[string][]*record{}, created: map[string]time.Time{},
 		kindOf: map[[2]string]*kindDef{}, res: &auditResult{}}
 	for _, k := range kinds {
 		c.kindOf[[2]string{k.gvr.Group, k.gvr.Resource}] = k
@@ -151,6 +162,11 @@ func checkAudit(path string, d *driver) (*auditResult, error) {
 			if len(w.removed) > 0 {
 				c.removals[w.uid] = append(c.removals[w.uid], *w) // perhaps applied ones too
 			}
+			if len(w.unblocked) > 0 {
+				c.unblocks[w.uid] = append(c.unblocks[w.uid], *w) // perhaps applied ones too
+			}
+		case "finalize":
+			c.finals[w.uid] = append(c.finals[w.uid], *w)
 		}
 	}
 	// Second pass: each write justified.
@@ -170,6 +186,11 @@ func checkAudit(path string, d *driver) (*auditResult, error) {
 			if len(w.removed) > 0 && !w.maybe {
 				c.res.refRemovals++
 				c.checkRemoval(w)
+			}
+		case "finalize":
+			if !w.maybe && !slices.Contains(w.finalizers, metav1.FinalizerDeleteDependents) && c.waitingInForeground(w.uid, w.to) {
+				c.res.foregroundDone++
+				c.checkForegroundDone(w)
 			}
 		}
 	}
@@ -267,13 +288,19 @@ func (c *checker) write(e auditEvent) (cascadeWrite, bool) {
 				UID             string           `json:"uid"`
 				ResourceVersion string           `json:"resourceVersion"`
 				OwnerReferences []map[string]any `json:"ownerReferences"`
+				Finalizers      *[]string        `json:"finalizers"`
 			} `json:"metadata"`
 		}
 		if len(e.RequestObject) == 0 || json.Unmarshal(e.RequestObject, &p) != nil {
 			return cascadeWrite{}, false
 		}
 		if p.Metadata.OwnerReferences == nil {
-			return cascadeWrite{}, false // not about references (a finalizer, an annotation)
+			if p.Metadata.Finalizers == nil {
+				return cascadeWrite{}, false // not about references nor finalizers (an annotation)
+			}
+			// A finalizer removal: a JSON merge patch at a resourceVersion, naming no UID.
+			w.verb, w.finalizers = "finalize", *p.Metadata.Finalizers
+			return w, true
 		}
 		w.uid = p.Metadata.UID
 		deletes := false
@@ -284,6 +311,9 @@ func (c *checker) write(e auditEvent) (cascadeWrite, bool) {
 				w.removed = append(w.removed, uid)
 			} else {
 				w.newRefs = append(w.newRefs, uid)
+				if b, ok := r["blockOwnerDeletion"].(bool); ok && !b {
+					w.unblocked = append(w.unblocked, uid)
+				}
 			}
 		}
 		if !deletes {
@@ -291,7 +321,8 @@ func (c *checker) write(e auditEvent) (cascadeWrite, bool) {
 				// A strategic merge patch unblocking references (it names the object's UID, and
 				// since it also carries a resourceVersion precondition only the UID tells it
 				// from a JSON merge patch): it removes nothing.
-				return cascadeWrite{}, false
+				w.newRefs = nil
+				return w, true
 			}
 			w.isJMP = true
 			if w.newRefs == nil {
@@ -521,5 +552,115 @@ func (c *checker) checkRemoval(w cascadeWrite) {
 		}
 		c.res.wrongRefRemovals = append(c.res.wrongRefRemovals, fmt.Sprintf("reference to %s %s (uid %s, alive) removed from %s at %s",
 			o.k.kind, o.Name, o.UID, describe(x), w.from.Format(time.RFC3339Nano)))
+	}
+}
+
+// waitingInForeground reports whether uid may have been deleted in the foreground before t (by
+// the driver, or by cascade), so that a removal of its finalizers at t may be the end of that
+// deletion.
+func (c *checker) waitingInForeground(uid string, t time.Time) bool {
+	for _, e := range c.line(uid).deletes {
+		if e.T0.Before(t) && (e.Deletion == DeletedForeground || e.Deletion == DeletedUnknown || e.Deletion == DeletedMaybeForeground) {
+			return true
+		}
+	}
+	for _, w := range c.cDel[uid] {
+		if w.from.Before(t) && (w.policy == string(metav1.DeletePropagationForeground) || w.unknownBody) {
+			return true
+		}
+	}
+	return false
+}
+
+// goneFrom returns the earliest moment from which x may have been removed from storage (so it
+// no longer held an owner waiting for it in the foreground), taking every reading most
+// favourable to cascade: any deletion started by the driver, by cascade (answered or perhaps
+// applied) or by a CRD deletion counts from its start, foreign finalizers ignored, except a
+// deletion in the foreground, which ends only when cascade removes x's finalizers.
+func (c *checker) goneFrom(x *record) (time.Time, bool) {
+	var best time.Time
+	found := false
+	consider := func(t time.Time) {
+		if !found || t.Before(best) {
+			best, found = t, true
+		}
+	}
+	finalized := func(after time.Time) {
+		for _, w := range c.finals[x.UID] {
+			if w.to.After(after) {
+				consider(w.from)
+				return
+			}
+		}
+	}
+	for _, e := range c.line(x.UID).deletes {
+		if e.Op != "delete" {
+			continue // an observed deletion was cascade's or a CRD's, counted below
+		}
+		if e.Deletion == DeletedForeground {
+			finalized(e.T0)
+		} else {
+			consider(e.T0)
+		}
+	}
+	for _, w := range c.cDel[x.UID] {
+		if w.policy == string(metav1.DeletePropagationForeground) {
+			finalized(w.from)
+		} else {
+			consider(w.from)
+		}
+	}
+	for _, t := range c.crdDel[x.GK] {
+		if ct, ok := c.created[x.UID]; ok && ct.Before(t) {
+			consider(t)
+		}
+	}
+	return best, found
+}
+
+// checkForegroundDone: cascade removed the foregroundDeletion finalizer of owner o during w, so
+// no dependent may still have blocked o then: one that existed (created before, not possibly
+// gone by the end of w) and referenced o with blockOwnerDeletion in every reading of its
+// references. A reference cascade unblocked counts as unblocked only when o was already being
+// deleted in the foreground when the unblock was sent (how a cycle is broken); an unblock made
+// before (on a reference the decision never saw) does not excuse o finishing early.
+func (c *checker) checkForegroundDone(w cascadeWrite) {
+	o := c.d.recs[w.uid]
+	for _, u := range c.d.order {
+		x := c.d.recs[u]
+		if x.UID == o.UID {
+			continue
+		}
+		if ct, ok := c.created[x.UID]; !ok || !ct.Before(w.from) {
+			continue
+		}
+		if gt, ok := c.goneFrom(x); ok && !gt.After(w.to) {
+			continue
+		}
+		kd := c.kindByGK(o.GK)
+		blocks := true
+		for _, refs := range c.refsAt(x.UID, w.from, w.to) {
+			i := slices.IndexFunc(refs, func(r Ref) bool {
+				return r.UID == o.UID && r.Block && r.GK() == o.GK && r.Name == o.Name && (!kd.namespaced || (x.k.namespaced && x.Namespace == o.Namespace))
+			})
+			if i < 0 {
+				blocks = false
+				break
+			}
+		}
+		if !blocks {
+			continue
+		}
+		for _, ub := range c.unblocks[x.UID] {
+			if slices.Contains(ub.unblocked, o.UID) && ub.from.Before(w.to) && c.waitingInForeground(o.UID, ub.to) {
+				blocks = false
+				break
+			}
+		}
+		if blocks {
+			c.res.earlyForeground = append(c.res.earlyForeground, fmt.Sprintf("%s finished its foreground deletion at %s while %s, blocking it, still existed",
+				describe(o), w.from.Format(time.RFC3339Nano), describe(x)))
+			return
+		}
 	}
 }

@@ -215,3 +215,59 @@ func TestAuditRetriedDelete(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditForegroundFinishedEarly (issue 22, item 5): cascade's removal of an owner's
+// foregroundDeletion finalizer is checked against the dependents that blocked it. The owner fg,
+// deleted in the foreground, is referenced with blockOwnerDeletion by dep. Finishing fg while dep
+// exists is a finding; it is not once cascade deleted dep (in the background), nor when cascade
+// unblocked dep's reference while fg was already waiting (a cycle broken), but it is when the
+// unblock came before fg's deletion (an unblock of a reference the decision never saw, issue 22
+// item 2), and when dep, deleted in the foreground, had not finished.
+func TestAuditForegroundFinishedEarly(t *testing.T) {
+	k := kinds[0]
+	t0 := time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	mk := func(name, uid string) *record {
+		return &record{Obj: &Obj{UID: uid, GK: k.gk(), Namespace: "chaos-a", Name: name, Namespaced: k.namespaced}, k: k}
+	}
+	fg, dep := mk("fg", "u-fg"), mk("dep", "u-dep")
+	toFG := Ref{APIVersion: k.apiVersion, Kind: k.kind, Name: fg.Name, UID: fg.UID, Block: true}
+	dep.Refs = []Ref{toFG}
+	d := &driver{recs: map[string]*record{fg.UID: fg, dep.UID: dep}, order: []string{fg.UID, dep.UID}}
+	d.events = []event{
+		{T0: at(0), T1: at(5), Op: "create", UID: fg.UID},
+		{T0: at(10), T1: at(15), Op: "create", UID: dep.UID, Refs: []Ref{toFG}},
+		{T0: at(100), T1: at(105), Op: "delete", UID: fg.UID, Deletion: DeletedForeground},
+	}
+	finish := func(ms int, name string) string {
+		return auditLine(t, at(ms), "patch", k.gvr.Resource, "chaos-a", name, 200, map[string]any{"metadata": map[string]any{"resourceVersion": "9", "finalizers": []string{}}})
+	}
+	del := func(ms int, name, uid, policy string) string {
+		return auditLine(t, at(ms), "delete", k.gvr.Resource, "chaos-a", name, 200, map[string]any{
+			"kind": "DeleteOptions", "preconditions": map[string]any{"uid": uid, "resourceVersion": "8"}, "propagationPolicy": policy})
+	}
+	unblock := func(ms int) string {
+		return auditLine(t, at(ms), "patch", k.gvr.Resource, "chaos-a", dep.Name, 200, map[string]any{"metadata": map[string]any{"uid": dep.UID, "resourceVersion": "7", "ownerReferences": []any{
+			map[string]any{"apiVersion": k.apiVersion, "kind": k.kind, "name": fg.Name, "uid": fg.UID, "blockOwnerDeletion": false}}}})
+	}
+	for _, tc := range []struct {
+		name  string
+		lines []string
+		early int
+	}{
+		{"dep still there", []string{finish(300, fg.Name)}, 1},
+		{"dep deleted in the background first", []string{del(200, dep.Name, dep.UID, "Background"), finish(300, fg.Name)}, 0},
+		{"dep deleted in the foreground, not finished", []string{del(200, dep.Name, dep.UID, "Foreground"), finish(300, fg.Name)}, 1},
+		{"dep deleted in the foreground and finished first", []string{del(200, dep.Name, dep.UID, "Foreground"), finish(250, dep.Name), finish(300, fg.Name)}, 0},
+		{"dep's reference unblocked while fg waited", []string{unblock(200), finish(300, fg.Name)}, 0},
+		{"dep's reference unblocked before fg's deletion", []string{unblock(50), finish(300, fg.Name)}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := checkLines(t, d, tc.lines)
+			done := 1 + strings.Count(tc.name, "finished first") // dep's own finish counts too
+			if res.foregroundDone != done || len(res.earlyForeground) != tc.early {
+				t.Errorf("foreground finishes %d (want %d), early %q (want %d)", res.foregroundDone, done, res.earlyForeground, tc.early)
+			}
+		})
+	}
+}

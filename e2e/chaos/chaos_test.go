@@ -390,6 +390,7 @@ func TestChaos(t *testing.T) {
 	fmt.Fprintf(&b, "  deletions by cascade:     %d (audit log: DELETE answered 2xx; the replicas running now count %.0f since their start); %d PATCH removing references\n", audit.deletes, deletes, audit.refRemovals)
 	fmt.Fprintf(&b, "  wrongful deletions:       %d (oracle) + %d (audit)\n", len(wrongful), len(audit.wrongDeletes))
 	fmt.Fprintf(&b, "  wrongful ref removals:    %d (audit)\n", len(audit.wrongRefRemovals))
+	fmt.Fprintf(&b, "  foreground finished early: %d of %d foregroundDeletion finalizers cascade removed (audit: a blocking dependent still existed)\n", len(audit.earlyForeground), audit.foregroundDone)
 	fmt.Fprintf(&b, "  stuck owners:             %d (must be gone but present) + %d (GC finalizer left)\n", len(stuck), len(badFinalizers))
 	if converged > 0 {
 		// Between healing and the oracle the driver removes its holds and recreates the deleted
@@ -419,7 +420,7 @@ func TestChaos(t *testing.T) {
 	fmt.Print(b.String())
 	t.Log(b.String())
 
-	if len(wrongful)+len(audit.wrongDeletes)+len(audit.wrongRefRemovals)+len(stuck)+len(badFinalizers) > 0 {
+	if len(wrongful)+len(audit.wrongDeletes)+len(audit.wrongRefRemovals)+len(audit.earlyForeground)+len(stuck)+len(badFinalizers) > 0 {
 		// The driver's view of every object, for tracing a finding with the audit log.
 		if b, err := json.MarshalIndent(d.dump(), "", " "); err == nil {
 			_ = os.WriteFile(filepath.Join(dir, "driver.json"), b, 0o644)
@@ -437,6 +438,9 @@ func TestChaos(t *testing.T) {
 	}
 	for _, w := range audit.wrongRefRemovals {
 		t.Errorf("WRONGFUL REFERENCE REMOVAL (audit): %s", w)
+	}
+	for _, w := range audit.earlyForeground {
+		t.Errorf("FOREGROUND FINISHED EARLY (audit): %s", w)
 	}
 	for _, s := range stuck {
 		t.Errorf("NOT COLLECTED after %s: %s", cfg.converge, s)
