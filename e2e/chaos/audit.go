@@ -477,6 +477,9 @@ func (c *checker) problem(x *record, refs []Ref, t time.Time) string {
 	}
 	for _, ref := range refs {
 		kd := c.kindByGK(ref.GK())
+		if gone, ok := c.d.flashes[ref.GK()]; ok && !gone.IsZero() && gone.Before(t) {
+			continue // a kind whose CRD was deleted before t (with every object of it): absent
+		}
 		if kd == nil {
 			return fmt.Sprintf("its reference to %s %s has no REST mapping", ref.GK(), ref.Name)
 		}

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -50,8 +51,12 @@ type driver struct {
 	alive   []string          // UIDs believed to exist and not being deleted
 	counter int
 
-	crdDeleted  map[string]bool // CRD name -> deleted (not yet recreated)
-	crdStuck    []string        // CRDs still terminating when the run ended
+	crdDeleted map[string]bool // CRD name -> deleted (not yet recreated)
+	// flashes holds the kinds of the short-lived CRDs (opFlashCRD), by GK, with when their
+	// CRD's deletion was sent.
+	flashes     map[string]time.Time
+	flashCount  int
+	crdStuck    []string // CRDs still terminating when the run ended
 	events      []event
 	ops         map[string]int // applied operations by type
 	failed      map[string]int // operations the apiserver refused, by type
@@ -63,7 +68,7 @@ type driver struct {
 func newDriver(ctx context.Context, seed uint64, a *api, maxObjects int, logf func(string, ...any)) *driver {
 	return &driver{
 		ctx: ctx, rng: rand.New(rand.NewPCG(seed, 0x636861)), api: a, logf: logf,
-		recs: map[string]*record{}, current: map[string]string{}, crdDeleted: map[string]bool{},
+		recs: map[string]*record{}, current: map[string]string{}, crdDeleted: map[string]bool{}, flashes: map[string]time.Time{},
 		ops: map[string]int{}, failed: map[string]int{}, failReasons: map[string]string{}, maxObjects: maxObjects,
 	}
 }
@@ -106,6 +111,7 @@ func (d *driver) step() {
 		{1, d.opCRD},
 		{4, d.opStamp},
 		{2, d.opBlockDuringCycle},
+		{1, d.opFlashCRD},
 	}
 	total := 0
 	for _, c := range choices {
@@ -281,7 +287,11 @@ func (d *driver) opCreate() string {
 
 func (d *driver) create(k *kindDef, ns, name, op string) string {
 	refs := d.randomRefs(k, ns)
-	hold := d.rng.IntN(100) < 20
+	return d.createWith(k, ns, name, op, refs, d.rng.IntN(100) < 20)
+}
+
+// createWith creates name with refs (and the foreign finalizer when hold) and records it.
+func (d *driver) createWith(k *kindDef, ns, name, op string, refs []Ref, hold bool) string {
 	obj := &unstructured.Unstructured{Object: map[string]any{}}
 	obj.SetAPIVersion(k.apiVersion)
 	obj.SetKind(k.kind)
@@ -713,6 +723,51 @@ func (d *driver) opBlockDuringCycle() string {
 	return op
 }
 
+// opFlashCRD creates a CRD of a new kind, one or two of its objects and ConfigMaps owned by
+// them, and deletes the CRD within a second or two, before a periodic discovery would have
+// found the kind (issue 22, item 4): the custom resources go with their CRD, and their
+// dependents name a kind no API serves any more. The driver does not keep the custom resources
+// (to the oracle their UIDs are absent); their kind is one that vanished.
+func (d *driver) opFlashCRD() string {
+	d.flashCount++
+	n := d.flashCount
+	k := &kindDef{short: "fl", gvr: schema.GroupVersionResource{Group: crdGroup, Version: "v1", Resource: fmt.Sprintf("flash%ds", n)},
+		apiVersion: crdGroup + "/v1", kind: fmt.Sprintf("Flash%d", n), namespaced: true}
+	k.crd = k.gvr.Resource + "." + crdGroup
+	if _, err := d.api.dyn.Resource(crdGVR).Create(d.ctx, crdObject(k), metav1.CreateOptions{}); err != nil {
+		d.fail("flash-crd", err)
+		return ""
+	}
+	d.flashes[k.gk()] = time.Time{} // created: its objects may be referenced from now on
+	created := 0
+	if waitCRDEstablished(d.ctx, d.api, k.crd, time.Now().Add(10*time.Second)) == nil {
+		ns := namespaces[d.rng.IntN(len(namespaces))]
+		for i := range 1 + d.rng.IntN(2) {
+			cr := &unstructured.Unstructured{Object: map[string]any{"apiVersion": k.apiVersion, "kind": k.kind}}
+			cr.SetName(fmt.Sprintf("fl%d-%d", n, i))
+			got, err := d.api.res(k, ns).Create(d.ctx, cr, metav1.CreateOptions{})
+			if err != nil {
+				continue
+			}
+			created++
+			ref := Ref{APIVersion: k.apiVersion, Kind: k.kind, Name: got.GetName(), UID: string(got.GetUID())}
+			cm := kinds[0]
+			d.createWith(cm, ns, d.newName(cm), "flash-dependent", []Ref{ref}, false)
+		}
+	}
+	time.Sleep(time.Duration(d.rng.IntN(1500)) * time.Millisecond)
+	t0 := time.Now()
+	if err := d.api.dyn.Resource(crdGVR).Delete(d.ctx, k.crd, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		if !certain(err) {
+			d.uncertain++
+		}
+		d.failed["flash-crd-delete"]++
+	}
+	d.flashes[k.gk()] = t0
+	d.note(event{T0: t0, T1: time.Now(), Op: "crd-delete", GK: k.gk()})
+	return fmt.Sprintf("flash-crd/%d", min(created, 2))
+}
+
 // opCRD deletes one of the CRDs (its objects are deleted by the apiserver), or creates a
 // deleted one again.
 func (d *driver) opCRD() string {
@@ -844,6 +899,11 @@ func (d *driver) oracle(seed uint64) *Oracle {
 	or := &Oracle{Kinds: map[string]KindInfo{}, Objs: map[string]*Obj{}, Seed: seed}
 	for _, k := range kinds {
 		or.Kinds[k.gk()] = KindInfo{Namespaced: k.namespaced, Known: true}
+	}
+	for gk := range d.flashes {
+		// Its objects are gone; whether cascade knows the kind went depends on whether it saw
+		// the CRD go (a restart in between forgets it, and then keeps the dependents).
+		or.Kinds[gk] = KindInfo{Namespaced: true, Known: true, Vanished: true}
 	}
 	for u, r := range d.recs {
 		o := *r.Obj // a copy: the times below are the oracle's

@@ -60,6 +60,10 @@ type KindInfo struct {
 	Namespaced bool
 	// Known is false for a kind without REST mapping (references to it are unresolvable).
 	Known bool
+	// Vanished: a kind served by a CRD that was deleted (with its objects). A collector that saw
+	// the CRD go treats references to the kind as absent; one that did not (it started after)
+	// keeps them as unresolvable. Each run takes one or the other.
+	Vanished bool
 }
 
 // Ref is an owner reference.
@@ -175,6 +179,8 @@ type Oracle struct {
 	// Runs is how many random orders are tried besides the fixed strategies (default 24).
 	Runs int
 	Seed uint64
+	// vanishedAbsent: this run treats references to vanished kinds as absent.
+	vanishedAbsent bool
 }
 
 type simObj struct {
@@ -187,7 +193,7 @@ type simObj struct {
 // resolve classifies r on dependent d.
 func (or *Oracle) resolve(d *Obj, r Ref) (refClass, *Obj) {
 	k, ok := or.Kinds[r.GK()]
-	if !ok || !k.Known {
+	if !ok || !k.Known || (k.Vanished && !or.vanishedAbsent) {
 		return refUnresolvable, nil
 	}
 	if k.Namespaced && !d.Namespaced {
@@ -408,6 +414,7 @@ func (or *Oracle) simulate(uids []string, deps map[string][]string, order strate
 	// judges the claim and may leave it (dangling or unresolvable). Either is safe, so each run
 	// picks one, and an object whose fate hangs on it is "either".
 	mismatchedOrphaned := rng.IntN(2) == 0
+	or.vanishedAbsent = rng.IntN(2) == 0
 	for _, u := range uids {
 		o := or.Objs[u]
 		s := &simObj{o: o, refs: append([]Ref(nil), o.Refs...), lingers: o.MayLinger && rng.IntN(2) == 0}

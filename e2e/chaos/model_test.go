@@ -12,6 +12,7 @@ func TestOracle(t *testing.T) {
 		"v1/ConfigMap":  {Namespaced: true, Known: true},
 		"x/v1/Gadget":   {Namespaced: false, Known: true},
 		"ghost/v1/Nope": {Namespaced: true, Known: false},
+		"x/v1/Flash1":   {Namespaced: true, Known: true, Vanished: true},
 	}
 	cm := func(uid, ns string, del Deletion, refs ...Ref) *Obj {
 		return &Obj{UID: uid, GK: "v1/ConfigMap", Namespace: ns, Name: uid, Namespaced: true, Deletion: del, Refs: refs}
@@ -85,6 +86,11 @@ func TestOracle(t *testing.T) {
 			d.Own = "orphan"
 			return []*Obj{w, d, cm("leaf", "a", NotDeleted, to(d, true))}
 		}, want{"w": MustBeGone, "d": MustBeGone, "leaf": MustBeGone}, nil},
+		{"a reference to a kind whose CRD went: either (collected by a collector that saw it go)", func() []*Obj {
+			flash := Ref{APIVersion: "x/v1", Kind: "Flash1", Name: "f", UID: "f"}
+			live := cm("l", "a", NotDeleted)
+			return []*Obj{live, cm("d", "a", NotDeleted, flash), cm("d2", "a", NotDeleted, flash, to(live, false))}
+		}, want{"d": Either, "d2": MustExist, "l": MustExist}, nil},
 		{"foreground chain goes entirely", func() []*Obj {
 			w := cm("w", "a", DeletedForeground)
 			c := cm("c", "a", NotDeleted, to(w, true))
