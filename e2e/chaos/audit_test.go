@@ -237,7 +237,7 @@ func TestAuditForegroundFinishedEarly(t *testing.T) {
 	d.events = []event{
 		{T0: at(0), T1: at(5), Op: "create", UID: fg.UID},
 		{T0: at(10), T1: at(15), Op: "create", UID: dep.UID, Refs: []Ref{toFG}},
-		{T0: at(100), T1: at(105), Op: "delete", UID: fg.UID, Deletion: DeletedForeground},
+		{T0: at(10000), T1: at(10005), Op: "delete", UID: fg.UID, Deletion: DeletedForeground},
 	}
 	finish := func(ms int, name string) string {
 		return auditLine(t, at(ms), "patch", k.gvr.Resource, "chaos-a", name, 200, map[string]any{"metadata": map[string]any{"resourceVersion": "9", "finalizers": []string{}}})
@@ -255,12 +255,12 @@ func TestAuditForegroundFinishedEarly(t *testing.T) {
 		lines []string
 		early int
 	}{
-		{"dep still there", []string{finish(300, fg.Name)}, 1},
-		{"dep deleted in the background first", []string{del(200, dep.Name, dep.UID, "Background"), finish(300, fg.Name)}, 0},
-		{"dep deleted in the foreground, not finished", []string{del(200, dep.Name, dep.UID, "Foreground"), finish(300, fg.Name)}, 1},
-		{"dep deleted in the foreground and finished first", []string{del(200, dep.Name, dep.UID, "Foreground"), finish(250, dep.Name), finish(300, fg.Name)}, 0},
-		{"dep's reference unblocked while fg waited", []string{unblock(200), finish(300, fg.Name)}, 0},
-		{"dep's reference unblocked before fg's deletion", []string{unblock(50), finish(300, fg.Name)}, 1},
+		{"dep still there", []string{finish(10300, fg.Name)}, 1},
+		{"dep deleted in the background first", []string{del(10200, dep.Name, dep.UID, "Background"), finish(10300, fg.Name)}, 0},
+		{"dep deleted in the foreground, not finished", []string{del(10200, dep.Name, dep.UID, "Foreground"), finish(10300, fg.Name)}, 1},
+		{"dep deleted in the foreground and finished first", []string{del(10200, dep.Name, dep.UID, "Foreground"), finish(10250, dep.Name), finish(10300, fg.Name)}, 0},
+		{"dep's reference unblocked while fg waited", []string{unblock(10200), finish(10300, fg.Name)}, 0},
+		{"dep's reference unblocked before fg's deletion", []string{unblock(50), finish(10300, fg.Name)}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := checkLines(t, d, tc.lines)
@@ -270,4 +270,12 @@ func TestAuditForegroundFinishedEarly(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("blocking reference written just before the deletion: a watch race", func(t *testing.T) {
+		d.events = append(d.events, event{T0: at(9000), T1: at(9005), Op: "refs", UID: dep.UID, Refs: []Ref{toFG}})
+		res := checkLines(t, d, []string{finish(10300, fg.Name)})
+		if len(res.earlyForeground) != 0 || res.foregroundRaces != 1 {
+			t.Errorf("early %q, races %d; want none early and one race", res.earlyForeground, res.foregroundRaces)
+		}
+	})
 }

@@ -390,7 +390,8 @@ func TestChaos(t *testing.T) {
 	fmt.Fprintf(&b, "  deletions by cascade:     %d (audit log: DELETE answered 2xx; the replicas running now count %.0f since their start); %d PATCH removing references\n", audit.deletes, deletes, audit.refRemovals)
 	fmt.Fprintf(&b, "  wrongful deletions:       %d (oracle) + %d (audit)\n", len(wrongful), len(audit.wrongDeletes))
 	fmt.Fprintf(&b, "  wrongful ref removals:    %d (audit)\n", len(audit.wrongRefRemovals))
-	fmt.Fprintf(&b, "  foreground finished early: %d of %d foregroundDeletion finalizers cascade removed (audit: a blocking dependent still existed)\n", len(audit.earlyForeground), audit.foregroundDone)
+	fmt.Fprintf(&b, "  foreground finished early: %d of %d foregroundDeletion finalizers cascade removed (audit: a blocking dependent still existed; %d blocking references written within %s of the deletion left out as watch races)\n",
+		len(audit.earlyForeground), audit.foregroundDone, audit.foregroundRaces, watchLag)
 	fmt.Fprintf(&b, "  stuck owners:             %d (must be gone but present) + %d (GC finalizer left)\n", len(stuck), len(badFinalizers))
 	if converged > 0 {
 		// Between healing and the oracle the driver removes its holds and recreates the deleted
@@ -601,8 +602,8 @@ func leftFinalizers(d *driver, v map[string]Verdict, live map[string]*unstructur
 	var out []string
 	for u, got := range live {
 		vd, ok := v[u]
-		if !ok || vd.Fate == MustBeGone || vd.FinalizerMayStay {
-			continue
+		if !ok || vd.Fate == MustBeGone || vd.FinalizerMayStay || got.GetDeletionTimestamp() == nil {
+			continue // a GC finalizer on an object not being deleted is its own (the driver stamps them)
 		}
 		for _, f := range got.GetFinalizers() {
 			if f == metav1.FinalizerOrphanDependents || f == metav1.FinalizerDeleteDependents {

@@ -731,9 +731,12 @@ func (d *driver) opBlockDuringCycle() string {
 func (d *driver) opFlashCRD() string {
 	d.flashCount++
 	n := d.flashCount
-	k := &kindDef{short: "fl", gvr: schema.GroupVersionResource{Group: crdGroup, Version: "v1", Resource: fmt.Sprintf("flash%ds", n)},
-		apiVersion: crdGroup + "/v1", kind: fmt.Sprintf("Flash%d", n), namespaced: true}
-	k.crd = k.gvr.Resource + "." + crdGroup
+	// A group of its own, as most CRDs have (one that comes and goes in the group of kinds the
+	// driver keeps is another test).
+	group := fmt.Sprintf("flash%d.%s", n, crdGroup)
+	k := &kindDef{short: "fl", gvr: schema.GroupVersionResource{Group: group, Version: "v1", Resource: "flashes"},
+		apiVersion: group + "/v1", kind: "Flash", namespaced: true}
+	k.crd = "flashes." + group
 	if _, err := d.api.dyn.Resource(crdGVR).Create(d.ctx, crdObject(k), metav1.CreateOptions{}); err != nil {
 		d.fail("flash-crd", err)
 		return ""

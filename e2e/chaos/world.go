@@ -92,7 +92,7 @@ func crdObject(k *kindDef) *unstructured.Unstructured {
 		"kind":       "CustomResourceDefinition",
 		"metadata":   map[string]any{"name": k.crd},
 		"spec": map[string]any{
-			"group": crdGroup,
+			"group": k.gvr.Group,
 			"scope": scope,
 			"names": map[string]any{"plural": plural, "singular": strings.ToLower(k.kind), "kind": k.kind, "listKind": k.kind + "List"},
 			"versions": []any{map[string]any{
