@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -130,7 +129,8 @@ func TestOrphanRecordFullNeverStalls(t *testing.T) {
 			t.Errorf("event %s on %s (%s): %q; want a Warning on an owner not recorded, saying the record is full and protection reduced", ev.Type, ev.InvolvedObject.Name, ev.InvolvedObject.UID, ev.Message)
 		}
 	}
-	// For the log: how many Warnings arrive in all, and how many client-go dropped.
+	// For the log: how many Warnings arrive in all (client-go's broadcaster drops, silently,
+	// what its sink's queue of 1,000 cannot hold while the sink posts them one by one).
 	seen, stable := len(events), 0
 	for stable < 3 {
 		time.Sleep(2 * time.Second)
@@ -144,10 +144,8 @@ func TestOrphanRecordFullNeverStalls(t *testing.T) {
 			seen, stable = len(evs.Items), 0
 		}
 	}
-	logText, _ := os.ReadFile(c.LogPath)
-	dropped := strings.Count(string(logText), "too many queued events, dropped event")
-	t.Logf("%d owners: created with their dependents in %s, deleted by %s, all finished by %s; record: %d entries, %d bytes of data (%d a entry; %d bytes stored with managedFields); degraded: %.0f full, %.0f error; Warning events: %d posted, %d dropped by client-go's queue",
-		owners, created.Round(time.Second), deleted.Round(time.Second), finished.Round(time.Second), recorded, size, size/max(recorded, 1), len(stored), full, failed, seen, dropped)
+	t.Logf("%d owners: created with their dependents in %s, deleted by %s, all finished by %s; record: %d entries, %d bytes of data (%d a entry; %d bytes stored with managedFields); degraded: %.0f full, %.0f error; %d Warning events posted",
+		owners, created.Round(time.Second), deleted.Round(time.Second), finished.Round(time.Second), recorded, size, size/max(recorded, 1), len(stored), full, failed, seen)
 
 	// A new process (a new leader) loads the full record.
 	if err := c.Stop(10 * time.Second); err != nil {
