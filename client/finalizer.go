@@ -14,13 +14,25 @@ import (
 // the live resourceVersion that keeps every other finalizer, retried on conflict. It reports
 // whether this call removed it.
 func RemoveFinalizer(ctx context.Context, c Interface, t Target, finalizer string) (bool, error) {
+	return RemoveFinalizerFrom(ctx, c, t, finalizer, nil)
+}
+
+// RemoveFinalizerFrom is RemoveFinalizer whose first attempt starts from read, t's object as
+// the caller has just read it (nil: GET it), saving that request; a conflict reads it again.
+func RemoveFinalizerFrom(ctx context.Context, c Interface, t Target, finalizer string, read *metav1.PartialObjectMetadata) (bool, error) {
 	removed := false
+	jmp := func(live *metav1.PartialObjectMetadata) []byte {
+		patch, _ := FinalizerRemovalPatch(live, t.UID, finalizer)
+		return patch
+	}
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		var err error
-		removed, err = patchLive(ctx, c, t, func(live *metav1.PartialObjectMetadata) []byte {
-			patch, _ := FinalizerRemovalPatch(live, t.UID, finalizer)
-			return patch
-		})
+		if read != nil {
+			removed, err = patchRead(ctx, c, t, read, jmp)
+			read = nil
+		} else {
+			removed, err = patchLive(ctx, c, t, jmp)
+		}
 		return err
 	})
 	return removed, err

@@ -1,11 +1,19 @@
 package client
 
 import (
+	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/cascade-gc/cascade/client/clienttest"
 )
 
 func TestRemainingFinalizers(t *testing.T) {
@@ -75,5 +83,41 @@ func TestFinalizerRemovalPatch(t *testing.T) {
 				t.Errorf("got %s, %t; want %s", patch, ok, tt.want)
 			}
 		})
+	}
+}
+
+// TestRemoveFinalizerFrom: the first attempt is built from the object the caller read (no
+// GET); when that read is stale the patch conflicts, and the retry reads the live object.
+func TestRemoveFinalizerFrom(t *testing.T) {
+	ctx := context.Background()
+	target := Target{GVR: widgets, Namespace: "ns1", Name: "owner", UID: "u-owner"}
+	read := clienttest.Deleting(clienttest.Widget("ns1", "owner", "u-owner", "4"), metav1.FinalizerOrphanDependents)
+
+	fake := clienttest.NewFake(read.DeepCopy())
+	if removed, err := RemoveFinalizerFrom(ctx, New(fake), target, metav1.FinalizerOrphanDependents, read); !removed || err != nil {
+		t.Fatalf("RemoveFinalizerFrom = %t, %v; want removed", removed, err)
+	}
+	if got := clienttest.Actions(fake); len(got) != 1 || !strings.HasPrefix(got[0], "patch") {
+		t.Errorf("requests %q, want only the patch", got)
+	}
+
+	// Stale: someone added a finalizer since the caller's read (resourceVersion 5 now).
+	live := clienttest.Deleting(clienttest.Widget("ns1", "owner", "u-owner", "5"), "example.com/late", metav1.FinalizerOrphanDependents)
+	fake = clienttest.NewFake(live)
+	fake.PrependReactor("patch", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if strings.Contains(string(a.(clienttesting.PatchAction).GetPatch()), `"resourceVersion":"4"`) {
+			return true, nil, apierrors.NewConflict(widgets.GroupResource(), "owner", errors.New("modified"))
+		}
+		return false, nil, nil
+	})
+	if removed, err := RemoveFinalizerFrom(ctx, New(fake), target, metav1.FinalizerOrphanDependents, read); !removed || err != nil {
+		t.Fatalf("RemoveFinalizerFrom a stale read = %t, %v; want removed", removed, err)
+	}
+	got, err := clienttest.Live(fake, widgets, "ns1", "owner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Finalizers, []string{"example.com/late"}) {
+		t.Errorf("finalizers %q, want the late one kept", got.Finalizers)
 	}
 }

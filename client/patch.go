@@ -314,6 +314,11 @@ func patchLive(ctx context.Context, c Interface, t Target, jmp func(live *metav1
 	if err != nil {
 		return false, err
 	}
+	return patchRead(ctx, c, t, live, jmp)
+}
+
+// patchRead is patchLive on live, t's object as just read.
+func patchRead(ctx context.Context, c Interface, t Target, live *metav1.PartialObjectMetadata, jmp func(live *metav1.PartialObjectMetadata) []byte) (sent bool, err error) {
 	if live.UID != t.UID {
 		return false, nil
 	}

@@ -37,12 +37,38 @@
 //     the collector's policy removes it instead of deleting the dependent
 //     (policy.ReasonOwnerOrphaned). Nothing flows back from this package to the collector.
 //  3. Before removing the orphan finalizer, the owner is recorded in a ConfigMap
-//     (Options.Records, package orphanrecord); a failed record keeps the finalizer. A leader
-//     loads the record before it collects anything (gc.Deps.OrphanRecords), so a process that
-//     did not see the owner being deleted (a new leader after a failover, or a restart) still
-//     finds references to it OwnerOrphaned. Without it (--orphan-record-configmap=""), such a
-//     process collects a dependent created just before the owner's deletion whose watch event
-//     it had not received, as the in-tree collector does.
+//     (Options.Records, package orphanrecord). A leader loads the record before it collects
+//     anything (gc.Deps.OrphanRecords), so a process that did not see the owner being deleted
+//     (a new leader after a failover, or a restart) still finds references to it
+//     OwnerOrphaned. Without it (--orphan-record-configmap=""), such a process collects a
+//     dependent created just before the owner's deletion whose watch event it had not
+//     received, as the in-tree collector does.
+//
+// The record protects only a late dependent: one that gained its reference just before the
+// owner's deletion and that this process had not seen when it removed the finalizer, and
+// only if another process takes over before this one sees it (the window is the dependent's
+// watch latency after the finalizer's removal). So an owner is recorded when its dependents
+// may need it: a dependent of it was seen during its orphaning (an owner that has dependents is
+// one that dependents are made for: a ReplicaSet creating a pod as it is deleted), or it was deleted less than Options.RecordWindow (the
+// record's TTL) after its creation (a controller's first dependent may be in flight: a Job's
+// pod, a Deployment's ReplicaSet), or its creation time is unknown. The age is read from the
+// owner's live metadata (creation and deletion timestamps, both the API server's), by the GET
+// that the finalizer's removal then starts from, so it costs no request; the graph does not
+// carry creation times (8 bytes on every object for this one question). Residual risk: an
+// owner older than the window, with no dependent in the graph, that gains its first dependent
+// in the moment before its orphan deletion (an adoption, or a reference a client adds to an
+// old object), with a failover within that dependent's watch latency after the finalizer
+// goes: the new leader collects that dependent, as without a record (and as in-tree).
+//
+// The record never stalls a deletion. A full record (orphanrecord.ErrFull: its size bound,
+// 768 KiB of the ConfigMap's 1 MiB) degrades at once; a failing write is retried with the
+// owner (the queue's backoff) for recordRetryFor (20 s) after its first failure, then
+// degrades. Degrading removes the finalizer without a record and says so once per owner: a
+// Warning Event OrphanRecordUnavailable on the owner, cascade_orphan_record_degraded_total
+// {reason="full"|"error"} and a log line. The Events are best effort: when thousands of
+// owners degrade at once, client-go's event sink drops what its queue cannot hold (in e2e
+// TestOrphanRecordFullNeverStalls about a third of 8,184 arrived); the metric counts each. Owners left unrecorded because no dependent of theirs
+// can need it are counted in cascade_orphan_record_skipped_total.
 //
 // # Concurrency
 //

@@ -18,6 +18,11 @@ type Metrics struct {
 	// BlockedByUnsynced counts foreground owners found waiting on a blocking dependent of a
 	// resource whose view is incomplete, by resource (once per owner and resource).
 	BlockedByUnsynced *prometheus.CounterVec
+	// RecordDegraded counts owners whose orphan finalizer was removed without recording them,
+	// by reason (RecordDegradedFull, RecordDegradedError).
+	RecordDegraded *prometheus.CounterVec
+	// RecordSkipped counts owners not recorded because their dependents cannot need it.
+	RecordSkipped prometheus.Counter
 	// OldestWaiting is how long the oldest owner being deleted with each GC finalizer has
 	// waited (since this process found it waiting), updated every resync period.
 	OldestWaiting *prometheus.GaugeVec
@@ -46,13 +51,26 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name:      "foreground_blocked_by_unsynced_total",
 			Help:      "Owners being deleted in the foreground found waiting on a blocking dependent of a resource cascade cannot list or watch, by resource (once per owner).",
 		}, []string{"resource"}),
+		RecordDegraded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: gc.MetricsNamespace,
+			Name:      "orphan_record_degraded_total",
+			Help:      "Owners deleted with the orphan policy whose orphan finalizer was removed without recording them in the orphan record, by reason: full (at once), error (the write kept failing for 20s). Protection across a failover is reduced for each: a dependent that gained its reference just before the owner's deletion, not yet seen by cascade, may be collected by a new leader. Each also gets a Warning Event OrphanRecordUnavailable.",
+		}, []string{"reason"}),
+		RecordSkipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: gc.MetricsNamespace,
+			Name:      "orphan_record_skipped_total",
+			Help:      "Owners deleted with the orphan policy that were not recorded in the orphan record because no dependent of theirs was seen and they were deleted more than --orphan-record-ttl after their creation.",
+		}),
 		OldestWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: gc.MetricsNamespace,
 			Name:      "oldest_waiting_owner_seconds",
 			Help:      "Seconds the oldest owner being deleted with each GC finalizer (orphan, foregroundDeletion) has waited, since cascade found it waiting; 0 when none waits. Updated every --finalizer-resync-period.",
 		}, []string{"finalizer"}),
 	}
-	reg.MustRegister(m.FinalizersRemoved, m.OrphanedDependents, m.Errors, m.BlockedByUnsynced, m.OldestWaiting)
+	for _, r := range []string{RecordDegradedFull, RecordDegradedError} {
+		m.RecordDegraded.WithLabelValues(r)
+	}
+	reg.MustRegister(m.FinalizersRemoved, m.OrphanedDependents, m.Errors, m.BlockedByUnsynced, m.RecordDegraded, m.RecordSkipped, m.OldestWaiting)
 	return m
 }
 
@@ -77,5 +95,17 @@ func (m *Metrics) failed(finalizer string) {
 func (m *Metrics) blockedByUnsynced(resource string) {
 	if m != nil {
 		m.BlockedByUnsynced.WithLabelValues(resource).Inc()
+	}
+}
+
+func (m *Metrics) recordDegraded(reason string) {
+	if m != nil {
+		m.RecordDegraded.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) recordSkipped() {
+	if m != nil {
+		m.RecordSkipped.Inc()
 	}
 }

@@ -59,16 +59,24 @@ type Options struct {
 	// Recorder, when set, emits Warning Events on owners (a foreground owner blocked by a
 	// dependent of an unsynced resource).
 	Recorder record.EventRecorder
-	// Records, when set, records each owner before its orphan finalizer is removed
+	// Records, when set, records owners before their orphan finalizer is removed
 	// (orphanrecord.Store), so that a process that did not see the owner being deleted
-	// (a new leader, a restart) still treats references to it as orphaned. A failed record
-	// keeps the finalizer (retried).
+	// (a new leader, a restart) still treats references to it as orphaned. Only owners whose
+	// dependents may need it are recorded (a dependent was seen, or the owner was young: see
+	// RecordWindow). A full record, or a write failing for longer than a bound, degrades:
+	// the finalizer is removed anyway, with a Warning Event and
+	// cascade_orphan_record_degraded_total.
 	Records Recorder
+	// RecordWindow: an owner deleted less than this after its creation is recorded even when
+	// no dependent of it was seen (its first dependent may be in flight). Zero: every owner
+	// deleted with the orphan policy is recorded. cascade passes the record's TTL.
+	RecordWindow time.Duration
 	// Clock is injected for tests.
 	Clock clock.WithTicker
 }
 
-// Recorder records an owner deleted with the orphan policy (orphanrecord.Store).
+// Recorder records an owner deleted with the orphan policy (orphanrecord.Store). An error
+// wrapping orphanrecord.ErrFull means the owner cannot be recorded until entries are pruned.
 type Recorder interface {
 	Record(ctx context.Context, owner graph.Ref) error
 }
@@ -109,6 +117,12 @@ type progress struct {
 	since, stuckReported time.Time
 	// finishedUnsyncedReported: the Warning about finishing with unsynced resources went out.
 	finishedUnsyncedReported bool
+	// sawDependents: the graph listed a dependent of the owner during its orphaning.
+	sawDependents bool
+	// recordFailedSince is when recording the owner first failed (zero: it did not);
+	// recordDegraded: its finalizer was allowed to go without a record (and that was said).
+	recordFailedSince time.Time
+	recordDegraded    bool
 }
 
 // New builds a processor; nothing runs until Run, but Enqueue may be called at once.
@@ -269,7 +283,13 @@ func (p *Processor) forget(uid types.UID) {
 
 // removeFinalizer removes finalizer from owner (client.RemoveFinalizer) and counts it.
 func (p *Processor) removeFinalizer(ctx context.Context, owner client.Target, finalizer string) (bool, error) {
-	removed, err := client.RemoveFinalizer(ctx, p.opts.Client, owner, finalizer)
+	return p.removeFinalizerFrom(ctx, owner, finalizer, nil)
+}
+
+// removeFinalizerFrom is removeFinalizer starting from read, the owner as just read (nil: read
+// it).
+func (p *Processor) removeFinalizerFrom(ctx context.Context, owner client.Target, finalizer string, read *metav1.PartialObjectMetadata) (bool, error) {
+	removed, err := client.RemoveFinalizerFrom(ctx, p.opts.Client, owner, finalizer, read)
 	if removed {
 		p.opts.Metrics.removed(finalizer)
 	}

@@ -5,18 +5,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -186,34 +191,220 @@ func TestRecordSharesWrites(t *testing.T) {
 	}
 }
 
-// TestRecordFailsAndFull: a failed write and a full record fail Record (the caller keeps the
-// finalizer) and are counted.
-func TestRecordFailsAndFull(t *testing.T) {
+// longOwner is an owner with a 253-character name, the longest a ConfigMap or most kinds allow:
+// its entry takes about 460 bytes.
+func longOwner(i int) graph.Ref {
+	r := owner(i)
+	r.Namespace = strings.Repeat("n", 63)
+	r.Name = fmt.Sprintf("%06d-", i) + strings.Repeat("x", 253-7)
+	return r
+}
+
+// enforceLimit makes the fake API server refuse, as kube-apiserver does, a ConfigMap whose
+// data exceeds LimitBytes (422, FieldValueTooLong), and counts the writes it saw.
+func enforceLimit(t *testing.T, cs *fake.Clientset) *atomic.Int64 {
+	t.Helper()
+	var writes atomic.Int64
+	cs.PrependReactor("patch", "configmaps", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		writes.Add(1)
+		pa := a.(clienttesting.PatchAction)
+		cur, err := cs.Tracker().Get(a.GetResource(), pa.GetNamespace(), pa.GetName())
+		if err != nil {
+			return false, nil, nil // the default reactor answers 404
+		}
+		var body struct{ Data map[string]*string }
+		if err := json.Unmarshal(pa.GetPatch(), &body); err != nil {
+			t.Error(err)
+		}
+		n := Bytes(cur.(*corev1.ConfigMap))
+		for k, v := range body.Data {
+			if v != nil {
+				n += len(k) + len(*v)
+			}
+		}
+		if n > LimitBytes {
+			return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, pa.GetName(), field.ErrorList{field.TooLong(field.NewPath(""), "", LimitBytes)})
+		}
+		return false, nil, nil
+	})
+	return &writes
+}
+
+// TestRecordBoundedByBytes: owners with the longest names fill the record by bytes long before
+// any entry count would (the old bound, 4,000 entries, let writes fail with 422 from about
+// entry 2,300 on). An owner whose entry would pass MaxBytes fails with ErrFull at once, with no
+// request; the ConfigMap stays under MaxBytes, so never near the API server's limit; a batch
+// that only partly fits writes what fits.
+func TestRecordBoundedByBytes(t *testing.T) {
 	ctx := context.Background()
-	s, _, _ := newStore(t, Options{MaxEntries: 2})
-	for i := range 2 {
-		if err := s.Record(ctx, owner(i)); err != nil {
-			t.Fatal(err)
+	s, cs, _ := newStore(t, Options{})
+	writes := enforceLimit(t, cs)
+	recorded, full := 0, 0
+	for round := 0; full == 0; round++ {
+		if round == 10 {
+			t.Fatalf("still not full after %d long-named owners", recorded)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 500) // concurrent: a few large batches keep the test fast
+		for i := range errs {
+			wg.Go(func() { errs[i] = s.Record(ctx, longOwner(round*500+i)) })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				recorded++
+			case errors.Is(err, ErrFull):
+				full++
+			default:
+				t.Fatalf("Record: %v (after %d owners), want nil or ErrFull", err, recorded)
+			}
 		}
 	}
-	if err := s.Record(ctx, owner(2)); !errors.Is(err, ErrFull) {
-		t.Errorf("Record into a full record: %v, want ErrFull", err)
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, DefaultName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if v := testutil.ToFloat64(s.opts.Metrics.Writes.WithLabelValues("full")); v != 1 {
-		t.Errorf("writes full = %v, want 1", v)
+	size := Bytes(cm)
+	if size > DefaultMaxBytes || len(cm.Data) != recorded {
+		t.Fatalf("record: %d entries, %d bytes; want the %d recorded, at most %d bytes", len(cm.Data), size, recorded, DefaultMaxBytes)
 	}
-	s, cs, _ := newStore(t, Options{})
-	cs.PrependReactor("*", "configmaps", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, errors.New("etcdserver: request timed out")
+	entry := size / recorded
+	if entry < 400 || DefaultMaxBytes-size > entry {
+		t.Errorf("record full at %d bytes (%d entries of about %d bytes): the long names did not fill it to within one entry of %d", size, recorded, entry, DefaultMaxBytes)
+	}
+	t.Logf("full after %d long-named owners, %d bytes (%d a entry)", recorded, size, entry)
+	if v := testutil.ToFloat64(s.opts.Metrics.Bytes); int(v) != size {
+		t.Errorf("bytes gauge = %v, want %d", v, size)
+	}
+	if v := testutil.ToFloat64(s.opts.Metrics.Writes.WithLabelValues("full")); int(v) != full {
+		t.Errorf("writes full = %v, want %d", v, full)
+	}
+	before := writes.Load()
+	if err := s.Record(ctx, longOwner(99999)); !errors.Is(err, ErrFull) {
+		t.Errorf("Record into the full record: %v, want ErrFull", err)
+	}
+	if err := s.Record(ctx, owner(99999)); err != nil {
+		t.Errorf("Record of a short entry that still fits: %v", err)
+	}
+	if w := writes.Load() - before; w != 1 {
+		t.Errorf("%d writes for a full entry and one that fits; want 1, the full one costs no request", w)
+	}
+}
+
+// TestRecordCountsOthersData: the size is the ConfigMap's, read before the first write: data
+// someone else wrote counts against the bound.
+func TestRecordCountsOthersData(t *testing.T) {
+	ctx := context.Background()
+	s, cs, _ := newStore(t, Options{MaxBytes: 2000}, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: DefaultName},
+		Data:       map[string]string{"someone-else": strings.Repeat("x", 1500)},
 	})
-	if err := s.Record(ctx, owner(0)); err == nil || !strings.Contains(err.Error(), "timed out") {
+	if err := s.Record(ctx, owner(0)); err != nil { // ~160 bytes: fits
+		t.Fatal(err)
+	}
+	if err := s.Record(ctx, longOwner(1)); !errors.Is(err, ErrFull) {
+		t.Errorf("Record past MaxBytes with someone else's data: %v, want ErrFull", err)
+	}
+	var verbs []string
+	for _, a := range cs.Actions() {
+		verbs = append(verbs, a.GetVerb())
+	}
+	if want := []string{"get", "patch"}; !slices.Equal(verbs, want) {
+		t.Errorf("requests %v, want %v: the size read once, the entry that fits written", verbs, want)
+	}
+}
+
+// TestRecordFailures: a failed write fails Record and is counted; the size is then unknown,
+// so the next write reads it first. A refusal for size (422, too long: someone else filled the
+// ConfigMap) is ErrFull.
+func TestRecordFailures(t *testing.T) {
+	ctx := context.Background()
+	s, cs, _ := newStore(t, Options{})
+	if err := s.Record(ctx, owner(0)); err != nil {
+		t.Fatal(err)
+	}
+	fail := errors.New("etcdserver: request timed out")
+	cs.PrependReactor("patch", "configmaps", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, fail
+	})
+	if err := s.Record(ctx, owner(1)); !errors.Is(err, fail) {
 		t.Errorf("Record with the API failing: %v, want the error", err)
 	}
 	if v := testutil.ToFloat64(s.opts.Metrics.Writes.WithLabelValues("error")); v != 1 {
 		t.Errorf("writes error = %v, want 1", v)
 	}
+	fail = apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, DefaultName, field.ErrorList{field.TooLong(field.NewPath(""), "", LimitBytes)})
+	cs.ClearActions()
+	if err := s.Record(ctx, owner(2)); !errors.Is(err, ErrFull) {
+		t.Errorf("Record refused as too long: %v, want ErrFull", err)
+	}
+	var verbs []string
+	for _, a := range cs.Actions() {
+		verbs = append(verbs, a.GetVerb())
+	}
+	if want := []string{"get", "patch"}; !slices.Equal(verbs, want) {
+		t.Errorf("requests after a failed write: %v; want %v, the size read again, then the patch", verbs, want)
+	}
+	if v := testutil.ToFloat64(s.opts.Metrics.Writes.WithLabelValues("full")); v != 1 {
+		t.Errorf("writes full = %v, want 1", v)
+	}
 	if err := s.Record(ctx, graph.Ref{Name: "x", UID: "a uid with spaces"}); err == nil {
 		t.Error("Record of a UID that is no ConfigMap key: no error")
+	}
+}
+
+// TestPruneResourceVersionPrecondition: a prune removes exactly what it judged old on the
+// ConfigMap it read: its patch carries that read's resourceVersion; when the ConfigMap changed
+// meanwhile (an old owner recorded again, with a new time) it conflicts, and the prune reads
+// again and keeps that entry.
+func TestPruneResourceVersionPrecondition(t *testing.T) {
+	ctx := context.Background()
+	old := `{"apiVersion":"apps/v1","kind":"ReplicaSet","namespace":"default","name":"rs","recorded":"2026-11-23T05:00:00Z"}`
+	again := `{"apiVersion":"apps/v1","kind":"ReplicaSet","namespace":"default","name":"rs","recorded":"2026-11-23T06:00:00Z"}`
+	s, cs, _ := newStore(t, Options{TTL: 10 * time.Minute}, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: DefaultName, ResourceVersion: "10"},
+		Data:       map[string]string{"uid-a": old, "uid-b": old},
+	})
+	gvr := corev1.SchemeGroupVersion.WithResource("configmaps")
+	var preconditions []string
+	cs.PrependReactor("patch", "configmaps", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		var body struct {
+			Metadata struct{ ResourceVersion string }
+		}
+		if err := json.Unmarshal(a.(clienttesting.PatchAction).GetPatch(), &body); err != nil {
+			t.Error(err)
+		}
+		preconditions = append(preconditions, body.Metadata.ResourceVersion)
+		cur, err := cs.Tracker().Get(gvr, ns, DefaultName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm := cur.(*corev1.ConfigMap).DeepCopy()
+		if len(preconditions) == 1 { // between the prune's read and its patch: uid-a recorded again
+			cm.Data["uid-a"], cm.ResourceVersion = again, "11"
+			if err := cs.Tracker().Update(gvr, cm, ns); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if body.Metadata.ResourceVersion != cm.ResourceVersion { // as kube-apiserver does
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), DefaultName, errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
+	n, err := s.prune(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"10", "11"}; !slices.Equal(preconditions, want) {
+		t.Errorf("prune patches carried resourceVersions %q; want %q (the conflict read again)", preconditions, want)
+	}
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, DefaultName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"uid-a": again}; n != 1 || !maps.Equal(cm.Data, want) {
+		t.Errorf("after prune (%d removed): %v; want only the entry recorded again, %v", n, cm.Data, want)
 	}
 }
 

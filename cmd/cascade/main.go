@@ -168,6 +168,7 @@ func run(args []string) error {
 	}
 	fin := finalizers.New(finalizers.Options{
 		Records:      finRecords,
+		RecordWindow: opts.OrphanRecordTTL,
 		Client:       objects,
 		ResyncPeriod: opts.FinalizerResyncPeriod,
 		PatchWorkers: opts.Workers,
