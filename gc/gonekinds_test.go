@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cascade-gc/cascade/gc/gctest"
@@ -374,4 +377,50 @@ func TestTrimCRD(t *testing.T) {
 // cacheTombstone is how an informer delivers a deletion it missed (a relist without the object).
 func cacheTombstone(u *unstructured.Unstructured) cache.DeletedFinalStateUnknown {
 	return cache.DeletedFinalStateUnknown{Key: u.GetName(), Obj: u}
+}
+
+// TestLiveClientCheck: the live check reads CRDs of the groups asked about (by name,
+// plural.group) and the APIServices: a kind served by a CRD of another group, or a local
+// APIService (built-in, or registered for CRDs), serves nothing asked about.
+func TestLiveClientCheck(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	crdMeta := func(name string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+		}
+	}
+	other := Resource{GVR: schema.GroupVersionResource{Group: "other.example.com", Version: "v1", Resource: "gadgets"}, Kind: "Gadget"}
+	meta := metadatafake.NewSimpleMetadataClient(scheme, crdMeta("gizmos.example.com"), crdMeta("gadgets.other.example.com"))
+	apiService := func(name, group string, service bool) *unstructured.Unstructured {
+		spec := map[string]any{"group": group, "version": "v1"}
+		if service {
+			spec["service"] = map[string]any{"namespace": "ns", "name": "api"}
+		}
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+			"metadata": map[string]any{"name": name}, "spec": spec,
+		}}
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{crdGVR: "CustomResourceDefinitionList", apiServiceGVR: "APIServiceList"},
+		crdUnstructured(scGizmos, true), crdUnstructured(other, true),
+		apiService("v1.example.com", "example.com", false), apiService("v2.agg.example.com", "agg.example.com", true))
+	served, aggregated, err := liveClient{dyn: dyn, meta: meta}.check(context.Background(),
+		map[string]struct{}{"example.com": {}, "agg.example.com": {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(served) != 1 {
+		t.Errorf("served %v, want Gizmo.example.com only", served)
+	}
+	if _, ok := served[schema.GroupKind{Group: "example.com", Kind: "Gizmo"}]; !ok {
+		t.Errorf("served %v, want Gizmo.example.com", served)
+	}
+	if _, ok := aggregated["agg.example.com"]; !ok || len(aggregated) != 1 {
+		t.Errorf("aggregated %v, want agg.example.com only", aggregated)
+	}
 }
