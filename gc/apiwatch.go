@@ -33,6 +33,8 @@ import (
 // removes a CRD only after every object of its kind is gone, and UIDs are never reused. A
 // reference whose kind has no REST mapping is therefore treated as naming an absent owner,
 // and its dependent collected as usual, when all of these hold (kindGone):
+//   - the dependent is namespaced, or the CRD was cluster-scoped (a cluster-scoped dependent of
+//     a namespaced owner kind is never collected, as in-tree: found by the chaos suite);
 //   - cascade's CRD watch delivered the deletion of a CRD that served that group and kind, and
 //     no CRD serving it since;
 //   - the last discovery round did not fail, for the group or as a whole;
@@ -45,7 +47,7 @@ import (
 // know which CRDs went, and keeps such references, as the in-tree collector does), a group
 // an aggregated API serves or that discovery cannot reach, a live check that fails.
 //
-// Only the CRD's group, kind and plural and whether it is established are kept, per CRD
+// Only the CRD's group, kind, plural and scope and whether it is established are kept, per CRD
 // (transform): the informer holds no schema.
 
 // RediscoverDelay coalesces the burst of CRD and APIService events one change makes (a CRD's
@@ -71,6 +73,7 @@ var (
 type crdInfo struct {
 	gk          schema.GroupKind
 	plural      string
+	namespaced  bool // spec.scope; cluster-scoped dependents never lose an owner of a namespaced kind
 	established bool
 }
 
@@ -79,7 +82,8 @@ func crdInfoOf(u *unstructured.Unstructured) (crdInfo, bool) {
 	group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
 	kind, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
 	plural, _, _ := unstructured.NestedString(u.Object, "spec", "names", "plural")
-	info := crdInfo{gk: schema.GroupKind{Group: group, Kind: kind}, plural: plural}
+	scope, _, _ := unstructured.NestedString(u.Object, "spec", "scope")
+	info := crdInfo{gk: schema.GroupKind{Group: group, Kind: kind}, plural: plural, namespaced: scope != "Cluster"}
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conds {
 		if m, _ := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
@@ -109,10 +113,18 @@ func trimCRD(obj any) (any, error) {
 		"spec": map[string]any{
 			"group": info.gk.Group,
 			"names": map[string]any{"kind": info.gk.Kind, "plural": info.plural},
+			"scope": scopeName(info.namespaced),
 		},
 		"status": map[string]any{"conditions": []any{map[string]any{"type": "Established", "status": status}}},
 	}}
 	return out, nil
+}
+
+func scopeName(namespaced bool) string {
+	if namespaced {
+		return "Namespaced"
+	}
+	return "Cluster"
 }
 
 // liveAPIs answers, from live reads, which of groups' kinds a CRD serves now and which of
@@ -132,11 +144,17 @@ type apiWatch struct {
 	rediscover chan struct{}
 
 	mu     sync.Mutex
-	crds   map[string]crdInfo          // by CRD name; guarded by mu
-	expect map[string]time.Time        // established CRDs not yet discovered, until when; guarded by mu
-	gone   map[schema.GroupKind]uint64 // kinds of CRDs seen deleted, with their order; guarded by mu
-	seq    uint64                      // guarded by mu
+	crds   map[string]crdInfo            // by CRD name; guarded by mu
+	expect map[string]time.Time          // established CRDs not yet discovered, until when; guarded by mu
+	gone   map[schema.GroupKind]goneKind // kinds of CRDs seen deleted; guarded by mu
+	seq    uint64                        // guarded by mu
 	rounds *liveRounds
+}
+
+// goneKind is a kind whose CRD was seen deleted: its scope, and the order it went in.
+type goneKind struct {
+	namespaced bool
+	seq        uint64
 }
 
 func newAPIWatch(dyn dynamic.Interface, meta metadata.Interface) *apiWatch {
@@ -147,7 +165,7 @@ func newAPIWatch(dyn dynamic.Interface, meta metadata.Interface) *apiWatch {
 		rediscover: make(chan struct{}, 1),
 		crds:       map[string]crdInfo{},
 		expect:     map[string]time.Time{},
-		gone:       map[schema.GroupKind]uint64{},
+		gone:       map[schema.GroupKind]goneKind{},
 	}
 	if dyn != nil && meta != nil {
 		w.live = liveClient{dyn: dyn, meta: meta}
@@ -233,39 +251,40 @@ func (w *apiWatch) crdDeleted(obj any) {
 	delete(w.crds, u.GetName())
 	delete(w.expect, u.GetName())
 	if ok {
-		w.markGoneLocked(info.gk)
+		w.markGoneLocked(info)
 	}
 	w.mu.Unlock()
 	w.kick()
 }
 
-func (w *apiWatch) markGoneLocked(gk schema.GroupKind) {
+func (w *apiWatch) markGoneLocked(info crdInfo) {
 	for _, other := range w.crds {
-		if other.gk == gk {
+		if other.gk == info.gk {
 			return
 		}
 	}
 	w.seq++
-	w.gone[gk] = w.seq
+	w.gone[info.gk] = goneKind{namespaced: info.namespaced, seq: w.seq}
 	if len(w.gone) > maxGoneKinds {
 		var oldest schema.GroupKind
 		first := true
-		var min uint64
-		for k, s := range w.gone {
-			if first || s < min {
-				oldest, min, first = k, s, false
+		var least uint64
+		for k, g := range w.gone {
+			if first || g.seq < least {
+				oldest, least, first = k, g.seq, false
 			}
 		}
 		delete(w.gone, oldest)
 	}
 }
 
-// seenGone reports whether the watch saw the CRD of gk deleted and no CRD serve it since.
-func (w *apiWatch) seenGone(gk schema.GroupKind) bool {
+// seenGone reports whether the watch saw the CRD of gk deleted and no CRD serve it since, and
+// whether that CRD was namespaced.
+func (w *apiWatch) seenGone(gk schema.GroupKind) (namespaced, gone bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	_, ok := w.gone[gk]
-	return ok
+	g, ok := w.gone[gk]
+	return g.namespaced, ok
 }
 
 // unmet reports whether a CRD seen established lately is still missing from resources (the
@@ -295,7 +314,10 @@ func (w *apiWatch) unmet(resources ResourceSet) bool {
 // confirmGone reports whether gk is gone (see the file comment): the watch saw its CRD
 // deleted, and a live check started after this call finds nothing serving it.
 func (w *apiWatch) confirmGone(ctx context.Context, gk schema.GroupKind) (bool, error) {
-	if w == nil || w.live == nil || !w.seenGone(gk) {
+	if w == nil || w.live == nil {
+		return false, nil
+	}
+	if _, gone := w.seenGone(gk); !gone {
 		return false, nil
 	}
 	served, aggregated, err := w.rounds.await(ctx, gk.Group)
@@ -309,7 +331,8 @@ func (w *apiWatch) confirmGone(ctx context.Context, gk schema.GroupKind) (bool, 
 		return false, nil
 	}
 	// A CRD serving it may have been seen since the check started: it says so too.
-	return w.seenGone(gk), nil
+	_, gone := w.seenGone(gk)
+	return gone, nil
 }
 
 // liveRounds coalesces live checks: a caller waits for a round that starts after it asked

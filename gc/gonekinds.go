@@ -11,8 +11,14 @@ import (
 // was seen deleted, the last discovery round reached its group, and a live check started now
 // finds nothing serving it (apiwatch.go). An owner of that kind cannot exist, so a reference
 // naming it is absent. Anything uncertain answers false: the reference is kept and retried.
-func (c *Controller) kindGone(ctx context.Context, gk schema.GroupKind) bool {
-	if c.api == nil || !c.api.seenGone(gk) {
+// A cluster-scoped dependent (dependentNS "") never loses an owner of a kind whose CRD was
+// namespaced: such a reference is never collectable, as for a kind that is served.
+func (c *Controller) kindGone(ctx context.Context, gk schema.GroupKind, dependentNS string) bool {
+	if c.api == nil {
+		return false
+	}
+	namespaced, gone := c.api.seenGone(gk)
+	if !gone || namespaced && dependentNS == "" {
 		return false
 	}
 	if failed := c.failedGroups.Load(); failed == nil {

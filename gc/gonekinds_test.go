@@ -83,6 +83,7 @@ func crdUnstructured(r Resource, established bool) *unstructured.Unstructured {
 		"spec": map[string]any{
 			"group": r.GVR.Group,
 			"names": map[string]any{"kind": r.Kind, "plural": r.GVR.Resource},
+			"scope": scopeName(r.Namespaced),
 		},
 		"status": map[string]any{"conditions": []any{map[string]any{"type": "Established", "status": status}}},
 	}}
@@ -236,6 +237,40 @@ func TestScenarioGoneKindKept(t *testing.T) {
 	}
 }
 
+// TestScenarioGoneKindClusterScopedDependent (found by the chaos suite): a cluster-scoped
+// dependent names an owner of a kind whose CRD was namespaced and is gone. A cluster-scoped
+// object with a namespaced owner kind is never collected (in-tree), gone kind or not: kept. Had
+// the CRD been cluster-scoped, it is collected.
+func TestScenarioGoneKindClusterScopedDependent(t *testing.T) {
+	tops := Resource{GVR: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "tops"}, Kind: "Top"}
+	clusterGadgets := scGadgets
+	clusterGadgets.Namespaced = false
+	for _, tc := range []struct {
+		crd     Resource
+		collect bool
+	}{{scGadgets, false}, {clusterGadgets, true}} {
+		t.Run("gadgets namespaced="+map[bool]string{true: "true", false: "false"}[tc.crd.Namespaced], func(t *testing.T) {
+			g := scObj(tc.crd, "g", "u-g", "1")
+			dep := scObj(tops, "dep", "u-dep", "3", gctest.RefTo(g))
+			s := newScenario(t, scenarioSetup{watched: []Resource{tops}, objects: []runtime.Object{dep}})
+			s.withAPIWatch(&fakeLive{})
+			s.crdDeleted(tc.crd)
+			s.observe(dep)
+			s.processVerifies()
+			if !tc.collect {
+				s.AssertOutcomes("verify u-g: Retry error")
+				s.AssertActions()
+				s.AssertLiveOwners(dep, "u-g")
+				return
+			}
+			s.AssertOutcomes("verify u-g: Done")
+			s.processDeletes()
+			s.AssertOutcomes("delete u-dep: Done")
+			s.AssertActions("DELETE tops /dep uid=u-dep rv=3 propagation=Background")
+		})
+	}
+}
+
 // TestLiveRoundsStartAfterTheQuestion: a caller never takes the answer of a live check that
 // was already running when it asked (that check may have read the API before the caller's
 // view of the dependent was taken); callers that ask while one runs share the next one.
@@ -310,6 +345,10 @@ func TestAPIWatchCRDs(t *testing.T) {
 			return false
 		}
 	}
+	gone := func() bool {
+		_, g := w.seenGone(gadgetKind)
+		return g
+	}
 	w.crdSeen(crdUnstructured(scGizmos, true), false) // initial list
 	if kicked() {
 		t.Errorf("the initial list asked for a discovery round")
@@ -331,7 +370,7 @@ func TestAPIWatchCRDs(t *testing.T) {
 	if w.unmet(ResourceSet{scGadgets.GVR: scGadgets}) {
 		t.Errorf("a discovered CRD is still expected")
 	}
-	if w.seenGone(gadgetKind) {
+	if gone() {
 		t.Errorf("a live CRD's kind is gone")
 	}
 	// A second CRD claiming the same kind (its names are not accepted) keeps it served.
@@ -342,15 +381,15 @@ func TestAPIWatchCRDs(t *testing.T) {
 	if !kicked() {
 		t.Errorf("a deleted CRD did not ask for a discovery round")
 	}
-	if w.seenGone(gadgetKind) {
+	if gone() {
 		t.Errorf("a kind another CRD claims is gone")
 	}
 	w.crdDeleted(cacheTombstone(dup))
-	if !w.seenGone(gadgetKind) {
+	if !gone() {
 		t.Errorf("a deleted CRD's kind is not gone")
 	}
 	w.crdSeen(crdUnstructured(scGadgets, false), true)
-	if w.seenGone(gadgetKind) {
+	if gone() {
 		t.Errorf("a re-created CRD's kind is still gone")
 	}
 }
@@ -369,7 +408,7 @@ func TestTrimCRD(t *testing.T) {
 		t.Errorf("the schema was kept")
 	}
 	info, ok := crdInfoOf(u)
-	if !ok || info != (crdInfo{gk: gadgetKind, plural: "gadgets", established: true}) || u.GetName() != "gadgets.example.com" || u.GetResourceVersion() != "7" {
+	if !ok || info != (crdInfo{gk: gadgetKind, plural: "gadgets", namespaced: true, established: true}) || u.GetName() != "gadgets.example.com" || u.GetResourceVersion() != "7" {
 		t.Errorf("trimmed CRD %v lost what cascade reads: %+v", u.Object, info)
 	}
 }

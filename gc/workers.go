@@ -217,7 +217,7 @@ func (c *Controller) verifyOwner(ctx context.Context, ref graph.Ref) (work.Outco
 	}
 	gk := gv.WithKind(ref.Kind).GroupKind()
 	mapping, err := c.restMapping(gk, gv.Version)
-	if err != nil && c.kindGone(ctx, gk) { // its CRD was deleted: no such owner can exist (gonekinds.go)
+	if err != nil && c.kindGone(ctx, gk, ref.Namespace) { // its CRD was deleted: no such owner can exist (gonekinds.go)
 		c.deps.Metrics.OwnerVerifications.WithLabelValues("gone_kind").Inc()
 		c.apply(graph.Event{Type: graph.EventOwnerVerified, Owner: ref, Present: false})
 		return work.Done, nil
@@ -293,7 +293,7 @@ func (c *Controller) unmappedOwners(ctx context.Context, n graph.NodeView, owner
 		gv, err := schema.ParseGroupVersion(o.APIVersion)
 		if err == nil && o.Kind != "" {
 			_, err = c.restMapping(gv.WithKind(o.Kind).GroupKind(), gv.Version)
-			if err != nil && c.kindGone(ctx, gv.WithKind(o.Kind).GroupKind()) {
+			if err != nil && c.kindGone(ctx, gv.WithKind(o.Kind).GroupKind(), n.Namespace) {
 				continue
 			}
 		}
