@@ -50,20 +50,22 @@ type driver struct {
 	alive   []string          // UIDs believed to exist and not being deleted
 	counter int
 
-	crdDeleted  map[string]bool // CRD name -> deleted (not yet recreated)
-	crdStuck    []string        // CRDs still terminating when the run ended
-	events      []event
-	ops         map[string]int // applied operations by type
-	failed      map[string]int // operations the apiserver refused, by type
-	failReasons map[string]string
-	uncertain   int // answers lost (re-read to learn the outcome)
-	maxObjects  int
+	crdDeleted map[string]bool // CRD name -> deleted (not yet recreated)
+	// crdEverDeleted: CRD names deleted at least once (the oracle's GoneKinds).
+	crdEverDeleted map[string]bool
+	crdStuck       []string // CRDs still terminating when the run ended
+	events         []event
+	ops            map[string]int // applied operations by type
+	failed         map[string]int // operations the apiserver refused, by type
+	failReasons    map[string]string
+	uncertain      int // answers lost (re-read to learn the outcome)
+	maxObjects     int
 }
 
 func newDriver(ctx context.Context, seed uint64, a *api, maxObjects int, logf func(string, ...any)) *driver {
 	return &driver{
 		ctx: ctx, rng: rand.New(rand.NewPCG(seed, 0x636861)), api: a, logf: logf,
-		recs: map[string]*record{}, current: map[string]string{}, crdDeleted: map[string]bool{},
+		recs: map[string]*record{}, current: map[string]string{}, crdDeleted: map[string]bool{}, crdEverDeleted: map[string]bool{},
 		ops: map[string]int{}, failed: map[string]int{}, failReasons: map[string]string{}, maxObjects: maxObjects,
 	}
 }
@@ -648,6 +650,7 @@ func (d *driver) opCRD() string {
 		return ""
 	}
 	d.crdDeleted[k.crd] = true
+	d.crdEverDeleted[k.crd] = true
 	// The CRD's finalizer deletes every object of the kind with default options: no GC
 	// finalizer is added (custom resources default to background), the ones already there stay.
 	// One the driver believes not deleted may already be being deleted by the collector, in the
@@ -745,7 +748,12 @@ func (d *driver) dump() map[string]any {
 
 // oracle returns the oracle for the driver's final knowledge.
 func (d *driver) oracle(seed uint64) *Oracle {
-	or := &Oracle{Kinds: map[string]KindInfo{}, Objs: map[string]*Obj{}, Seed: seed}
+	or := &Oracle{Kinds: map[string]KindInfo{}, Objs: map[string]*Obj{}, Seed: seed, GoneKinds: map[string]bool{}}
+	for _, k := range kinds {
+		if d.crdEverDeleted[k.crd] {
+			or.GoneKinds[groupKind(Ref{APIVersion: k.apiVersion, Kind: k.kind})] = k.namespaced
+		}
+	}
 	for _, k := range kinds {
 		or.Kinds[k.gk()] = KindInfo{Namespaced: k.namespaced, Known: true}
 	}
