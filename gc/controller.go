@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -30,6 +31,10 @@ type Deps struct {
 	Discovery Discoverer
 	// Metadata is the client the reflectors list and watch with.
 	Metadata metadata.Interface
+	// Dynamic, with Metadata, watches CustomResourceDefinitions and APIServices: a change asks
+	// for a discovery round at once, and a kind whose CRD was seen deleted can own nothing
+	// (apiwatch.go). Nil: discovery is periodic only, and such kinds are kept and retried.
+	Dynamic dynamic.Interface
 	// Client performs GET, DELETE and PATCH (defaults to client.New(Metadata)).
 	Client client.Interface
 	// Mapper resolves owner references (apiVersion, kind) to resources; reset when discovery
@@ -118,10 +123,14 @@ type Controller struct {
 	resources ResourceSet // guarded by resMu; written by the discovery loop only
 
 	monitors *monitors
-	mappings *mappingCache // the mapper's answers until its next reset (mappings.go)
-	absent   *AbsentCache
-	nsLabels *client.NamespaceLabels // for the policy's namespace selectors
-	latency  *latencyTracker         // nil without metrics
+	api      *apiWatch // nil without Deps.Dynamic (apiwatch.go)
+	// failedGroups are the groups the last discovery round could not discover ("" when the
+	// round failed as a whole): no kind of theirs is taken for gone (gonekinds.go).
+	failedGroups atomic.Pointer[map[string]struct{}]
+	mappings     *mappingCache // the mapper's answers until its next reset (mappings.go)
+	absent       *AbsentCache
+	nsLabels     *client.NamespaceLabels // for the policy's namespace selectors
+	latency      *latencyTracker         // nil without metrics
 
 	// deleteQueue holds dependents to decide on; verifyQueue claimed owner identities that
 	// need a live check.
@@ -174,6 +183,9 @@ func New(deps Deps) *Controller {
 		verifyQueue: work.NewQueue("verify_owner", work.Options[graph.Ref]{Metrics: deps.WorkMetrics}),
 	}
 	c.monitors = newMonitors(deps.Metadata, c)
+	if deps.Dynamic != nil && deps.Metadata != nil {
+		c.api = newAPIWatch(deps.Dynamic, deps.Metadata)
+	}
 	c.leading.Store(deps.Elected == nil)
 	if deps.Metrics != nil {
 		deps.Metrics.registerGraph(c)
@@ -220,12 +232,36 @@ func (c *Controller) Run(ctx context.Context) error {
 	})
 	wg.Go(func() { c.watchInitialSync(ctx) })
 
+	// A change to a CRD or an APIService asks for a round at once (apiwatch.go); the period
+	// stays as the safety net.
+	var rediscover <-chan struct{}
+	if c.api != nil {
+		rediscover = c.api.rediscover
+		wg.Go(func() { c.api.run(ctx) })
+	}
 	t := time.NewTicker(c.deps.DiscoveryPeriod)
 	defer t.Stop()
 	for {
 		c.syncResources(ctx)
+		var again <-chan time.Time
+		if c.api != nil && c.api.unmet(c.Resources()) {
+			again = time.After(expectRetry) // a CRD established but not discovered yet
+		}
 		select {
 		case <-ctx.Done():
+		case <-t.C:
+		case <-again:
+		case <-rediscover:
+			select { // coalesce the burst one change makes
+			case <-ctx.Done():
+			case <-time.After(RediscoverDelay):
+			}
+			select {
+			case <-rediscover:
+			default:
+			}
+		}
+		if ctx.Err() != nil {
 			logger.Info("Stopping collector")
 			c.deleteQueue.ShutDown()
 			c.verifyQueue.ShutDown()
@@ -233,7 +269,6 @@ func (c *Controller) Run(ctx context.Context) error {
 			wg.Wait()
 			logger.Info("Collector stopped")
 			return nil
-		case <-t.C:
 		}
 	}
 }
@@ -357,6 +392,14 @@ func (c *Controller) Resources() ResourceSet {
 func (c *Controller) syncResources(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	res, err := DiscoverDeletable(ctx, c.deps.Discovery, c.ignored())
+	failed := map[string]struct{}{}
+	for gv := range res.FailedGroups {
+		failed[gv.Group] = struct{}{}
+	}
+	if err != nil {
+		failed[""] = struct{}{}
+	}
+	c.failedGroups.Store(&failed)
 	if err != nil {
 		c.deps.Metrics.DiscoveryErrors.WithLabelValues("all").Inc()
 		logger.Error(err, "Discovery failed; keeping the resources already watched")

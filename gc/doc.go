@@ -24,4 +24,8 @@
 //     rule is the one case that reads the live dependent before deciding (its
 //     cascade.dev/orphaned-at annotation, so the delay survives a restart).
 //   - AbsentCache is safe for concurrent use.
+//   - CRDs and APIServices are watched (apiwatch.go, with Deps.Dynamic): a change asks the
+//     discovery loop for a round at once, and a kind whose CRD was seen deleted, confirmed by a
+//     live check to be served by nothing, owns nothing (gonekinds.go). A restarted process does
+//     not know which CRDs went before it started: references to their kinds stay kept.
 package gc

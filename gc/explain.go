@@ -168,7 +168,10 @@ func (c *Controller) Explain(ctx context.Context, uid types.UID) (Explanation, b
 		}
 		if gv, err := schema.ParseGroupVersion(o.APIVersion); err != nil {
 			eo.UnknownKind = true
-		} else if _, err := c.restMapping(gv.WithKind(o.Kind).GroupKind(), gv.Version); err != nil {
+		} else if _, err := c.restMapping(gv.WithKind(o.Kind).GroupKind(), gv.Version); err != nil && c.kindGone(ctx, gv.WithKind(o.Kind).GroupKind(), n.Namespace) {
+			eo.UnknownKind = true
+			eo.Meaning += " (no REST mapping: its CRD was seen deleted and nothing serves the kind now: taken as absent)"
+		} else if err != nil {
 			eo.UnknownKind = true
 			eo.Meaning += " (no REST mapping for this apiVersion/kind: never collected on it)"
 		}

@@ -21,7 +21,7 @@ type Metrics struct {
 	// Collected counts successful collection actions: action="delete" or "remove_refs".
 	Collected *prometheus.CounterVec
 	// OwnerVerifications counts live owner checks by result (present, absent, cached_absent,
-	// error, unreferenced).
+	// error, unreferenced, gone_kind).
 	OwnerVerifications *prometheus.CounterVec
 	// RESTMappingErrors counts owner references whose kind had no REST mapping (retried).
 	RESTMappingErrors prometheus.Counter
@@ -55,7 +55,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		OwnerVerifications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: MetricsNamespace,
 			Name:      "owner_verifications_total",
-			Help:      "Live checks of owners never observed, by result: present, absent, cached_absent, error, unreferenced (dropped: no reference makes the claim any more).",
+			Help:      "Live checks of owners never observed, by result: present, absent, cached_absent, error, unreferenced (dropped: no reference makes the claim any more), gone_kind (absent: the owner's kind was served by a CRD cascade saw deleted, and nothing serves it now).",
 		}, []string{"result"}),
 		RESTMappingErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: MetricsNamespace,

@@ -50,7 +50,7 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 		// A reference whose kind has no REST mapping is never judged (as in-tree, where
 		// resolving it fails): it stays, whatever the graph knows of its UID.
 		// (A reference to an owner deleted with orphan goes whatever its claim, as in-tree.)
-		if unmapped := c.unmappedOwners(n, owners, true); len(unmapped) > 0 {
+		if unmapped := c.unmappedOwners(ctx, n, owners, true); len(unmapped) > 0 {
 			d.Owners = slices.DeleteFunc(slices.Clone(d.Owners), func(u types.UID) bool { return slices.Contains(unmapped, u) })
 			if len(d.Owners) == 0 {
 				return work.Retry, fmt.Errorf("references to owners %v kept: their kind has no REST mapping", unmapped)
@@ -91,7 +91,7 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 		// suite's bad-input test: a reference with apiVersion "not a version!" and the UID of a
 		// deleted ConfigMap made its dependent collected). Retried: the kind may appear (a CRD
 		// created again).
-		if unmapped := c.unmappedOwners(n, owners, false); len(unmapped) > 0 {
+		if unmapped := c.unmappedOwners(ctx, n, owners, false); len(unmapped) > 0 {
 			return work.Retry, fmt.Errorf("not collected: the references to owners %v name a kind without REST mapping", unmapped)
 		}
 		return c.collect(ctx, logger, target, n, d)
@@ -229,6 +229,11 @@ func (c *Controller) verifyOwner(ctx context.Context, ref graph.Ref) (work.Outco
 	}
 	gk := gv.WithKind(ref.Kind).GroupKind()
 	mapping, err := c.restMapping(gk, gv.Version)
+	if err != nil && c.kindGone(ctx, gk, ref.Namespace) { // its CRD was deleted: no such owner can exist (gonekinds.go)
+		c.deps.Metrics.OwnerVerifications.WithLabelValues("gone_kind").Inc()
+		c.apply(graph.Event{Type: graph.EventOwnerVerified, Owner: ref, Present: false})
+		return work.Done, nil
+	}
 	if err != nil {
 		c.deps.Metrics.RESTMappingErrors.Inc()
 		return work.Retry, err
@@ -288,9 +293,10 @@ func namesObject(err error, name string) bool {
 
 // unmappedOwners returns the UIDs of n's owner references whose apiVersion does not parse or
 // whose kind has no REST mapping (each counted in cascade_rest_mapping_errors_total), leaving
-// out references to orphaned owners when skipOrphaned is set. owners are n's references with
-// their states, in the same order as n.Owners.
-func (c *Controller) unmappedOwners(n graph.NodeView, owners []graph.OwnerView, skipOrphaned bool) []types.UID {
+// out references to orphaned owners when skipOrphaned is set, and references to a kind whose
+// CRD is gone (kindGone). owners are n's references with their states, in the same order as
+// n.Owners.
+func (c *Controller) unmappedOwners(ctx context.Context, n graph.NodeView, owners []graph.OwnerView, skipOrphaned bool) []types.UID {
 	var out []types.UID
 	for _, o := range owners {
 		if skipOrphaned && o.State == graph.OwnerOrphaned {
@@ -299,6 +305,9 @@ func (c *Controller) unmappedOwners(n graph.NodeView, owners []graph.OwnerView, 
 		gv, err := schema.ParseGroupVersion(o.APIVersion)
 		if err == nil && o.Kind != "" {
 			_, err = c.restMapping(gv.WithKind(o.Kind).GroupKind(), gv.Version)
+			if err != nil && c.kindGone(ctx, gv.WithKind(o.Kind).GroupKind(), n.Namespace) {
+				continue
+			}
 		}
 		if err != nil || o.Kind == "" {
 			c.deps.Metrics.RESTMappingErrors.Inc()

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -122,6 +123,10 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("build metadata client: %w", err)
 	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("build dynamic client: %w", err)
+	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("build client: %w", err)
@@ -191,6 +196,7 @@ func run(args []string) error {
 		Elected:                elected,
 		Discovery:              disco,
 		Metadata:               metaClient,
+		Dynamic:                dyn,
 		Client:                 objects,
 		Mapper:                 restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
 		Recorder:               recorder,

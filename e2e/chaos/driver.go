@@ -54,21 +54,23 @@ type driver struct {
 	crdDeleted map[string]bool // CRD name -> deleted (not yet recreated)
 	// flashes holds the kinds of the short-lived CRDs (opFlashCRD), by GK, with when their
 	// CRD's deletion was sent.
-	flashes     map[string]time.Time
-	flashCount  int
-	crdStuck    []string // CRDs still terminating when the run ended
-	events      []event
-	ops         map[string]int // applied operations by type
-	failed      map[string]int // operations the apiserver refused, by type
-	failReasons map[string]string
-	uncertain   int // answers lost (re-read to learn the outcome)
-	maxObjects  int
+	flashes    map[string]time.Time
+	flashCount int
+	// crdEverDeleted: CRD names deleted at least once (the oracle's GoneKinds).
+	crdEverDeleted map[string]bool
+	crdStuck       []string // CRDs still terminating when the run ended
+	events         []event
+	ops            map[string]int // applied operations by type
+	failed         map[string]int // operations the apiserver refused, by type
+	failReasons    map[string]string
+	uncertain      int // answers lost (re-read to learn the outcome)
+	maxObjects     int
 }
 
 func newDriver(ctx context.Context, seed uint64, a *api, maxObjects int, logf func(string, ...any)) *driver {
 	return &driver{
 		ctx: ctx, rng: rand.New(rand.NewPCG(seed, 0x636861)), api: a, logf: logf,
-		recs: map[string]*record{}, current: map[string]string{}, crdDeleted: map[string]bool{}, flashes: map[string]time.Time{},
+		recs: map[string]*record{}, current: map[string]string{}, crdDeleted: map[string]bool{}, flashes: map[string]time.Time{}, crdEverDeleted: map[string]bool{},
 		ops: map[string]int{}, failed: map[string]int{}, failReasons: map[string]string{}, maxObjects: maxObjects,
 	}
 }
@@ -802,6 +804,7 @@ func (d *driver) opCRD() string {
 		return ""
 	}
 	d.crdDeleted[k.crd] = true
+	d.crdEverDeleted[k.crd] = true
 	// The CRD's finalizer deletes every object of the kind with default options: no GC
 	// finalizer is added (custom resources default to background), the ones already there stay.
 	// One the driver believes not deleted may already be being deleted by the collector, in the
@@ -899,7 +902,12 @@ func (d *driver) dump() map[string]any {
 
 // oracle returns the oracle for the driver's final knowledge.
 func (d *driver) oracle(seed uint64) *Oracle {
-	or := &Oracle{Kinds: map[string]KindInfo{}, Objs: map[string]*Obj{}, Seed: seed}
+	or := &Oracle{Kinds: map[string]KindInfo{}, Objs: map[string]*Obj{}, Seed: seed, GoneKinds: map[string]bool{}}
+	for _, k := range kinds {
+		if d.crdEverDeleted[k.crd] {
+			or.GoneKinds[groupKind(Ref{APIVersion: k.apiVersion, Kind: k.kind})] = k.namespaced
+		}
+	}
 	for _, k := range kinds {
 		or.Kinds[k.gk()] = KindInfo{Namespaced: k.namespaced, Known: true}
 	}

@@ -52,6 +52,7 @@ package chaos
 import (
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -176,11 +177,16 @@ const (
 type Oracle struct {
 	Kinds map[string]KindInfo // by GK
 	Objs  map[string]*Obj     // by UID
+	// GoneKinds are the group/kinds ("group/Kind", any version) whose CRD the driver deleted
+	// during the run, each with whether it is namespaced: no object of the kind existed until the CRD came back, so a collector
+	// that saw the CRD go may take a reference it cannot resolve (a version not served) to such
+	// a kind as absent (cascade, issue 22.4b). Each run picks whether it did.
+	GoneKinds map[string]bool
+	// goneAbsent is the current run's pick (simulate sets it; runs are sequential).
+	goneAbsent bool
 	// Runs is how many random orders are tried besides the fixed strategies (default 24).
 	Runs int
 	Seed uint64
-	// vanishedAbsent: this run treats references to vanished kinds as absent.
-	vanishedAbsent bool
 }
 
 type simObj struct {
@@ -193,7 +199,10 @@ type simObj struct {
 // resolve classifies r on dependent d.
 func (or *Oracle) resolve(d *Obj, r Ref) (refClass, *Obj) {
 	k, ok := or.Kinds[r.GK()]
-	if !ok || !k.Known || (k.Vanished && !or.vanishedAbsent) {
+	if namespaced, gone := or.GoneKinds[groupKind(r)]; (!ok || !k.Known) && or.goneAbsent && gone && (d.Namespaced || !namespaced) {
+		return refAbsent, nil // a cluster-scoped dependent keeps an owner of a namespaced kind
+	}
+	if !ok || !k.Known || (k.Vanished && !or.goneAbsent) {
 		return refUnresolvable, nil
 	}
 	if k.Namespaced && !d.Namespaced {
@@ -414,7 +423,7 @@ func (or *Oracle) simulate(uids []string, deps map[string][]string, order strate
 	// judges the claim and may leave it (dangling or unresolvable). Either is safe, so each run
 	// picks one, and an object whose fate hangs on it is "either".
 	mismatchedOrphaned := rng.IntN(2) == 0
-	or.vanishedAbsent = rng.IntN(2) == 0
+	or.goneAbsent = rng.IntN(2) == 0
 	for _, u := range uids {
 		o := or.Objs[u]
 		s := &simObj{o: o, refs: append([]Ref(nil), o.Refs...), lingers: o.MayLinger && rng.IntN(2) == 0}
@@ -663,4 +672,14 @@ func (or *Oracle) simulate(uids []string, deps map[string][]string, order strate
 		final[u] = s.state
 	}
 	return final
+}
+
+// groupKind is r's group and kind, whatever the version ("group/Kind"; "" for an apiVersion
+// that does not parse as group/version).
+func groupKind(r Ref) string {
+	i := strings.LastIndex(r.APIVersion, "/")
+	if i < 0 {
+		return "/" + r.Kind // the core group
+	}
+	return r.APIVersion[:i] + "/" + r.Kind
 }

@@ -323,3 +323,24 @@ func TestOracleRemovalsLast(t *testing.T) {
 		t.Errorf("d %+v, g8 %s; want d either (perhaps waiting in the foreground), g8 must be gone", v["d"], v["g8"].Fate)
 	}
 }
+
+// TestOracleGoneKind: a reference to a version no API serves of a kind whose CRD went during
+// the run may be taken as absent (issue 22.4b: no object of the kind existed meanwhile), so a
+// namespaced dependent is "either"; a cluster-scoped dependent of that namespaced kind is kept.
+func TestOracleGoneKind(t *testing.T) {
+	or := &Oracle{
+		Kinds:     map[string]KindInfo{"v1/ConfigMap": {Namespaced: true, Known: true}, "chaos.cascade.dev/v1/Widget": {Namespaced: true, Known: true}},
+		GoneKinds: map[string]bool{"chaos.cascade.dev/Widget": true},
+		Objs:      map[string]*Obj{}, Seed: 5,
+	}
+	ref := Ref{APIVersion: "chaos.cascade.dev/v1alpha9", Kind: "Widget", Name: "w", UID: "w"}
+	or.Objs["d"] = &Obj{UID: "d", GK: "v1/ConfigMap", Namespace: "a", Name: "d", Namespaced: true, Refs: []Ref{ref}}
+	or.Objs["c"] = &Obj{UID: "c", GK: "v1/Namespace", Name: "c", Refs: []Ref{ref}}
+	v := or.Verdicts()
+	if v["d"].Fate != Either {
+		t.Errorf("namespaced dependent: %v, want either", v["d"].Fate)
+	}
+	if v["c"].Fate != MustExist {
+		t.Errorf("cluster-scoped dependent: %v, want must exist", v["c"].Fate)
+	}
+}
