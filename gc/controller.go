@@ -425,7 +425,7 @@ func (c *Controller) syncResources(ctx context.Context) {
 		c.mappings.clear()
 	}
 	for _, gvr := range removed {
-		c.monitors.stop(gvr)
+		c.monitors.stop(gvr, c.deps.Clock.Now())
 		c.deps.Metrics.ResourceWatched.DeleteLabelValues(gvr.Group, gvr.Version, gvr.Resource)
 		logger.Info("Stopped watching resource", "resource", GVRString(gvr))
 	}

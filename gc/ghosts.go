@@ -2,6 +2,9 @@ package gc
 
 import (
 	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"k8s.io/klog/v2"
 
@@ -14,8 +17,10 @@ import (
 // switched, its group went away), its monitor is stopped, and what the graph observed of its
 // objects goes stale: nothing would tell it when they change or go. Left as they were, they
 // would be ghosts: solid owners keeping their dependents forever, blocking dependents holding
-// foreground owners forever. So once monitors.unwatchDue says so (at once when no version of
-// the kind is watched any more; after the new version's initial list when the preferred
+// foreground owners forever. So once monitors.unwatchDue says so (at once when the kind is
+// gone, its CRD seen deleted; after GhostGrace when no version of the kind is watched any more
+// for another reason, so a resource missing from discovery for a moment never releases the
+// foreground owners its objects block; after the new version's initial list when the preferred
 // version switched), the graph is told (graph.EventUnwatched): every object of that apiVersion
 // and kind it still holds as observed is no longer a dependent anyone knows of (a foreground
 // owner it blocked is rechecked), and, if other objects reference it, becomes a virtual owner
@@ -24,12 +29,23 @@ import (
 // observed again at its new version; one found absent lets its dependents be collected; one
 // whose kind can no longer be mapped keeps them, as any owner of an unknown kind does.
 
+// GhostGrace is how long the objects of a resource that dropped out of discovery, while its kind
+// is not known gone, stay observed as they were (monitors.unwatchDue).
+const GhostGrace = 5 * time.Minute
+
 // unwatchStopped tells the graph about the stopped resources that are due, after their
 // monitors returned, and dispatches the effects (the claims to verify, the foreground owners to
-// recheck) as any event's.
+// recheck) as any event's. It runs every discovery round.
 func (c *Controller) unwatchStopped(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	for _, r := range c.monitors.unwatchDue() {
+	gone := func(gk schema.GroupKind) bool {
+		if c.api == nil {
+			return false
+		}
+		_, g := c.api.seenGone(gk)
+		return g
+	}
+	for _, r := range c.monitors.unwatchDue(c.deps.Clock.Now(), GhostGrace, gone) {
 		apiVersion := r.GVR.GroupVersion().String()
 		ghosts := c.GraphStats().PerResource[apiVersion+", Kind="+r.Kind]
 		c.apply(graph.Event{Type: graph.EventUnwatched, Object: graph.Object{Ref: graph.Ref{APIVersion: apiVersion, Kind: r.Kind}}})

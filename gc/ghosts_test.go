@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/cascade-gc/cascade/client"
 	"github.com/cascade-gc/cascade/client/clienttest"
@@ -55,10 +57,14 @@ func newGhostController(t *testing.T, objs ...runtime.Object) (*Controller, *gho
 		mapper.AddSpecific(r.GVR.GroupVersion().WithKind(r.Kind), r.GVR, r.GVR.GroupVersion().WithResource(r.GVR.Resource[:len(r.GVR.Resource)-1]), meta.RESTScopeNamespace)
 	}
 	owners := &ghostOwners{}
-	c := New(Deps{Client: client.New(fake), Mapper: resettable{mapper}, Metrics: NewMetrics(prometheus.NewRegistry()), Finalizers: owners})
+	c := New(Deps{Client: client.New(fake), Mapper: resettable{mapper}, Metrics: NewMetrics(prometheus.NewRegistry()), Finalizers: owners,
+		Clock: clocktesting.NewFakeClock(ghostT0)})
 	t.Cleanup(func() { c.deleteQueue.ShutDown(); c.verifyQueue.ShutDown() })
 	return c, owners, func() []string { return clienttest.Actions(fake) }
 }
+
+// ghostT0 is the ghost tests' clock at start.
+var ghostT0 = time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC)
 
 // ghostWatch registers a monitor of r as the discovery loop would (with no reflector behind it)
 // and returns its store, which the test feeds as a reflector would.
@@ -143,7 +149,14 @@ func TestKindGoneOwnersAreVerified(t *testing.T) {
 		t.Fatalf("work queued before anything happened: %d verifications, %d decisions", c.verifyQueue.Len(), c.deleteQueue.Len())
 	}
 
-	c.monitors.stop(ghostWidgetsV1.GVR)
+	c.monitors.stop(ghostWidgetsV1.GVR, c.deps.Clock.Now())
+	// Missing from discovery, the kind not known gone (no CRD seen deleted): the widgets stay
+	// observed for the grace; a blip of discovery changes nothing.
+	c.unwatchStopped(context.Background())
+	if n, ok := c.Node("u-gone"); !ok || n.Virtual {
+		t.Errorf("widget u-gone right after its resource stopped being watched: %+v (found %t), want still observed", n, ok)
+	}
+	c.deps.Clock.(*clocktesting.FakeClock).Step(GhostGrace)
 	c.unwatchStopped(context.Background())
 	for _, uid := range []types.UID{"u-gone", "u-live"} {
 		if n, ok := c.Node(uid); !ok || !n.Virtual {
@@ -172,7 +185,7 @@ func TestKindGoneOwnersAreVerified(t *testing.T) {
 	}
 
 	// Nothing is left to tell the graph.
-	if due := c.monitors.unwatchDue(); len(due) != 0 {
+	if due := c.monitors.unwatchDue(c.deps.Clock.Now(), GhostGrace, func(schema.GroupKind) bool { return true }); len(due) != 0 {
 		t.Errorf("still due after the event: %v", due)
 	}
 }
@@ -218,7 +231,7 @@ func TestVersionSwitchWaitsForTheNewList(t *testing.T) {
 	handedBefore := len(handed.handed())
 
 	// The switch: v1 stopped, v2 started; its list is not in yet.
-	c.monitors.stop(ghostWidgetsV1.GVR)
+	c.monitors.stop(ghostWidgetsV1.GVR, c.deps.Clock.Now())
 	v2 := ghostWatch(c, ghostWidgetsV2, false)
 	c.unwatchStopped(context.Background())
 	if n, ok := c.Node("u-gone"); !ok || n.Virtual || n.APIVersion != "example.com/v1" {
@@ -282,17 +295,31 @@ func ghostWorkDone(t *testing.T, c *Controller, acts func() []string) {
 // TestUnwatchDue: when a stopped resource is due for graph.EventUnwatched.
 func TestUnwatchDue(t *testing.T) {
 	c, _, _ := newGhostController(t)
+	now, gone := ghostT0, false
 	due := func() []schema.GroupVersionResource {
 		var out []schema.GroupVersionResource
-		for _, r := range c.monitors.unwatchDue() {
+		for _, r := range c.monitors.unwatchDue(now, GhostGrace, func(schema.GroupKind) bool { return gone }) {
 			out = append(out, r.GVR)
 		}
 		return out
 	}
 
-	// No version of the kind is watched any more: at once.
+	// No version of the kind is watched any more, the kind not known gone (a resource missing
+	// from discovery for a moment): only after the grace.
 	ghostWatch(c, ghostWidgetsV1, true)
-	c.monitors.stop(ghostWidgetsV1.GVR)
+	c.monitors.stop(ghostWidgetsV1.GVR, now)
+	now = now.Add(GhostGrace - time.Second)
+	if got := due(); len(got) != 0 {
+		t.Errorf("missing from discovery within the grace: due %v, want nothing yet", got)
+	}
+	now = now.Add(time.Second)
+	if got := due(); !slices.Equal(got, []schema.GroupVersionResource{ghostWidgetsV1.GVR}) {
+		t.Errorf("missing from discovery for the grace: due %v, want widgets v1", got)
+	}
+	// The kind gone (its CRD seen deleted): at once.
+	gone = true
+	ghostWatch(c, ghostWidgetsV1, true)
+	c.monitors.stop(ghostWidgetsV1.GVR, now)
 	if got := due(); !slices.Equal(got, []schema.GroupVersionResource{ghostWidgetsV1.GVR}) {
 		t.Errorf("kind gone: due %v, want widgets v1", got)
 	}
@@ -302,7 +329,7 @@ func TestUnwatchDue(t *testing.T) {
 
 	// Another version watched: once its initial list is in.
 	ghostWatch(c, ghostWidgetsV1, true)
-	c.monitors.stop(ghostWidgetsV1.GVR)
+	c.monitors.stop(ghostWidgetsV1.GVR, now)
 	v2 := ghostWatch(c, ghostWidgetsV2, false)
 	if got := due(); len(got) != 0 {
 		t.Errorf("v2 not synced: due %v, want nothing yet", got)
@@ -313,7 +340,7 @@ func TestUnwatchDue(t *testing.T) {
 	}
 
 	// Watched again at its own version before it was due: forgotten (its lists decide).
-	c.monitors.stop(ghostWidgetsV2.GVR)
+	c.monitors.stop(ghostWidgetsV2.GVR, now)
 	ghostWatch(c, ghostWidgetsV2, false)
 	if got := due(); len(got) != 0 {
 		t.Errorf("watched again: due %v, want nothing", got)

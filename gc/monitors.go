@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -38,7 +39,13 @@ type monitors struct {
 	byGK map[schema.GroupKind]*monitor // the watched version of each kind
 	// stopped are the resources stop ended whose objects the graph still holds as observed: it is
 	// told (graph.EventUnwatched) once unwatchDue says so.
-	stopped []Resource
+	stopped []stoppedResource
+}
+
+// stoppedResource is a resource whose monitor stop ended, and when.
+type stoppedResource struct {
+	Resource
+	at time.Time
 }
 
 func newMonitors(client metadata.Interface, g graphWriter) *monitors {
@@ -80,9 +87,9 @@ func (ms *monitors) start(ctx context.Context, r Resource) error {
 }
 
 // stop ends the monitor of gvr, removing its handler first so no event arrives after. Its
-// resource waits in stopped until the graph can be told its objects are no longer watched
-// (unwatchDue).
-func (ms *monitors) stop(gvr schema.GroupVersionResource) {
+// resource waits in stopped, from now, until the graph can be told its objects are no longer
+// watched (unwatchDue).
+func (ms *monitors) stop(gvr schema.GroupVersionResource, now time.Time) {
 	ms.mu.Lock()
 	m, ok := ms.byR[gvr]
 	if ok {
@@ -91,7 +98,7 @@ func (ms *monitors) stop(gvr schema.GroupVersionResource) {
 		if ms.byGK[gk] == m {
 			delete(ms.byGK, gk)
 		}
-		ms.stopped = append(ms.stopped, m.res)
+		ms.stopped = append(ms.stopped, stoppedResource{Resource: m.res, at: now})
 	}
 	ms.mu.Unlock()
 	if !ok {
@@ -104,8 +111,15 @@ func (ms *monitors) stop(gvr schema.GroupVersionResource) {
 // unwatchDue returns the stopped resources whose objects the graph is to stop holding as
 // observed now (graph.EventUnwatched), and forgets them. Their monitors have returned, so no
 // late event of theirs can follow. A stopped resource is due
-//   - at once when no version of its kind is watched any more (its CRD was deleted, its group
-//     went away, it lost a verb);
+//   - when no version of its kind is watched any more: at once when its kind is gone (its CRD
+//     was seen deleted, which happens only once every object of it was deleted), else once it
+//     has been stopped for grace. A resource that merely dropped out of discovery (kube-apiserver
+//     restarting, before its CRDs are served again; an aggregated API down; a discovery round
+//     that missed it) keeps its objects observed meanwhile: they keep their dependents and hold
+//     the foreground owners they block, as the in-tree collector's graph keeps the nodes of a
+//     resource it stopped watching. Found by the chaos suite (issue 22): a foreground owner
+//     finished 1 s after kube-apiserver restarted, while a Sprocket blocking it existed, because
+//     sprockets was missing from one discovery round;
 //   - when another version of its kind is watched (the preferred version switched), only once
 //     that version's monitor has synced: its complete list has then observed again, at the new
 //     version, every object that still exists, and what is left at the old version is what
@@ -116,20 +130,23 @@ func (ms *monitors) stop(gvr schema.GroupVersionResource) {
 //
 // A resource whose own version is watched again is forgotten: that monitor's lists decide
 // about its objects, including those that vanished.
-func (ms *monitors) unwatchDue() []Resource {
+func (ms *monitors) unwatchDue(now time.Time, grace time.Duration, gone func(schema.GroupKind) bool) []Resource {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	var due []Resource
 	waiting := ms.stopped[:0]
 	for _, r := range ms.stopped {
-		m, ok := ms.byGK[schema.GroupKind{Group: r.GVR.Group, Kind: r.Kind}]
+		gk := schema.GroupKind{Group: r.GVR.Group, Kind: r.Kind}
+		m, ok := ms.byGK[gk]
 		switch {
+		case !ok && (gone(gk) || now.Sub(r.at) >= grace):
+			due = append(due, r.Resource)
 		case !ok:
-			due = append(due, r)
+			waiting = append(waiting, r)
 		case m.res.GVR.Version == r.GVR.Version:
 			// watched again at its version
 		case m.synced():
-			due = append(due, r)
+			due = append(due, r.Resource)
 		default:
 			waiting = append(waiting, r)
 		}
@@ -148,7 +165,7 @@ func (ms *monitors) stopAll() {
 	}
 	ms.mu.RUnlock()
 	for _, gvr := range gvrs {
-		ms.stop(gvr)
+		ms.stop(gvr, time.Time{})
 	}
 	ms.mu.Lock()
 	ms.stopped = nil // shutting down: nothing to tell the graph
