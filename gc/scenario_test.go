@@ -585,14 +585,7 @@ func TestScenarioCycleUnblockThenDelete(t *testing.T) {
 		adopted bool // another owner was added between the view and the DELETE
 	}{{"only the unblock changed", false}, {"a new owner meanwhile", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			fgObj := scObj(scWidgets, "fg", "u-fg", "1")
-			dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.Blocking(gctest.RefTo(fgObj)))
-			fgObj.OwnerReferences = []metav1.OwnerReference{gctest.Blocking(gctest.RefTo(dep))}
-			fg := scDeleting(fgObj, "2", metav1.FinalizerDeleteDependents)
-			other := scObj(scWidgets, "other", "u-other", "1")
-			s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{fg, dep, other}})
-			s.observe(other, dep, fg)
-			s.AssertOwnerStates("u-dep", graph.OwnerDeletingDependents)
+			s, dep, other := cycleScenario(t)
 			if tc.adopted {
 				s.setLive(scWith(dep, func(o *metav1.PartialObjectMetadata) {
 					o.OwnerReferences = append(o.OwnerReferences, gctest.RefTo(other))
@@ -613,6 +606,21 @@ func TestScenarioCycleUnblockThenDelete(t *testing.T) {
 				"DELETE widgets ns/dep uid=u-dep rv=3 propagation=Foreground")
 		})
 	}
+}
+
+// cycleScenario: widget fg is deleted in the foreground; dep names it with blockOwnerDeletion,
+// and fg names dep the same way (a cycle); other is a live widget. dep is queued.
+func cycleScenario(t *testing.T) (s *scenario, dep, other *metav1.PartialObjectMetadata) {
+	t.Helper()
+	fgObj := scObj(scWidgets, "fg", "u-fg", "1")
+	dep = scObj(scWidgets, "dep", "u-dep", "3", gctest.Blocking(gctest.RefTo(fgObj)))
+	fgObj.OwnerReferences = []metav1.OwnerReference{gctest.Blocking(gctest.RefTo(dep))}
+	fg := scDeleting(fgObj, "2", metav1.FinalizerDeleteDependents)
+	other = scObj(scWidgets, "other", "u-other", "1")
+	s = newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{fg, dep, other}})
+	s.observe(other, dep, fg)
+	s.AssertOwnerStates("u-dep", graph.OwnerDeletingDependents)
+	return s, dep, other
 }
 
 // TestScenarioWaitEndsWhenOwnerObserved (the chaos suite's cm-947, seed 1): a Widget dependent
@@ -850,14 +858,7 @@ func TestScenarioCycleUnblockCustomResource(t *testing.T) {
 		added bool // a blocking reference to another owner was added after the decision
 	}{{"references unchanged", false}, {"a blocking reference added meanwhile", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			fgObj := scObj(scWidgets, "fg", "u-fg", "1")
-			dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.Blocking(gctest.RefTo(fgObj)))
-			fgObj.OwnerReferences = []metav1.OwnerReference{gctest.Blocking(gctest.RefTo(dep))}
-			fg := scDeleting(fgObj, "2", metav1.FinalizerDeleteDependents)
-			other := scObj(scWidgets, "other", "u-other", "1")
-			s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{fg, dep, other}})
-			s.observe(other, dep, fg)
-			s.AssertOwnerStates("u-dep", graph.OwnerDeletingDependents)
+			s, dep, other := cycleScenario(t)
 			if tc.added {
 				s.setLive(scWith(dep, func(o *metav1.PartialObjectMetadata) {
 					o.ResourceVersion = "4"
