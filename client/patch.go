@@ -258,8 +258,7 @@ func UnblockOwnerRefs(ctx context.Context, c Interface, t Target, rv string, ref
 // to the first with the strongest controller and blockOwnerDeletion flags, as the graph keeps
 // them, and flags compared by value (an absent flag is false).
 func SameOwnerRefs(live, seen []metav1.OwnerReference) bool {
-	a, b := collapseRefs(live), collapseRefs(seen)
-	return slices.Equal(a, b)
+	return slices.Equal(collapseRefs(live), collapseRefs(seen))
 }
 
 // ownerRefKey is an owner reference with its flags by value, comparable.
