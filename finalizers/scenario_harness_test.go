@@ -61,7 +61,7 @@ type scenario struct {
 	rv      int // of the bookmarks
 
 	// pending are the owners whose last outcome was Retry or WaitForSync.
-	pending map[types.UID]struct{}
+	pending *gctest.Pending[types.UID]
 }
 
 // scWatch is the fake watch of one resource: served once, then failing if failing is set.
@@ -102,7 +102,7 @@ func newScenarioWith(t *testing.T, setup scenarioSetup) *scenario {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &scenario{
 		Harness: gctest.New(t, clienttest.NewFake(setup.objects...)),
-		t:       t, ctx: ctx, watches: map[schema.GroupVersionResource]*scWatch{}, pending: map[types.UID]struct{}{},
+		t:       t, ctx: ctx, watches: map[schema.GroupVersionResource]*scWatch{}, pending: &gctest.Pending[types.UID]{},
 	}
 	for _, r := range []gc.Resource{scWidgets, scGizmos} {
 		sw := &scWatch{w: watch.NewFake()}

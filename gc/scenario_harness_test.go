@@ -84,8 +84,8 @@ type scenario struct {
 	universe map[types.UID]struct{}
 	// pending are the items whose last outcome asked for a later retry (Retry, WaitForSync);
 	// retryPending adds them again, as their backoff would.
-	pendingDeletes  map[types.UID]struct{}
-	pendingVerifies map[graph.Ref]struct{}
+	pendingDeletes  *gctest.Pending[types.UID]
+	pendingVerifies *gctest.Pending[graph.Ref]
 	reverify        *reverifySchedule
 }
 
@@ -117,7 +117,7 @@ func newScenario(t *testing.T, setup scenarioSetup) *scenario {
 	}
 	s := &scenario{
 		Harness: h, t: t, handed: &ownerRecorder{}, universe: map[types.UID]struct{}{},
-		pendingDeletes: map[types.UID]struct{}{}, pendingVerifies: map[graph.Ref]struct{}{},
+		pendingDeletes: &gctest.Pending[types.UID]{}, pendingVerifies: &gctest.Pending[graph.Ref]{},
 	}
 	deps := Deps{
 		Client:              client.New(fake),

@@ -151,7 +151,7 @@ func (h *Harness) DeleteObjects(objs ...*metav1.PartialObjectMetadata) {
 // Drive processes q until it is empty, recording each outcome in Outcomes ("delete u-dep:
 // Done") and in pending the items whose outcome asks for a later retry; at most 1000 items, so
 // a loop fails instead of hanging.
-func Drive[T comparable](h *Harness, ctx context.Context, q *work.Queue[T], name string, key func(T) string, fn work.Func[T], pending map[T]struct{}) {
+func Drive[T comparable](h *Harness, ctx context.Context, q *work.Queue[T], name string, key func(T) string, fn work.Func[T], pending *Pending[T]) {
 	h.T.Helper()
 	for range 1000 {
 		if q.Len() == 0 {
@@ -165,9 +165,9 @@ func Drive[T comparable](h *Harness, ctx context.Context, q *work.Queue[T], name
 			}
 			h.Outcomes = append(h.Outcomes, line)
 			if out == work.Done {
-				delete(pending, item)
+				pending.forget(item)
 			} else {
-				pending[item] = struct{}{}
+				pending.add(item)
 			}
 			return out, err
 		})
@@ -175,12 +175,31 @@ func Drive[T comparable](h *Harness, ctx context.Context, q *work.Queue[T], name
 	h.Fatalf("%s: more than 1000 items processed", name)
 }
 
+// Pending holds the items whose last outcome asked for a later retry, in the order they first
+// asked: a retry hands them back in that order, so scenarios see the same order on every run.
+type Pending[T comparable] struct {
+	order []T
+}
+
+func (p *Pending[T]) add(item T) {
+	if !slices.Contains(p.order, item) {
+		p.order = append(p.order, item)
+	}
+}
+
+func (p *Pending[T]) forget(item T) {
+	if i := slices.Index(p.order, item); i >= 0 {
+		p.order = slices.Delete(p.order, i, i+1)
+	}
+}
+
 // Retry hands every pending item to add, as their backoff would once elapsed, and forgets them.
-func Retry[T comparable](pending map[T]struct{}, add func(T)) {
-	for item := range pending {
+func Retry[T comparable](pending *Pending[T], add func(T)) {
+	items := pending.order
+	pending.order = nil
+	for _, item := range items {
 		add(item)
 	}
-	clear(pending)
 }
 
 // Peek returns the items waiting in q and puts them back in the same order.
