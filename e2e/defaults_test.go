@@ -2,7 +2,7 @@
 
 package e2e
 
-// The policy's defaultPropagation rules (package defaults): the admission objects cascade
+// The policy's defaultPropagation rules (package finalizers/stamp): the admission objects cascade
 // keeps stamp the default's finalizer on objects as they are created, the pass stamps objects
 // that existed before and unstamps exactly what it stamped when a rule goes. Each test uses a
 // custom resource of its own group (the admission policy is cluster-wide), and deletes the

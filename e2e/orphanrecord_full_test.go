@@ -15,7 +15,7 @@ import (
 
 	"github.com/cascade-gc/cascade/e2e/framework"
 	"github.com/cascade-gc/cascade/finalizers"
-	"github.com/cascade-gc/cascade/orphanrecord"
+	"github.com/cascade-gc/cascade/finalizers/orphanrecord"
 )
 
 // TestOrphanRecordFullNeverStalls (issue 22): the orphan record fills up and orphan deletion

@@ -10,7 +10,7 @@
 //     blockOwnerDeletion: true remains, remove the `foregroundDeletion` finalizer. Dependents
 //     that do not block are deleted but not waited for (in-tree semantics).
 //
-// Every write goes through package client. A finalizer is removed with GET, then a JSON merge
+// Every write goes through package internal/client. A finalizer is removed with GET, then a JSON merge
 // patch carrying the live resourceVersion and every other finalizer, retried on conflict: only the GC finalizer cascade finished is
 // removed, never anyone else's, and never from an object that is not being deleted (a GC
 // finalizer on a live object is a default policy for its future deletion).
@@ -75,5 +75,5 @@
 // One rate-limited queue of owner UIDs ("finalize_owner") served by a fixed number of
 // workers; the dependents of an orphaning owner are patched by a fixed pool of patch workers
 // shared by all owners (no goroutine per dependent). The decisions are pure functions in
-// plan.go (PlanOwner, PlanOrphan); the queue is package work's.
+// plan.go (PlanOwner, PlanOrphan); the queue is package internal/work's.
 package finalizers

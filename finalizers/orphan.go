@@ -14,9 +14,9 @@ import (
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/klog/v2"
 
-	"github.com/cascade-gc/cascade/client"
+	"github.com/cascade-gc/cascade/finalizers/orphanrecord"
 	"github.com/cascade-gc/cascade/graph"
-	"github.com/cascade-gc/cascade/orphanrecord"
+	"github.com/cascade-gc/cascade/internal/client"
 )
 
 const (

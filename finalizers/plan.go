@@ -3,9 +3,9 @@ package finalizers
 import (
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/cascade-gc/cascade/client"
 	"github.com/cascade-gc/cascade/gc"
 	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/internal/client"
 )
 
 // The functions in this file decide; they do no I/O and read no clock, so they are tested on

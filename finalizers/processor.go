@@ -15,10 +15,10 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/cascade-gc/cascade/client"
 	"github.com/cascade-gc/cascade/gc"
 	"github.com/cascade-gc/cascade/graph"
-	"github.com/cascade-gc/cascade/work"
+	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/work"
 )
 
 const (
@@ -86,7 +86,7 @@ type Recorder interface {
 // finalizer once no dependent blocks the owner; the collector deletes the dependents).
 //
 // Data flows one way: the collector hands owners over (Enqueue) and the processor reads the
-// collector's graph (gc.View); it writes to the API server through package client and never
+// collector's graph (gc.View); it writes to the API server through package internal/client and never
 // calls back into the collector.
 //
 // Concurrency: owners come through one rate-limited work queue, which hands an owner to one

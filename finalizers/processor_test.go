@@ -22,12 +22,12 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/cascade-gc/cascade/client"
-	"github.com/cascade-gc/cascade/client/clienttest"
 	"github.com/cascade-gc/cascade/gc"
 	"github.com/cascade-gc/cascade/graph"
-	"github.com/cascade-gc/cascade/work"
-	"github.com/cascade-gc/cascade/work/worktest"
+	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/client/clienttest"
+	"github.com/cascade-gc/cascade/internal/work"
+	"github.com/cascade-gc/cascade/internal/work/worktest"
 )
 
 // fakeView is a gc.View over plain maps; the test edits it between steps. Every method is

@@ -16,10 +16,10 @@ import (
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/cascade-gc/cascade/client/clienttest"
+	"github.com/cascade-gc/cascade/finalizers/orphanrecord"
 	"github.com/cascade-gc/cascade/graph"
-	"github.com/cascade-gc/cascade/orphanrecord"
-	"github.com/cascade-gc/cascade/work"
+	"github.com/cascade-gc/cascade/internal/client/clienttest"
+	"github.com/cascade-gc/cascade/internal/work"
 )
 
 // The orphan record never stalls orphan deletion: a full record degrades at once, a failing

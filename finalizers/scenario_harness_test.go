@@ -20,11 +20,11 @@ import (
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/cascade-gc/cascade/client"
-	"github.com/cascade-gc/cascade/client/clienttest"
 	"github.com/cascade-gc/cascade/gc"
 	"github.com/cascade-gc/cascade/gc/gctest"
-	"github.com/cascade-gc/cascade/work"
+	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/client/clienttest"
+	"github.com/cascade-gc/cascade/internal/work"
 )
 
 // Scenario tests of the processor over a real collector, in the style of in-tree

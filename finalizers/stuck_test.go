@@ -13,7 +13,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/cascade-gc/cascade/graph"
-	"github.com/cascade-gc/cascade/work"
+	"github.com/cascade-gc/cascade/internal/work"
 )
 
 // TestStuckDeletionReported: a foreground owner blocked longer than StuckAfter gets one

@@ -20,10 +20,10 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/cascade-gc/cascade/client"
 	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/work"
 	"github.com/cascade-gc/cascade/policy"
-	"github.com/cascade-gc/cascade/work"
 )
 
 // Deps are what the controller needs from the outside world.
@@ -72,7 +72,7 @@ type Deps struct {
 	// foreground processing). Without it such owners are left to whoever handles them. Data
 	// flows one way: the controller hands owners over and never asks anything back.
 	Finalizers OwnerQueue
-	// Policy, when set, returns the policy in force (policywatch.Watcher.Policy): its
+	// Policy, when set, returns the policy in force (watch.Watcher.Policy): its
 	// ignoredResources add to Ignored every discovery round, and its collect rules feed the
 	// decision on every dependent. Nil, or a nil policy, is the built-in behaviour.
 	Policy func() *policy.Compiled

@@ -8,9 +8,9 @@
 //   - The graph has a single writer; gc feeds it watch events and acts on
 //     the effects it returns. Decisions about a dependent come from package
 //     policy; gc only gathers their input and carries them out.
-//   - Every write to the API server goes through package client (DELETE with
+//   - Every write to the API server goes through package internal/client (DELETE with
 //     preconditions, ownerReference patches); the queues and workers are
-//     package work's.
+//     package internal/work's.
 //   - Data flows one way to package finalizers: owners being deleted with a
 //     GC finalizer are handed over (Deps.Finalizers), and finalizers reads the
 //     graph through View, which is read-only. Nothing flows back: that an
@@ -18,7 +18,7 @@
 //     (graph.OwnerOrphaned), and the dependents of owners deleted in the
 //     foreground are handed to the workers again every
 //     ForegroundResyncPeriod by gc, not by finalizers.
-//   - The policy (Deps.Policy, swapped whole by package policywatch) is read,
+//   - The policy (Deps.Policy, swapped whole by package policy/watch) is read,
 //     never written: its ignoredResources every discovery round, its collect
 //     rules on every dependent about to be decided (policy.go). A collect: After
 //     rule is the one case that reads the live dependent before deciding (its

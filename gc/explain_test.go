@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cascade-gc/cascade/client/clienttest"
 	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/internal/client/clienttest"
 )
 
 // TestExplain: a dependent of a gone owner explains as collectable, with the owner's verdict;

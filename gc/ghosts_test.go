@@ -15,11 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/cascade-gc/cascade/client"
-	"github.com/cascade-gc/cascade/client/clienttest"
 	"github.com/cascade-gc/cascade/graph"
-	"github.com/cascade-gc/cascade/work"
-	"github.com/cascade-gc/cascade/work/worktest"
+	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/client/clienttest"
+	"github.com/cascade-gc/cascade/internal/work"
+	"github.com/cascade-gc/cascade/internal/work/worktest"
 )
 
 // Widgets move from example.com/v1 to example.com/v2; ConfigMaps depend on them.

@@ -13,10 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/cascade-gc/cascade/client"
 	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/work"
 	"github.com/cascade-gc/cascade/policy"
-	"github.com/cascade-gc/cascade/work"
 )
 
 // The policy's collect rules (package policy decides; this file gathers the decision's inputs

@@ -18,12 +18,12 @@ import (
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/cascade-gc/cascade/client"
-	"github.com/cascade-gc/cascade/client/clienttest"
 	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/client/clienttest"
+	"github.com/cascade-gc/cascade/internal/work"
+	"github.com/cascade-gc/cascade/internal/work/worktest"
 	"github.com/cascade-gc/cascade/policy"
-	"github.com/cascade-gc/cascade/work"
-	"github.com/cascade-gc/cascade/work/worktest"
 )
 
 // policyT0 is a whole second, so the recorded time is exactly the clock's.

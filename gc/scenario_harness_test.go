@@ -21,12 +21,12 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/cascade-gc/cascade/client"
-	"github.com/cascade-gc/cascade/client/clienttest"
 	"github.com/cascade-gc/cascade/gc/gctest"
 	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/client/clienttest"
+	"github.com/cascade-gc/cascade/internal/work"
 	"github.com/cascade-gc/cascade/policy"
-	"github.com/cascade-gc/cascade/work"
 )
 
 // Scenario tests in the style of in-tree TestConflictingData

@@ -11,9 +11,9 @@ import (
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/cascade-gc/cascade/client"
-	"github.com/cascade-gc/cascade/client/clienttest"
 	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/client/clienttest"
 )
 
 // TestStandbyEmitsNoEvents: a standby's graph finds a reference to an owner in another

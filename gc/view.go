@@ -42,7 +42,7 @@ type Stampable struct {
 
 // Stampable returns the observed objects of the watched resources in want, and every observed
 // object carrying a default-propagation stamp, with the resource of each: what the
-// default-propagation pass (package defaults) looks at. It scans the whole graph.
+// default-propagation pass (package finalizers/stamp) looks at. It scans the whole graph.
 func (c *Controller) Stampable(want func(schema.GroupResource) bool) []Stampable {
 	kinds := map[graph.KindKey]bool{}
 	byKind := map[graph.KindKey]Resource{}

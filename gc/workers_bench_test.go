@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/cascade-gc/cascade/work"
+	"github.com/cascade-gc/cascade/internal/work"
 )
 
 // nopClient answers every call at once and counts the DELETEs: what is left of a worker's

@@ -18,11 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	metadatafake "k8s.io/client-go/metadata/fake"
 
-	"github.com/cascade-gc/cascade/client"
-	"github.com/cascade-gc/cascade/client/clienttest"
 	"github.com/cascade-gc/cascade/graph"
-	"github.com/cascade-gc/cascade/work"
-	"github.com/cascade-gc/cascade/work/worktest"
+	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/client/clienttest"
+	"github.com/cascade-gc/cascade/internal/work"
+	"github.com/cascade-gc/cascade/internal/work/worktest"
 )
 
 var widgets = clienttest.Widgets

@@ -28,5 +28,5 @@
 //     Admission renders the admission objects that stamp it at creation, and
 //     PlanStamp plans the stamp of an existing object, never touching one being
 //     deleted and never removing a finalizer it did not record stamping
-//     (package defaults carries them out).
+//     (package finalizers/stamp carries them out).
 package policy

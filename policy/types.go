@@ -54,7 +54,7 @@ type Rule struct {
 	// DefaultPropagation (Orphan, Foreground or Background) is what a delete of an object of
 	// this resource that names no propagation policy does to its dependents. Orphan and
 	// Foreground are applied as the orphan or foregroundDeletion finalizer on the object
-	// (package defaults: at creation by admission, before by a pass); an explicit policy on
+	// (package finalizers/stamp: at creation by admission, before by a pass); an explicit policy on
 	// the delete always wins. Background is kube-apiserver's own default (rejected for
 	// resources whose built-in default is Orphan); it stops later rules from applying.
 	DefaultPropagation metav1.DeletionPropagation `json:"defaultPropagation,omitempty"`

@@ -42,13 +42,13 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	"github.com/cascade-gc/cascade/client"
-	"github.com/cascade-gc/cascade/defaults"
 	"github.com/cascade-gc/cascade/finalizers"
+	"github.com/cascade-gc/cascade/finalizers/orphanrecord"
+	"github.com/cascade-gc/cascade/finalizers/stamp"
 	"github.com/cascade-gc/cascade/gc"
-	"github.com/cascade-gc/cascade/orphanrecord"
+	"github.com/cascade-gc/cascade/internal/client"
 	"github.com/cascade-gc/cascade/policy"
-	"github.com/cascade-gc/cascade/policywatch"
+	"github.com/cascade-gc/cascade/policy/watch"
 )
 
 // userAgent identifies cascade's requests in the API server's logs and metrics.
@@ -142,7 +142,7 @@ func run(args []string) error {
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: gc.EventComponent})
 
 	// Data flows one way: the controller hands owners being deleted with a GC finalizer to the
-	// processor, which reads the controller's graph; both write through package client.
+	// processor, which reads the controller's graph; both write through package internal/client.
 	objects := client.New(metaClient)
 	var wg sync.WaitGroup
 	if opts.DryRun {
@@ -157,7 +157,7 @@ func run(args []string) error {
 	// A dry run reads it (the graph knows what the leader recorded) and writes nothing.
 	var records *orphanrecord.Store
 	if opts.OrphanRecordConfigMap != "" {
-		ns, name, _ := policywatch.ParseName(opts.OrphanRecordConfigMap) // validated with the flags
+		ns, name, _ := watch.ParseName(opts.OrphanRecordConfigMap) // validated with the flags
 		records = orphanrecord.New(orphanrecord.Options{
 			ConfigMaps: kube.CoreV1().ConfigMaps(ns),
 			Name:       name,
@@ -214,7 +214,7 @@ func run(args []string) error {
 	})
 
 	// The policy's defaultPropagation rules: admission objects and the stamping pass (leader only).
-	stamper := defaults.New(defaults.Options{
+	stamper := stamp.New(stamp.Options{
 		Client:        objects,
 		Admission:     kube.AdmissionregistrationV1(),
 		Policy:        inForce,

@@ -3,12 +3,12 @@ package main
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/cascade-gc/cascade/defaults"
 	"github.com/cascade-gc/cascade/finalizers"
+	"github.com/cascade-gc/cascade/finalizers/orphanrecord"
+	"github.com/cascade-gc/cascade/finalizers/stamp"
 	"github.com/cascade-gc/cascade/gc"
-	"github.com/cascade-gc/cascade/orphanrecord"
-	"github.com/cascade-gc/cascade/policywatch"
-	"github.com/cascade-gc/cascade/work"
+	"github.com/cascade-gc/cascade/internal/work"
+	"github.com/cascade-gc/cascade/policy/watch"
 )
 
 // metricSet is every metric cascade registers up front, one constructor per package, all on
@@ -21,8 +21,8 @@ type metricSet struct {
 	work       *work.Metrics
 	gc         *gc.Metrics
 	finalizers *finalizers.Metrics
-	policy     *policywatch.Metrics
-	defaults   *defaults.Metrics
+	policy     *watch.Metrics
+	defaults   *stamp.Metrics
 
 	orphanRecord *orphanrecord.Metrics
 }
@@ -40,8 +40,8 @@ func newMetricSet(reg prometheus.Registerer) metricSet {
 		work:       work.NewMetrics(reg),
 		gc:         gc.NewMetrics(reg),
 		finalizers: finalizers.NewMetrics(reg),
-		policy:     policywatch.NewMetrics(reg),
-		defaults:   defaults.NewMetrics(reg),
+		policy:     watch.NewMetrics(reg),
+		defaults:   stamp.NewMetrics(reg),
 
 		orphanRecord: orphanrecord.NewMetrics(reg),
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/cascade-gc/cascade/client"
 	"github.com/cascade-gc/cascade/gc"
+	"github.com/cascade-gc/cascade/internal/client"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/metrics.md from the registry")

@@ -13,13 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/cascade-gc/cascade/defaults"
-	"github.com/cascade-gc/cascade/orphanrecord"
-	"github.com/cascade-gc/cascade/policywatch"
+	"github.com/cascade-gc/cascade/finalizers/orphanrecord"
+	"github.com/cascade-gc/cascade/finalizers/stamp"
+	"github.com/cascade-gc/cascade/policy/watch"
 )
 
 // Options are cascade's process flags. GC policy does not live here: it comes from the policy
-// ConfigMap (--policy-configmap, package policywatch).
+// ConfigMap (--policy-configmap, package policy/watch).
 type Options struct {
 	Kubeconfig string
 	// QPS and Burst are the client-side budget for every request cascade makes. QPS 0 (the
@@ -104,7 +104,7 @@ func NewOptions() *Options {
 		IgnoredResources:             []string{"events", "events.events.k8s.io"},
 		AbsentOwnerCacheSize:         10000,
 		FinalizerResyncPeriod:        30 * time.Second,
-		DefaultPropagationRate:       defaults.DefaultRate,
+		DefaultPropagationRate:       stamp.DefaultRate,
 		OrphanRecordConfigMap:        defaultLeaseNamespace() + "/" + orphanrecord.DefaultName,
 		OrphanRecordTTL:              orphanrecord.DefaultTTL,
 		StartupTimeout:               30 * time.Second,
@@ -190,12 +190,12 @@ func (o *Options) Validate() field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("--startup-timeout"), o.StartupTimeout.String(), "must be positive"))
 	}
 	if o.PolicyConfigMap != "" {
-		if _, _, err := policywatch.ParseName(o.PolicyConfigMap); err != nil {
+		if _, _, err := watch.ParseName(o.PolicyConfigMap); err != nil {
 			errs = append(errs, field.Invalid(field.NewPath("--policy-configmap"), o.PolicyConfigMap, err.Error()))
 		}
 	}
 	if o.OrphanRecordConfigMap != "" {
-		if _, _, err := policywatch.ParseName(o.OrphanRecordConfigMap); err != nil {
+		if _, _, err := watch.ParseName(o.OrphanRecordConfigMap); err != nil {
 			errs = append(errs, field.Invalid(field.NewPath("--orphan-record-configmap"), o.OrphanRecordConfigMap, err.Error()))
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cascade-gc/cascade/policy"
-	"github.com/cascade-gc/cascade/policywatch"
+	"github.com/cascade-gc/cascade/policy/watch"
 )
 
 func init() {
@@ -72,7 +72,7 @@ func runPolicyValidate(args []string, out io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("build discovery client: %w", err)
 		}
-		if served, err = policywatch.ServedBy(disco)(context.Background()); err != nil {
+		if served, err = watch.ServedBy(disco)(context.Background()); err != nil {
 			return fmt.Errorf("cannot list the resources %s serves: %v", cfg.Host, err)
 		}
 	}
@@ -207,14 +207,14 @@ func validatePolicy(out io.Writer, name string, doc []byte, served policy.Served
 // the flag: the built-in policy). It waits for the first read of the ConfigMap, at most
 // --startup-timeout.
 func startPolicy(ctx context.Context, opts *Options, kube kubernetes.Interface, disco discovery.ServerResourcesInterface,
-	recorder record.EventRecorder, elected <-chan struct{}, m *policywatch.Metrics) (inForce func() *policy.Compiled, authoritative func() bool, err error) {
+	recorder record.EventRecorder, elected <-chan struct{}, m *watch.Metrics) (inForce func() *policy.Compiled, authoritative func() bool, err error) {
 	if opts.PolicyConfigMap == "" {
 		return nil, nil, nil
 	}
-	ns, name, _ := policywatch.ParseName(opts.PolicyConfigMap) // validated with the flags
-	w := policywatch.New(policywatch.Options{
+	ns, name, _ := watch.ParseName(opts.PolicyConfigMap) // validated with the flags
+	w := watch.New(watch.Options{
 		Client: kube, Namespace: ns, Name: name, Recorder: recorder, Elected: elected, Metrics: m,
-		Served: policywatch.ServedBy(disco),
+		Served: watch.ServedBy(disco),
 	})
 	timeout := max(opts.StartupTimeout, time.Second)
 	if err := w.Start(ctx, timeout); err != nil {

@@ -24,8 +24,8 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/cascade-gc/cascade/graph"
-	"github.com/cascade-gc/cascade/work"
-	"github.com/cascade-gc/cascade/work/worktest"
+	"github.com/cascade-gc/cascade/internal/work"
+	"github.com/cascade-gc/cascade/internal/work/worktest"
 )
 
 // Graph is the part of gc.View the assertions read.

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clienttesting "k8s.io/client-go/testing"
 
-	"github.com/cascade-gc/cascade/client/clienttest"
+	"github.com/cascade-gc/cascade/internal/client/clienttest"
 )
 
 func TestRemainingFinalizers(t *testing.T) {

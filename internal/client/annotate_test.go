@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/cascade-gc/cascade/client/clienttest"
+	"github.com/cascade-gc/cascade/internal/client/clienttest"
 )
 
 // TestSetAnnotation: the strategic merge patch sets one annotation with the UID precondition

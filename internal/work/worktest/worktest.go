@@ -4,7 +4,7 @@ package worktest
 import (
 	"context"
 
-	"github.com/cascade-gc/cascade/work"
+	"github.com/cascade-gc/cascade/internal/work"
 )
 
 // Drain takes every item waiting in q, marks each Done and returns them in queue order.

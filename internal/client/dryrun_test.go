@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/cascade-gc/cascade/client/clienttest"
+	"github.com/cascade-gc/cascade/internal/client/clienttest"
 )
 
 // TestDryRunWritesNothing: through the dry-run client every write cascade makes is counted by

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/cascade-gc/cascade/client/clienttest"
+	"github.com/cascade-gc/cascade/internal/client/clienttest"
 )
 
 // TestDryRunDivergence: some time after the would-be writes, an object cascade would have

@@ -1,4 +1,4 @@
-// Package policywatch keeps cascade's policy in force: it watches the one policy ConfigMap
+// Package watch keeps cascade's policy in force: it watches the one policy ConfigMap
 // (--policy-configmap NAMESPACE/NAME, key policy.yaml) with an informer narrowed to its name,
 // parses every version of it with package policy, and swaps the compiled policy in whole.
 //
@@ -12,4 +12,4 @@
 //   - A missing ConfigMap (never created, or deleted) means the built-in behaviour, said once
 //     until it exists again.
 //   - Nothing here decides about objects: package gc reads Policy().
-package policywatch
+package watch

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clienttesting "k8s.io/client-go/testing"
 
-	"github.com/cascade-gc/cascade/client/clienttest"
+	"github.com/cascade-gc/cascade/internal/client/clienttest"
 	"github.com/cascade-gc/cascade/policy"
 )
 

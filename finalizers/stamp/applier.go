@@ -1,4 +1,4 @@
-package defaults
+package stamp
 
 import (
 	"context"
@@ -17,11 +17,11 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/cascade-gc/cascade/client"
 	"github.com/cascade-gc/cascade/gc"
 	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/work"
 	"github.com/cascade-gc/cascade/policy"
-	"github.com/cascade-gc/cascade/work"
 )
 
 // Defaults of Options.
@@ -60,7 +60,7 @@ type Options struct {
 	// Policy returns the policy in force. Required.
 	Policy func() *policy.Compiled
 	// Authoritative, when set, reports whether the policy in force is what the policy ConfigMap
-	// says (policywatch.Watcher.Authoritative); nothing is done while it is false, so that a
+	// says (watch.Watcher.Authoritative); nothing is done while it is false, so that a
 	// rejected policy at start never undoes the stamps of the last good one.
 	Authoritative func() bool
 	// Rate bounds the objects stamped or unstamped per second (each a GET and at most one

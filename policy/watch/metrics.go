@@ -1,4 +1,4 @@
-package policywatch
+package watch
 
 import "github.com/prometheus/client_golang/prometheus"
 

@@ -1,4 +1,4 @@
-package policywatch
+package watch
 
 import (
 	"context"

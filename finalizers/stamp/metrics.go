@@ -1,4 +1,4 @@
-package defaults
+package stamp
 
 import "github.com/prometheus/client_golang/prometheus"
 

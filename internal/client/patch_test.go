@@ -1,7 +1,7 @@
 package client
 
 import (
-	"github.com/cascade-gc/cascade/client/clienttest"
+	"github.com/cascade-gc/cascade/internal/client/clienttest"
 
 	"context"
 	"errors"

@@ -1,4 +1,4 @@
-// Package defaults applies the policy's defaultPropagation rules (policy.Compiled.DefaultFor):
+// Package stamp applies the policy's defaultPropagation rules (policy.Compiled.DefaultFor):
 // what a delete that names no propagation policy does to the dependents of an object.
 //
 // kube-apiserver honours an `orphan` or `foregroundDeletion` finalizer already on an object
@@ -23,4 +23,4 @@
 //
 // Only the leader runs an Applier (it writes). The pass reads the graph (gc.View) and starts
 // once it has synced, then runs when the policy in force changes and every Options.Period.
-package defaults
+package stamp
