@@ -72,6 +72,14 @@ func (d *divergence) due(after time.Duration) []pendingCheck {
 	return out
 }
 
+// Run reads again, every tenth of the divergence delay (at least a second), the objects cascade
+// would have written to more than that delay ago, and counts where another collector did
+// otherwise. It returns nil when ctx ends.
+func (d *DryRun) Run(ctx context.Context) error {
+	d.CheckDivergence(ctx, max(d.after/10, time.Second), d.after)
+	return nil
+}
+
 // CheckDivergence reads again, every period, the objects cascade would have written to more
 // than after ago, and counts where another collector did otherwise. It returns when ctx ends.
 func (d *DryRun) CheckDivergence(ctx context.Context, period, after time.Duration) {

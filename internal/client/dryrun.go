@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,9 @@ const (
 	ActionPatch            = "patch"    // a patch of another shape (none is built today)
 )
 
+// DefaultDivergenceAfter is how long after a would-be write its object is read again.
+const DefaultDivergenceAfter = 5 * time.Minute
+
 // dryRunMemory bounds the (action, object) pairs remembered so each is counted and logged once.
 const dryRunMemory = 100000
 
@@ -36,6 +40,7 @@ type DryRun struct {
 	actions *prometheus.CounterVec
 	seen    *lru.Cache[string, struct{}]
 	div     *divergence
+	after   time.Duration // divergence checked this long after a would-be write
 }
 
 var _ Interface = (*DryRun)(nil)
@@ -45,7 +50,7 @@ func NewDryRun(c Interface, reg prometheus.Registerer) *DryRun {
 	actions := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "cascade",
 		Name:      "dry_run_actions_total",
-		Help:      "Writes cascade would have sent in --dry-run, by action (delete, remove_owner_refs, unblock_owner_refs, remove_finalizer, annotate), once per object.",
+		Help:      "Writes cascade would have sent in --dry-run, by action (delete, remove_owner_refs, unblock_owner_refs, remove_finalizer, annotate, apply_admission, delete_admission, write_configmap, event), once per action and object.",
 	}, []string{"action"})
 	divergenceTotal := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "cascade",
@@ -62,7 +67,8 @@ func NewDryRun(c Interface, reg prometheus.Registerer) *DryRun {
 	if err != nil {
 		panic(fmt.Sprintf("dry-run memory: %v", err)) // the size is a positive constant
 	}
-	return &DryRun{c: c, actions: actions, seen: seen, div: &divergence{total: divergenceTotal, checked: checked, clock: clock.RealClock{}}}
+	return &DryRun{c: c, actions: actions, seen: seen, after: DefaultDivergenceAfter,
+		div: &divergence{total: divergenceTotal, checked: checked, clock: clock.RealClock{}}}
 }
 
 // Get reads the live object.
