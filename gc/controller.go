@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -109,10 +107,17 @@ type OrphanRecords interface {
 // Controller keeps the dependency graph current from metadata-only watches of every deletable
 // resource and collects dependents whose owners are gone.
 //
-// Concurrency: the monitors' reflectors are the writers of the graph (through graphStore),
-// serialized by mu (Apply is the only mutator). Workers read the graph under mu's read lock and never mutate it except by
-// applying verification answers through apply. The discovery loop alone starts and stops
-// monitors.
+// Concurrency: the graph is written only under mu's write lock, through apply (apply.go) by
+// the monitors' reflectors (graphStore), the owner-verification workers' answers, the orphan
+// record's load (orphanrecords.go) and the discovery loop's unwatched resources (ghosts.go),
+// and by the discovery loop's once-a-round Compact (sync.go). Everything else (the delete
+// workers, View, Explain, metrics) reads it under the read lock. The discovery loop alone
+// starts and stops monitors.
+//
+// The methods live in files named by concern: sync.go (discovery rounds and the initial
+// sync), apply.go (feeding the graph and dispatching its effects), workers.go (deciding on
+// dependents, verifying owners), foreground.go, orphanrecords.go, invalidns.go (the
+// OwnerRefInvalidNamespace Events), view.go (read access).
 type Controller struct {
 	deps Deps
 
@@ -138,7 +143,7 @@ type Controller struct {
 	verifyQueue *work.Queue[graph.Ref]
 
 	discovered atomic.Bool // first discovery round done
-	synced     atomic.Bool // every monitor of the first round delivered its initial list
+	synced     atomic.Bool // the graph counts as synced (Ready): initial lists in, or SyncTimeout passed
 
 	// leading is set once this replica may write (elected, or no election). Until then the
 	// Events the graph's effects ask for wait in pendingEvents (at most maxPendingEvents), so a
@@ -147,10 +152,6 @@ type Controller struct {
 	eventsMu      sync.Mutex
 	pendingEvents []graph.InvalidRef // guarded by eventsMu
 }
-
-// maxPendingEvents bounds the Events a standby keeps for when it leads; older ones are dropped
-// (their count stays in cascade_invalid_namespace_refs_total).
-const maxPendingEvents = 1000
 
 // New builds a controller; nothing runs until Run.
 func New(deps Deps) *Controller {
@@ -271,304 +272,4 @@ func (c *Controller) Run(ctx context.Context) error {
 			return nil
 		}
 	}
-}
-
-// loadOrphanRecords hands the recorded orphaned owners to the graph, retrying until it works;
-// false when ctx ended first.
-func (c *Controller) loadOrphanRecords(ctx context.Context) bool {
-	if c.deps.OrphanRecords == nil {
-		return true
-	}
-	logger := klog.FromContext(ctx)
-	backoff := time.Second
-	for {
-		refs, err := c.deps.OrphanRecords.Load(ctx)
-		if err == nil {
-			for _, r := range refs {
-				c.apply(graph.Event{Type: graph.EventOrphanRecorded, Object: graph.Object{Ref: r}})
-			}
-			logger.Info("Loaded the orphan record", "owners", len(refs))
-			return true
-		}
-		logger.Error(err, "Cannot load the orphan record; collecting nothing until it loads", "retryIn", backoff)
-		select {
-		case <-ctx.Done():
-			return false
-		case <-c.deps.Clock.After(backoff):
-		}
-		backoff = min(2*backoff, 30*time.Second)
-	}
-}
-
-// runForegroundResync hands the dependents of every owner being deleted in the foreground to
-// the delete workers every ForegroundResyncPeriod. The graph asks once, when an owner enters
-// foreground deletion; this makes that level-driven, so nothing depends on one effect having
-// led anywhere. Deciding on a dependent that needs nothing costs no API call.
-func (c *Controller) runForegroundResync(ctx context.Context) {
-	t := time.NewTicker(c.deps.ForegroundResyncPeriod)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.resyncForeground()
-		}
-	}
-}
-
-func (c *Controller) resyncForeground() {
-	var deps []types.UID
-	c.mu.RLock()
-	for _, uid := range c.g.DeletingOwners() {
-		if n, ok := c.g.Node(uid); ok && n.Finalizers.Has(graph.FinalizerForeground) {
-			for _, d := range c.g.Dependents(uid) {
-				deps = append(deps, d.UID)
-			}
-		}
-	}
-	c.mu.RUnlock()
-	for _, uid := range deps {
-		c.deleteQueue.Add(uid)
-	}
-}
-
-// Ready reports whether the graph counts as synced: the first discovery round completed and its
-// monitors delivered their initial lists, or SyncTimeout passed (see Unsynced for those that
-// did not). From then on the graph reflects the cluster, but for the unsynced resources.
-func (c *Controller) Ready() bool { return c.synced.Load() }
-
-// Unsynced returns the watched resources whose view is not complete (initial list missing, or
-// listing or watching failing since the last complete list), sorted by name.
-func (c *Controller) Unsynced() []Unsynced { return c.monitors.unsynced() }
-
-func (c *Controller) watchInitialSync(ctx context.Context) {
-	logger := klog.FromContext(ctx)
-	start := time.Now()
-	for {
-		all := c.discovered.Load() && c.monitors.allSynced()
-		if all || (c.discovered.Load() && time.Since(start) >= c.deps.SyncTimeout) {
-			c.synced.Store(true)
-			c.mu.RLock()
-			st := c.g.Stats()
-			c.mu.RUnlock()
-			logger.Info("Dependency graph synced", "duration", time.Since(start).Round(time.Millisecond), "nodes", st.Nodes, "virtual", st.Virtual)
-			if !all {
-				for _, u := range c.monitors.unsynced() {
-					logger.Error(nil, "Resource not synced; proceeding without it: decisions that need it wait, and it is retried with backoff",
-						"resource", GVRString(u.Resource.GVR), "syncTimeout", c.deps.SyncTimeout, "lastError", u.Err)
-				}
-			}
-			// The initial lists were decoded in full and are garbage now; the graph keeps a
-			// fraction of them. Hand the peak back to the OS once instead of holding it.
-			debug.FreeOSMemory()
-			if c.deps.Metrics != nil {
-				c.deps.Metrics.GraphSyncSeconds.Set(time.Since(start).Seconds())
-			}
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// Resources returns a copy of the watched resource set.
-func (c *Controller) Resources() ResourceSet {
-	c.resMu.RLock()
-	defer c.resMu.RUnlock()
-	out := make(ResourceSet, len(c.resources))
-	for k, v := range c.resources {
-		out[k] = v
-	}
-	return out
-}
-
-// syncResources runs one discovery round and starts and stops monitors to match. A failed
-// group keeps the resources it had, so a broken aggregated API never removes what is already
-// watched nor stops collection elsewhere.
-func (c *Controller) syncResources(ctx context.Context) {
-	logger := klog.FromContext(ctx)
-	res, err := DiscoverDeletable(ctx, c.deps.Discovery, c.ignored())
-	failed := map[string]struct{}{}
-	for gv := range res.FailedGroups {
-		failed[gv.Group] = struct{}{}
-	}
-	if err != nil {
-		failed[""] = struct{}{}
-	}
-	c.failedGroups.Store(&failed)
-	if err != nil {
-		c.deps.Metrics.DiscoveryErrors.WithLabelValues("all").Inc()
-		logger.Error(err, "Discovery failed; keeping the resources already watched")
-		return
-	}
-	old := c.Resources()
-	next := res.Resources
-	for gv, gerr := range res.FailedGroups {
-		c.deps.Metrics.DiscoveryErrors.WithLabelValues(gv.String()).Inc()
-		logger.Error(gerr, "Failed to discover API group; keeping its resources and collecting the others", "groupVersion", gv.String())
-		for gvr, r := range old {
-			if gvr.Group == gv.Group {
-				next[gvr] = r
-			}
-		}
-	}
-	added, removed := old.Diff(next)
-	// The REST mapper is refreshed every round, as in-tree: a kind can change scope or gain a
-	// version without the set of deletable resources changing (and a mapping error for an
-	// owner kind is retried against fresh discovery).
-	if c.deps.Mapper != nil {
-		c.deps.Mapper.Reset()
-		c.mappings.clear()
-	}
-	for _, gvr := range removed {
-		c.monitors.stop(gvr, c.deps.Clock.Now())
-		c.deps.Metrics.ResourceWatched.DeleteLabelValues(gvr.Group, gvr.Version, gvr.Resource)
-		logger.Info("Stopped watching resource", "resource", GVRString(gvr))
-	}
-	for _, gvr := range added {
-		r := next[gvr]
-		if c.deps.Metadata != nil {
-			if err := c.monitors.start(ctx, r); err != nil {
-				logger.Error(err, "Cannot watch resource", "resource", GVRString(gvr))
-				delete(next, gvr)
-				continue
-			}
-		}
-		c.deps.Metrics.ResourceWatched.WithLabelValues(gvr.Group, gvr.Version, gvr.Resource).Set(1)
-		logger.V(2).Info("Watching resource", "resource", GVRString(gvr), "kind", r.Kind, "namespaced", r.Namespaced)
-	}
-	// The objects of resources stopped now or in an earlier round (ghosts.go).
-	c.unwatchStopped(ctx)
-	c.resMu.Lock()
-	c.resources = next
-	c.resMu.Unlock()
-	// Give back what churn left behind (namespaces, kinds and nodes that went): O(nodes), once
-	// per round, under the write lock.
-	c.mu.Lock()
-	st := c.g.Compact()
-	c.mu.Unlock()
-	if st.FreedNamespaces > 0 || st.FreedKinds > 0 {
-		logger.V(2).Info("Compacted the dependency graph", "freedNamespaces", st.FreedNamespaces, "freedKinds", st.FreedKinds, "namespaces", st.Namespaces, "kinds", st.Kinds, "nodeSlots", st.NodeSlots)
-	}
-	if len(added) > 0 || len(removed) > 0 {
-		logger.Info("Deletable resources discovered", "count", len(next), "added", len(added), "removed", len(removed))
-	}
-	c.discovered.Store(true)
-}
-
-// observedExcept lists the observed objects of one kind that are not in seen (a complete
-// list's deletions).
-func (c *Controller) observedExcept(apiVersion, kind string, seen *graph.UIDSet) []graph.Ref {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.g.ObservedOfExcept(apiVersion, kind, seen)
-}
-
-// apply feeds one event to the graph and dispatches its effects.
-func (c *Controller) apply(ev graph.Event) {
-	c.mu.Lock()
-	eff := c.g.Apply(ev)
-	c.latency.observe(ev, eff) // under the lock: it sees events in the graph's order
-	c.mu.Unlock()
-	if eff.IsZero() {
-		return
-	}
-	for _, uid := range eff.AttemptDelete {
-		c.deleteQueue.Add(uid)
-	}
-	for _, ref := range eff.VerifyOwner {
-		c.verifyQueue.Add(ref)
-	}
-	for _, inv := range eff.InvalidNamespace {
-		c.reportInvalidNamespace(inv)
-	}
-	if c.deps.Finalizers != nil {
-		for _, uids := range [][]types.UID{eff.AttemptOrphan, eff.Foreground, eff.RecheckOwner} {
-			for _, uid := range uids {
-				c.deps.Finalizers.Enqueue(uid)
-			}
-		}
-	}
-}
-
-// EventComponent is the source component of cascade's events.
-const EventComponent = "cascade"
-
-// EventReasonInvalidNamespace is the in-tree reason for a reference to a namespaced owner in
-// another namespace.
-const EventReasonInvalidNamespace = "OwnerRefInvalidNamespace"
-
-// reportInvalidNamespace emits the in-tree Warning on the dependent:
-// ownerRef [apiVersion/Kind, namespace: ns, name: n, uid: u] does not exist in namespace "ns".
-func (c *Controller) reportInvalidNamespace(inv graph.InvalidRef) {
-	if c.deps.Metrics != nil {
-		c.deps.Metrics.InvalidNamespaceRefs.Inc()
-	}
-	if c.deps.Recorder == nil {
-		return
-	}
-	if !c.leading.Load() {
-		c.eventsMu.Lock()
-		if c.leading.Load() { // lead() ran meanwhile: emit now
-			c.eventsMu.Unlock()
-			c.emitInvalidNamespace(inv)
-			return
-		}
-		if len(c.pendingEvents) == maxPendingEvents {
-			c.pendingEvents = c.pendingEvents[1:]
-		}
-		c.pendingEvents = append(c.pendingEvents, inv)
-		c.eventsMu.Unlock()
-		return
-	}
-	c.emitInvalidNamespace(inv)
-}
-
-// lead lets this replica write from now on and emits the Events it held back as a standby.
-func (c *Controller) lead() {
-	c.eventsMu.Lock()
-	c.leading.Store(true)
-	pending := c.pendingEvents
-	c.pendingEvents = nil
-	c.eventsMu.Unlock()
-	for _, inv := range pending {
-		c.emitInvalidNamespace(inv)
-	}
-}
-
-func (c *Controller) emitInvalidNamespace(inv graph.InvalidRef) {
-	owner := graph.Ref{APIVersion: inv.Owner.APIVersion, Kind: inv.Owner.Kind, Namespace: inv.Dependent.Namespace, Name: inv.Owner.Name, UID: inv.Owner.UID}
-	involved := &metav1.PartialObjectMetadata{
-		TypeMeta:   metav1.TypeMeta{APIVersion: inv.Dependent.APIVersion, Kind: inv.Dependent.Kind},
-		ObjectMeta: metav1.ObjectMeta{Namespace: inv.Dependent.Namespace, Name: inv.Dependent.Name, UID: inv.Dependent.UID},
-	}
-	c.deps.Recorder.Eventf(involved, "Warning", EventReasonInvalidNamespace,
-		"ownerRef %s does not exist in namespace %q", owner.String(), inv.Dependent.Namespace)
-}
-
-// view returns the graph's node and owners of uid under the read lock.
-func (c *Controller) view(uid types.UID) (graph.NodeView, []graph.OwnerView, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	n, ok := c.g.Node(uid)
-	if !ok {
-		return n, nil, false
-	}
-	return n, c.g.Owners(uid), true
-}
-
-// GraphStats returns the graph's counts (for metrics and tests).
-func (c *Controller) GraphStats() graph.Stats {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.g.Stats()
-}
-
-// String is for logs.
-func (r Resource) String() string {
-	return fmt.Sprintf("%s (%s, namespaced=%t)", GVRString(r.GVR), r.Kind, r.Namespaced)
 }

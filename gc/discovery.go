@@ -141,3 +141,8 @@ func failedGroupNames(m map[schema.GroupVersion]error) string {
 	sort.Strings(names)
 	return strings.Join(names, ", ")
 }
+
+// String is for logs.
+func (r Resource) String() string {
+	return fmt.Sprintf("%s (%s, namespaced=%t)", GVRString(r.GVR), r.Kind, r.Namespaced)
+}

@@ -104,3 +104,21 @@ func (c *Controller) Synced() bool { return c.synced.Load() }
 func (c *Controller) UnsyncedKind(apiVersion, kind string) (Resource, bool) {
 	return c.monitors.kindUnsynced(apiVersion, kind)
 }
+
+// view returns the graph's node and owners of uid under the read lock.
+func (c *Controller) view(uid types.UID) (graph.NodeView, []graph.OwnerView, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	n, ok := c.g.Node(uid)
+	if !ok {
+		return n, nil, false
+	}
+	return n, c.g.Owners(uid), true
+}
+
+// GraphStats returns the graph's counts (for metrics and tests).
+func (c *Controller) GraphStats() graph.Stats {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.g.Stats()
+}

@@ -1,0 +1,139 @@
+package gc
+
+import (
+	"context"
+	"runtime/debug"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// Ready reports whether the graph counts as synced: the first discovery round completed and its
+// monitors delivered their initial lists, or SyncTimeout passed (see Unsynced for those that
+// did not). From then on the graph reflects the cluster, but for the unsynced resources.
+func (c *Controller) Ready() bool { return c.synced.Load() }
+
+// Unsynced returns the watched resources whose view is not complete (initial list missing, or
+// listing or watching failing since the last complete list), sorted by name.
+func (c *Controller) Unsynced() []Unsynced { return c.monitors.unsynced() }
+
+// watchInitialSync marks the graph synced (Ready) once the first discovery round is done and
+// its monitors delivered their initial lists, or SyncTimeout after it started, and logs the
+// resources it proceeds without.
+func (c *Controller) watchInitialSync(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	start := time.Now()
+	for {
+		all := c.discovered.Load() && c.monitors.allSynced()
+		if all || (c.discovered.Load() && time.Since(start) >= c.deps.SyncTimeout) {
+			c.synced.Store(true)
+			c.mu.RLock()
+			st := c.g.Stats()
+			c.mu.RUnlock()
+			logger.Info("Dependency graph synced", "duration", time.Since(start).Round(time.Millisecond), "nodes", st.Nodes, "virtual", st.Virtual)
+			if !all {
+				for _, u := range c.monitors.unsynced() {
+					logger.Error(nil, "Resource not synced; proceeding without it: decisions that need it wait, and it is retried with backoff",
+						"resource", GVRString(u.Resource.GVR), "syncTimeout", c.deps.SyncTimeout, "lastError", u.Err)
+				}
+			}
+			// The initial lists were decoded in full and are garbage now; the graph keeps a
+			// fraction of them. Hand the peak back to the OS once instead of holding it.
+			debug.FreeOSMemory()
+			if c.deps.Metrics != nil {
+				c.deps.Metrics.GraphSyncSeconds.Set(time.Since(start).Seconds())
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Resources returns a copy of the watched resource set.
+func (c *Controller) Resources() ResourceSet {
+	c.resMu.RLock()
+	defer c.resMu.RUnlock()
+	out := make(ResourceSet, len(c.resources))
+	for k, v := range c.resources {
+		out[k] = v
+	}
+	return out
+}
+
+// syncResources runs one discovery round and starts and stops monitors to match. A failed
+// group keeps the resources it had, so a broken aggregated API never removes what is already
+// watched nor stops collection elsewhere.
+func (c *Controller) syncResources(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	res, err := DiscoverDeletable(ctx, c.deps.Discovery, c.ignored())
+	failed := map[string]struct{}{}
+	for gv := range res.FailedGroups {
+		failed[gv.Group] = struct{}{}
+	}
+	if err != nil {
+		failed[""] = struct{}{}
+	}
+	c.failedGroups.Store(&failed)
+	if err != nil {
+		c.deps.Metrics.DiscoveryErrors.WithLabelValues("all").Inc()
+		logger.Error(err, "Discovery failed; keeping the resources already watched")
+		return
+	}
+	old := c.Resources()
+	next := res.Resources
+	for gv, gerr := range res.FailedGroups {
+		c.deps.Metrics.DiscoveryErrors.WithLabelValues(gv.String()).Inc()
+		logger.Error(gerr, "Failed to discover API group; keeping its resources and collecting the others", "groupVersion", gv.String())
+		for gvr, r := range old {
+			if gvr.Group == gv.Group {
+				next[gvr] = r
+			}
+		}
+	}
+	added, removed := old.Diff(next)
+	// The REST mapper is refreshed every round, as in-tree: a kind can change scope or gain a
+	// version without the set of deletable resources changing (and a mapping error for an
+	// owner kind is retried against fresh discovery).
+	if c.deps.Mapper != nil {
+		c.deps.Mapper.Reset()
+		c.mappings.clear()
+	}
+	for _, gvr := range removed {
+		c.monitors.stop(gvr, c.deps.Clock.Now())
+		c.deps.Metrics.ResourceWatched.DeleteLabelValues(gvr.Group, gvr.Version, gvr.Resource)
+		logger.Info("Stopped watching resource", "resource", GVRString(gvr))
+	}
+	for _, gvr := range added {
+		r := next[gvr]
+		if c.deps.Metadata != nil {
+			if err := c.monitors.start(ctx, r); err != nil {
+				logger.Error(err, "Cannot watch resource", "resource", GVRString(gvr))
+				delete(next, gvr)
+				continue
+			}
+		}
+		c.deps.Metrics.ResourceWatched.WithLabelValues(gvr.Group, gvr.Version, gvr.Resource).Set(1)
+		logger.V(2).Info("Watching resource", "resource", GVRString(gvr), "kind", r.Kind, "namespaced", r.Namespaced)
+	}
+	// The objects of resources stopped now or in an earlier round (ghosts.go).
+	c.unwatchStopped(ctx)
+	c.resMu.Lock()
+	c.resources = next
+	c.resMu.Unlock()
+	// Give back what churn left behind (namespaces, kinds and nodes that went): O(nodes), once
+	// per round, under the write lock.
+	c.mu.Lock()
+	st := c.g.Compact()
+	c.mu.Unlock()
+	if st.FreedNamespaces > 0 || st.FreedKinds > 0 {
+		logger.V(2).Info("Compacted the dependency graph", "freedNamespaces", st.FreedNamespaces, "freedKinds", st.FreedKinds, "namespaces", st.Namespaces, "kinds", st.Kinds, "nodeSlots", st.NodeSlots)
+	}
+	if len(added) > 0 || len(removed) > 0 {
+		logger.Info("Deletable resources discovered", "count", len(next), "added", len(added), "removed", len(removed))
+	}
+	c.discovered.Store(true)
+}
