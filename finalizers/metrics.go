@@ -75,37 +75,25 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 func (m *Metrics) removed(finalizer string) {
-	if m != nil {
-		m.FinalizersRemoved.WithLabelValues(finalizer).Inc()
-	}
+	m.FinalizersRemoved.WithLabelValues(finalizer).Inc()
 }
 
 func (m *Metrics) orphaned(n int) {
-	if m != nil {
-		m.OrphanedDependents.Add(float64(n))
-	}
+	m.OrphanedDependents.Add(float64(n))
 }
 
 func (m *Metrics) failed(finalizer string) {
-	if m != nil {
-		m.Errors.WithLabelValues(finalizer).Inc()
-	}
+	m.Errors.WithLabelValues(finalizer).Inc()
 }
 
 func (m *Metrics) blockedByUnsynced(resource string) {
-	if m != nil {
-		m.BlockedByUnsynced.WithLabelValues(resource).Inc()
-	}
+	m.BlockedByUnsynced.WithLabelValues(resource).Inc()
 }
 
 func (m *Metrics) recordDegraded(reason string) {
-	if m != nil {
-		m.RecordDegraded.WithLabelValues(reason).Inc()
-	}
+	m.RecordDegraded.WithLabelValues(reason).Inc()
 }
 
 func (m *Metrics) recordSkipped() {
-	if m != nil {
-		m.RecordSkipped.Inc()
-	}
+	m.RecordSkipped.Inc()
 }

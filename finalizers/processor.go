@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"sync"
 	"time"
 
@@ -44,14 +45,18 @@ const (
 type Options struct {
 	// Client makes the processor's writes (dependent patches, finalizer removal). Required.
 	Client client.Interface
+	// View is the collector's graph the processor reads. Required.
+	View gc.View
+	// Workers is the number of owner workers; 1 when zero.
+	Workers int
 	// ResyncPeriod is how often every owner being deleted with a GC finalizer is enqueued
 	// again.
 	ResyncPeriod time.Duration
 	// PatchWorkers bounds the concurrent dependent patches of orphaning, across all owners.
 	PatchWorkers int
-	// Metrics, when set, are updated.
+	// Metrics are updated; nil: a set registered nowhere.
 	Metrics *Metrics
-	// WorkMetrics, when set, count the workers' failed attempts.
+	// WorkMetrics count the workers' failed attempts; nil: a set registered nowhere.
 	WorkMetrics *work.Metrics
 	// StuckAfter is how long an owner waits on its GC finalizer before a Warning Event names
 	// what holds it (and again at most every StuckAfter).
@@ -95,7 +100,7 @@ type Recorder interface {
 type Processor struct {
 	opts  Options
 	queue *work.Queue[types.UID]
-	// view is the collector's graph, set by Run before any worker starts.
+	// view is the collector's graph (Options.View).
 	view gc.View
 	// jobs feeds the patch workers; unbuffered, so a job sent is a job taken.
 	jobs chan patchJob
@@ -139,8 +144,15 @@ func New(opts Options) *Processor {
 	if opts.StuckAfter <= 0 {
 		opts.StuckAfter = DefaultStuckAfter
 	}
+	if opts.Workers <= 0 {
+		opts.Workers = 1
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(prometheus.NewRegistry())
+	}
 	return &Processor{
 		opts: opts,
+		view: opts.View,
 		queue: work.NewQueue(queueName, work.Options[types.UID]{
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](retryBase, retryMax),
 			Clock:       opts.Clock,
@@ -157,20 +169,18 @@ var _ gc.OwnerQueue = (*Processor)(nil)
 // RecheckOwner effects). It never blocks.
 func (p *Processor) Enqueue(uid types.UID) { p.queue.Add(uid) }
 
-// Run reads the collector's graph through view, starts workers owner workers, the patch
-// workers and the resync loop, and returns when ctx ends and all have stopped. As in
-// sample-controller, it returns an error only when it cannot start.
-func (p *Processor) Run(ctx context.Context, view gc.View, workers int) error {
+// Run starts Options.Workers owner workers, the patch workers and the resync loop, and returns
+// when ctx ends and all have stopped. As in sample-controller, it returns an error only when it
+// cannot start.
+func (p *Processor) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	switch {
-	case view == nil:
+	case p.view == nil:
 		return errors.New("finalizers: no view of the graph")
 	case p.opts.Client == nil:
 		return errors.New("finalizers: no API client")
-	case workers < 1:
-		return fmt.Errorf("finalizers: %d workers; at least one is needed", workers)
 	}
-	p.view = view
+	workers := p.opts.Workers
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting finalizer processor", "workers", workers, "patchWorkers", p.opts.PatchWorkers, "resyncPeriod", p.opts.ResyncPeriod)
 	var wg sync.WaitGroup

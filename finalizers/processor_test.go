@@ -695,12 +695,12 @@ func TestRun(t *testing.T) {
 	view.nodes["u-orphan"] = ownerNode("orphan", "u-orphan", graph.FinalizerOrphan)
 	view.nodes["u-fg"] = ownerNode("fg", "u-fg", graph.FinalizerForeground)
 	view.deps["u-orphan"] = [][]graph.Ref{{wref("d1", "u-d1")}}
-	p := New(Options{PatchWorkers: 2, Client: client.New(fake)})
+	p := New(Options{PatchWorkers: 2, Client: client.New(fake), View: view, Workers: 2})
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		if err := p.Run(ctx, view, 2); err != nil {
+		if err := p.Run(ctx); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	}()

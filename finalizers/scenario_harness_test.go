@@ -24,6 +24,7 @@ import (
 	"github.com/cascade-gc/cascade/gc/gctest"
 	"github.com/cascade-gc/cascade/internal/client"
 	"github.com/cascade-gc/cascade/internal/client/clienttest"
+	"github.com/cascade-gc/cascade/internal/leader"
 	"github.com/cascade-gc/cascade/internal/work"
 )
 
@@ -144,7 +145,7 @@ func newScenarioWith(t *testing.T, setup scenarioSetup) *scenario {
 		Metrics:         gc.NewMetrics(s.Reg),
 		DiscoveryPeriod: time.Hour,
 		Workers:         1,
-		Elected:         make(chan struct{}), // never closed: the collector's workers stay idle
+		Leader:          &leader.Gate{}, // never opened: the collector's workers stay idle
 		Finalizers:      s.p,
 	})
 	s.p.view = s.c // as Run does

@@ -109,9 +109,6 @@ func (p *Processor) whatHolds(ctx context.Context, d graph.Ref, finalizer string
 // updateOldestWaiting sets cascade_oldest_waiting_owner_seconds from the owners being deleted
 // with a GC finalizer now.
 func (p *Processor) updateOldestWaiting(owners []types.UID) {
-	if p.opts.Metrics == nil {
-		return
-	}
 	now := p.opts.Clock.Now()
 	oldest := map[string]time.Duration{metav1.FinalizerOrphanDependents: 0, metav1.FinalizerDeleteDependents: 0}
 	for _, uid := range owners {

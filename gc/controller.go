@@ -20,6 +20,7 @@ import (
 
 	"github.com/cascade-gc/cascade/graph"
 	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/leader"
 	"github.com/cascade-gc/cascade/internal/work"
 	"github.com/cascade-gc/cascade/policy"
 )
@@ -63,9 +64,10 @@ type Deps struct {
 	ForegroundResyncPeriod time.Duration
 	// AbsentCacheSize bounds the cache of owners verified absent.
 	AbsentCacheSize int
-	// Elected, when set, holds the workers back until it is closed (leader election): a
-	// standby keeps its watches and graph warm but acts on nothing. Nil means act at once.
-	Elected <-chan struct{}
+	// Leader holds the workers back until it opens (leader election): a standby keeps its
+	// watches and graph warm but acts on nothing. Nil means act at once. (Its Events wait
+	// too: cascade's Recorder is an internal/client.HeldRecorder on the same gate.)
+	Leader *leader.Gate
 	// Finalizers, when set, receives owners being deleted with a GC finalizer (orphan and
 	// foreground processing). Without it such owners are left to whoever handles them. Data
 	// flows one way: the controller hands owners over and never asks anything back.
@@ -97,6 +99,13 @@ type OwnerQueue interface {
 	// Enqueue asks for the owner to be (re)examined. It must not block.
 	Enqueue(uid types.UID)
 }
+
+// OwnerQueueFunc is an OwnerQueue of one function (cascade's wiring builds the collector before
+// the processor that reads its graph, and hands owners over through one of these).
+type OwnerQueueFunc func(uid types.UID)
+
+// Enqueue calls f.
+func (f OwnerQueueFunc) Enqueue(uid types.UID) { f(uid) }
 
 // OrphanRecords loads the owners recorded as deleted with the orphan policy
 // (orphanrecord.Store).
@@ -145,12 +154,9 @@ type Controller struct {
 	discovered atomic.Bool // first discovery round done
 	synced     atomic.Bool // the graph counts as synced (Ready): initial lists in, or SyncTimeout passed
 
-	// leading is set once this replica may write (elected, or no election). Until then the
-	// Events the graph's effects ask for wait in pendingEvents (at most maxPendingEvents), so a
-	// standby sends nothing, and the new leader reports what its warm graph found.
-	leading       atomic.Bool
-	eventsMu      sync.Mutex
-	pendingEvents []graph.InvalidRef // guarded by eventsMu
+	// leading is set once this replica's workers run: the gate opened and the orphan record
+	// loaded (cascade_leader).
+	leading atomic.Bool
 }
 
 // New builds a controller; nothing runs until Run.
@@ -173,6 +179,9 @@ func New(deps Deps) *Controller {
 	if deps.Clock == nil {
 		deps.Clock = clock.RealClock{}
 	}
+	if deps.Leader == nil {
+		deps.Leader = leader.Open()
+	}
 	c := &Controller{
 		deps:        deps,
 		g:           graph.New(),
@@ -187,7 +196,6 @@ func New(deps Deps) *Controller {
 	if deps.Dynamic != nil && deps.Metadata != nil {
 		c.api = newAPIWatch(deps.Dynamic, deps.Metadata)
 	}
-	c.leading.Store(deps.Elected == nil)
 	if deps.Metrics != nil {
 		deps.Metrics.registerGraph(c)
 		c.latency = newLatencyTracker(deps.Metrics.CollectionDuration, time.Now)
@@ -214,13 +222,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	logger.Info("Starting collector", "discoveryPeriod", c.deps.DiscoveryPeriod, "workers", c.deps.Workers)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if c.deps.Elected != nil {
-			select {
-			case <-c.deps.Elected:
-				logger.Info("Elected leader: starting workers")
-			case <-ctx.Done():
+		if !c.deps.Leader.IsOpen() {
+			if !c.deps.Leader.Wait(ctx) {
 				return
 			}
+			logger.Info("Elected leader: starting workers")
 		}
 		if !c.loadOrphanRecords(ctx) {
 			return

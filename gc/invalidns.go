@@ -13,12 +13,9 @@ const EventComponent = "cascade"
 // another namespace.
 const EventReasonInvalidNamespace = "OwnerRefInvalidNamespace"
 
-// maxPendingEvents bounds the Events a standby keeps for when it leads; older ones are dropped
-// (their count stays in cascade_invalid_namespace_refs_total).
-const maxPendingEvents = 1000
-
 // reportInvalidNamespace emits the in-tree Warning on the dependent:
 // ownerRef [apiVersion/Kind, namespace: ns, name: n, uid: u] does not exist in namespace "ns".
+// (A standby's Events wait in the HeldRecorder cascade passes as Recorder.)
 func (c *Controller) reportInvalidNamespace(inv graph.InvalidRef) {
 	if c.deps.Metrics != nil {
 		c.deps.Metrics.InvalidNamespaceRefs.Inc()
@@ -26,34 +23,11 @@ func (c *Controller) reportInvalidNamespace(inv graph.InvalidRef) {
 	if c.deps.Recorder == nil {
 		return
 	}
-	if !c.leading.Load() {
-		c.eventsMu.Lock()
-		if c.leading.Load() { // lead() ran meanwhile: emit now
-			c.eventsMu.Unlock()
-			c.emitInvalidNamespace(inv)
-			return
-		}
-		if len(c.pendingEvents) == maxPendingEvents {
-			c.pendingEvents = c.pendingEvents[1:]
-		}
-		c.pendingEvents = append(c.pendingEvents, inv)
-		c.eventsMu.Unlock()
-		return
-	}
 	c.emitInvalidNamespace(inv)
 }
 
-// lead lets this replica write from now on and emits the Events it held back as a standby.
-func (c *Controller) lead() {
-	c.eventsMu.Lock()
-	c.leading.Store(true)
-	pending := c.pendingEvents
-	c.pendingEvents = nil
-	c.eventsMu.Unlock()
-	for _, inv := range pending {
-		c.emitInvalidNamespace(inv)
-	}
-}
+// lead marks this replica's workers as running (cascade_leader).
+func (c *Controller) lead() { c.leading.Store(true) }
 
 func (c *Controller) emitInvalidNamespace(inv graph.InvalidRef) {
 	owner := graph.Ref{APIVersion: inv.Owner.APIVersion, Kind: inv.Owner.Kind, Namespace: inv.Dependent.Namespace, Name: inv.Owner.Name, UID: inv.Owner.UID}

@@ -25,6 +25,7 @@ import (
 	"github.com/cascade-gc/cascade/graph"
 	"github.com/cascade-gc/cascade/internal/client"
 	"github.com/cascade-gc/cascade/internal/client/clienttest"
+	"github.com/cascade-gc/cascade/internal/leader"
 	"github.com/cascade-gc/cascade/internal/work"
 	"github.com/cascade-gc/cascade/policy"
 )
@@ -63,7 +64,7 @@ type scenarioSetup struct {
 	unlisted []Resource
 	// objects are in the fake API (not in the graph: observe them).
 	objects []runtime.Object
-	// standby holds Deps.Elected open: the replica does not lead until lead().
+	// standby keeps Deps.Leader closed: the replica does not lead until lead().
 	standby bool
 	// reverifyPeriod is Deps.OwnerReverifyPeriod (default when zero).
 	reverifyPeriod time.Duration
@@ -75,10 +76,12 @@ type scenarioSetup struct {
 type scenario struct {
 	*gctest.Harness
 
-	t       *testing.T
-	c       *Controller
-	handed  *ownerRecorder
-	elected chan struct{}
+	t      *testing.T
+	c      *Controller
+	handed *ownerRecorder
+	// gate and held are a standby's leader gate and Event recorder (nil otherwise).
+	gate *leader.Gate
+	held *client.HeldRecorder
 
 	// universe holds every UID the scenario named in an event: the graph can hold no other.
 	universe map[types.UID]struct{}
@@ -133,10 +136,14 @@ func newScenario(t *testing.T, setup scenarioSetup) *scenario {
 		deps.Clock = clocktesting.NewFakeClock(scT0)
 	}
 	if setup.standby {
-		s.elected = make(chan struct{})
-		deps.Elected = s.elected
+		s.gate = &leader.Gate{}
+		s.held = client.NewHeldRecorder(s.Rec, s.gate)
+		deps.Leader, deps.Recorder = s.gate, s.held
 	}
 	s.c = New(deps)
+	if !setup.standby {
+		s.c.lead() // as Run does once the (open) gate lets it
+	}
 	s.Graph = s.c
 	s.reverify = newReverifySchedule(s.c.deps.OwnerReverifyPeriod)
 	// Queues whose delayed adds (Retry, WaitForSync) wait on a clock that never moves.
@@ -394,9 +401,9 @@ func (s *scenario) failNext(verb string, err error) {
 func (s *scenario) lead() {
 	s.t.Helper()
 	s.Begin("lead")
-	if s.elected != nil {
-		close(s.elected)
-		s.elected = nil
+	if s.gate != nil {
+		s.gate.Open()
+		_ = s.held.Run(context.Background()) // the gate is open: sends what was held, returns
 	}
 	s.c.lead()
 	s.end()

@@ -14,16 +14,18 @@ import (
 	"github.com/cascade-gc/cascade/graph"
 	"github.com/cascade-gc/cascade/internal/client"
 	"github.com/cascade-gc/cascade/internal/client/clienttest"
+	"github.com/cascade-gc/cascade/internal/leader"
 )
 
-// TestStandbyEmitsNoEvents: a standby's graph finds a reference to an owner in another
+// TestStandbyEmitsNoEvents: wired as cascade wires it (a HeldRecorder on the leader gate), a standby's graph finds a reference to an owner in another
 // namespace, but the OwnerRefInvalidNamespace Event waits until the replica leads; then it is
 // emitted once. The count is exported at once (metrics are not writes).
 func TestStandbyEmitsNoEvents(t *testing.T) {
 	rec := record.NewFakeRecorder(10)
-	elected := make(chan struct{})
+	gate := &leader.Gate{}
+	held := client.NewHeldRecorder(rec, gate)
 	m := NewMetrics(prometheus.NewRegistry())
-	c := New(Deps{Client: client.New(clienttest.NewFake()), Metrics: m, Recorder: rec, Elected: elected})
+	c := New(Deps{Client: client.New(clienttest.NewFake()), Metrics: m, Recorder: held, Leader: gate})
 	t.Cleanup(func() { c.deleteQueue.ShutDown(); c.verifyQueue.ShutDown() })
 
 	owner := graph.Object{Ref: graph.Ref{APIVersion: "example.com/v1", Kind: "Widget", Namespace: "ns2", Name: "w-u-owner", UID: "u-owner"}, ResourceVersion: "1"}
@@ -34,7 +36,8 @@ func TestStandbyEmitsNoEvents(t *testing.T) {
 	if v := testutil.ToFloat64(m.InvalidNamespaceRefs); v != 1 {
 		t.Errorf("invalid_namespace_refs_total = %v, want 1", v)
 	}
-	c.lead()
+	gate.Open()
+	_ = held.Run(context.Background()) // sends what was held
 	if n := len(rec.Events); n != 1 {
 		t.Fatalf("after leading: %d events, want 1", n)
 	}
@@ -71,7 +74,7 @@ func TestOrphanRecordsLoadedBeforeCollecting(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	owner := widgetObj("w-u-owner", "u-owner")
 	rec := &fakeOrphanRecords{fails: 2, refs: []graph.Ref{owner.Ref}}
-	c := New(Deps{Client: client.New(clienttest.NewFake()), OrphanRecords: rec, Clock: clk, Elected: make(chan struct{})})
+	c := New(Deps{Client: client.New(clienttest.NewFake()), OrphanRecords: rec, Clock: clk, Leader: &leader.Gate{}})
 	t.Cleanup(func() { c.deleteQueue.ShutDown(); c.verifyQueue.ShutDown() })
 	observe(c, owner, widgetObj("dep", "u-dep", "u-owner"))
 	observeDeleted(c, "u-owner")

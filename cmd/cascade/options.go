@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/klog/v2"
 
 	"github.com/cascade-gc/cascade/finalizers/orphanrecord"
 	"github.com/cascade-gc/cascade/finalizers/stamp"
@@ -295,4 +297,14 @@ func oneLine(errs field.ErrorList) string {
 		parts = append(parts, fmt.Sprintf("invalid %s=%v: %s", e.Field, e.BadValue, e.Detail))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// flagSet is every flag of the collector: its Options' and klog's.
+func flagSet(opts *Options) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("cascade", pflag.ContinueOnError)
+	opts.AddFlags(fs)
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	fs.AddGoFlagSet(klogFlags)
+	return fs
 }

@@ -7,12 +7,9 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cascade-gc/cascade/policy"
@@ -201,24 +198,4 @@ func validatePolicy(out io.Writer, name string, doc []byte, served policy.Served
 		return fmt.Errorf("%s: %d errors", name, len(errs))
 	}
 	return nil
-}
-
-// startPolicy starts watching --policy-configmap and returns the policy in force (nil without
-// the flag: the built-in policy). It waits for the first read of the ConfigMap, at most
-// --startup-timeout.
-func startPolicy(ctx context.Context, opts *Options, kube kubernetes.Interface, disco discovery.ServerResourcesInterface,
-	recorder record.EventRecorder, elected <-chan struct{}, m *watch.Metrics) (inForce func() *policy.Compiled, authoritative func() bool, err error) {
-	if opts.PolicyConfigMap == "" {
-		return nil, nil, nil
-	}
-	ns, name, _ := watch.ParseName(opts.PolicyConfigMap) // validated with the flags
-	w := watch.New(watch.Options{
-		Client: kube, Namespace: ns, Name: name, Recorder: recorder, Elected: elected, Metrics: m,
-		Served: watch.ServedBy(disco),
-	})
-	timeout := max(opts.StartupTimeout, time.Second)
-	if err := w.Start(ctx, timeout); err != nil {
-		return nil, nil, fmt.Errorf("%v (--policy-configmap=%s; cascade needs get, list and watch on it)", err, opts.PolicyConfigMap)
-	}
-	return w.Policy, w.Authoritative, nil
 }

@@ -15,7 +15,7 @@ type fakeReadiness struct {
 	unsynced []gc.Unsynced
 }
 
-func (f fakeReadiness) Ready() bool             { return f.ready }
+func (f fakeReadiness) Synced() bool            { return f.ready }
 func (f fakeReadiness) Unsynced() []gc.Unsynced { return f.unsynced }
 
 // TestReadyzNamesUnsyncedResources: /readyz names the resources whose view is incomplete, with

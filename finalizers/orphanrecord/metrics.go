@@ -50,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 func (m *Metrics) written(n int, err error) {
-	if m == nil || n == 0 {
+	if n == 0 {
 		return
 	}
 	result := "ok"
@@ -64,14 +64,10 @@ func (m *Metrics) written(n int, err error) {
 }
 
 func (m *Metrics) size(entries, bytes int) {
-	if m != nil {
-		m.Entries.Set(float64(entries))
-		m.Bytes.Set(float64(bytes))
-	}
+	m.Entries.Set(float64(entries))
+	m.Bytes.Set(float64(bytes))
 }
 
 func (m *Metrics) malformed() {
-	if m != nil {
-		m.Malformed.Inc()
-	}
+	m.Malformed.Inc()
 }

@@ -66,6 +66,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"regexp"
 	"slices"
 	"sync"
@@ -75,11 +76,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/internal/client"
 )
 
 const (
@@ -105,8 +106,9 @@ var ErrFull = errors.New("the orphan record is full until entries older than the
 
 // Options configure a Store. Zero values mean the defaults.
 type Options struct {
-	// ConfigMaps is the client of the ConfigMap's namespace. Required.
-	ConfigMaps corev1client.ConfigMapInterface
+	// ConfigMaps is the client of the ConfigMap's namespace (internal/client: the API edge, which
+	// decides dry-run). Required.
+	ConfigMaps client.ConfigMaps
 	// Name of the ConfigMap.
 	Name string
 	// TTL: an entry is pruned once older than this, by a leader synced for at least as long.
@@ -115,7 +117,10 @@ type Options struct {
 	// counts its LimitBytes: an entry that would pass it is not written (ErrFull). At most
 	// LimitBytes.
 	MaxBytes int
-	// Metrics, when set, are updated.
+	// Synced reports whether the collector's graph has synced; Run prunes once it has been for
+	// the TTL. Required for Run.
+	Synced func() bool
+	// Metrics are updated; nil: a set registered nowhere.
 	Metrics *Metrics
 	// Clock is injected for tests.
 	Clock clock.Clock
@@ -163,6 +168,9 @@ func New(opts Options) *Store {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
 	return &Store{opts: opts, pending: map[types.UID]*pending{}, bytes: -1}
 }
@@ -278,7 +286,7 @@ func (s *Store) size(ctx context.Context) (int, error) {
 	if n >= 0 {
 		return n, nil
 	}
-	cm, err := s.opts.ConfigMaps.Get(ctx, s.opts.Name, metav1.GetOptions{})
+	cm, err := s.opts.ConfigMaps.Get(ctx, s.opts.Name)
 	if apierrors.IsNotFound(err) {
 		return s.seen(&corev1.ConfigMap{}), nil
 	}
@@ -311,7 +319,7 @@ func (s *Store) patchOrCreate(ctx context.Context, data map[string]string) error
 		return err
 	}
 	for range 3 {
-		cm, err := s.opts.ConfigMaps.Patch(ctx, s.opts.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "cascade"})
+		cm, err := s.opts.ConfigMaps.MergePatch(ctx, s.opts.Name, patch)
 		if err == nil {
 			s.seen(cm)
 			return nil
@@ -322,7 +330,7 @@ func (s *Store) patchOrCreate(ctx context.Context, data map[string]string) error
 		cm, err = s.opts.ConfigMaps.Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: s.opts.Name, Labels: map[string]string{"app.kubernetes.io/managed-by": "cascade"}},
 			Data:       data,
-		}, metav1.CreateOptions{FieldManager: "cascade"})
+		})
 		if err == nil {
 			s.seen(cm)
 			return nil
@@ -377,7 +385,7 @@ func (s *Store) seen(cm *corev1.ConfigMap) int {
 // Load returns every owner the ConfigMap records (none when it does not exist). Malformed
 // entries are logged and skipped.
 func (s *Store) Load(ctx context.Context) ([]graph.Ref, error) {
-	cm, err := s.opts.ConfigMaps.Get(ctx, s.opts.Name, metav1.GetOptions{})
+	cm, err := s.opts.ConfigMaps.Get(ctx, s.opts.Name)
 	if apierrors.IsNotFound(err) {
 		s.seen(&corev1.ConfigMap{})
 		return nil, nil
@@ -411,17 +419,18 @@ func parse(v string) (Entry, error) {
 	return e, nil
 }
 
-// Run prunes entries until ctx ends: every TTL/2 (at least every 10 s), once synced has been
-// true for at least the TTL, entries recorded more than the TTL ago are removed. Run only on the
-// leader, after Load.
-func (s *Store) Run(ctx context.Context, synced func() bool) {
+// Run prunes entries until ctx ends (then it returns nil): every TTL/2 (at least every 10 s),
+// once Options.Synced has been true for at least the TTL, entries recorded more than the TTL ago
+// are removed. Run only on the leader, after Load.
+func (s *Store) Run(ctx context.Context) error {
+	synced := s.opts.Synced
 	logger := klog.FromContext(ctx)
 	period := max(s.opts.TTL/2, 10*time.Second)
 	var since time.Time // when synced was first seen true
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-s.opts.Clock.After(period):
 		}
 		if since.IsZero() {
@@ -458,7 +467,7 @@ func (s *Store) prune(ctx context.Context) (int, error) {
 }
 
 func (s *Store) pruneOnce(ctx context.Context) (int, error) {
-	cm, err := s.opts.ConfigMaps.Get(ctx, s.opts.Name, metav1.GetOptions{})
+	cm, err := s.opts.ConfigMaps.Get(ctx, s.opts.Name)
 	if apierrors.IsNotFound(err) {
 		s.seen(&corev1.ConfigMap{})
 		return 0, nil
@@ -486,7 +495,7 @@ func (s *Store) pruneOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	cm, err = s.opts.ConfigMaps.Patch(ctx, s.opts.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "cascade"})
+	cm, err = s.opts.ConfigMaps.MergePatch(ctx, s.opts.Name, patch)
 	if err != nil {
 		return 0, err
 	}

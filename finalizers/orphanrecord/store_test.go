@@ -27,6 +27,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/internal/client"
 )
 
 const ns = "cascade-system"
@@ -45,7 +46,7 @@ func newStore(t *testing.T, opts Options, objects ...*corev1.ConfigMap) (*Store,
 		}
 	}
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 6, 0, 0, 0, time.UTC))
-	opts.ConfigMaps = cs.CoreV1().ConfigMaps(ns)
+	opts.ConfigMaps = client.NewEdge(nil, cs).ConfigMaps(ns)
 	opts.Clock = clk
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(prometheus.NewRegistry())
@@ -90,7 +91,7 @@ func TestRecordThenLoad(t *testing.T) {
 	if cm.Labels["app.kubernetes.io/managed-by"] != "cascade" {
 		t.Errorf("labels %v: want managed-by cascade", cm.Labels)
 	}
-	other := New(Options{ConfigMaps: cs.CoreV1().ConfigMaps(ns)})
+	other := New(Options{ConfigMaps: client.NewEdge(nil, cs).ConfigMaps(ns)})
 	got, err := other.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -427,13 +428,14 @@ func TestPrune(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.Run(runCtx, func() bool {
+		s.opts.Synced = func() bool {
 			if synced.TryLock() {
 				synced.Unlock()
 				return true
 			}
 			return false
-		})
+		}
+		_ = s.Run(runCtx)
 	}()
 	waitForRun := func() {
 		for !clk.HasWaiters() {

@@ -2,8 +2,8 @@ package stamp
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"sync"
 	"time"
 
@@ -11,8 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	admissionclient "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -34,8 +32,6 @@ const (
 	queueName = "default_propagation"
 	// policyPoll is how often the policy in force is compared with the one last applied.
 	policyPoll = time.Second
-	// fieldManager owns the admission objects' fields (server-side apply).
-	fieldManager = "cascade"
 )
 
 // Actions, the values of the metric's action label.
@@ -56,7 +52,11 @@ type Options struct {
 	// Client reads and stamps objects. Required.
 	Client client.Interface
 	// Admission writes the MutatingAdmissionPolicy and binding; nil: none are managed.
-	Admission admissionclient.AdmissionregistrationV1Interface
+	Admission client.Admission
+	// View is the collector's graph the pass reads. Required.
+	View View
+	// Workers serve the objects the pass finds; 2 when zero.
+	Workers int
 	// Policy returns the policy in force. Required.
 	Policy func() *policy.Compiled
 	// Authoritative, when set, reports whether the policy in force is what the policy ConfigMap
@@ -68,10 +68,7 @@ type Options struct {
 	Rate float64
 	// Period is how often the pass runs when the policy does not change; DefaultPeriod when zero.
 	Period time.Duration
-	// DryRun: the admission objects are not written, only logged (Client, a dry-run client,
-	// counts the stamps).
-	DryRun bool
-	// Metrics and WorkMetrics, when set, are updated.
+	// Metrics and WorkMetrics are updated; nil: sets registered nowhere.
 	Metrics     *Metrics
 	WorkMetrics *work.Metrics
 	// Clock is injected for tests.
@@ -101,6 +98,12 @@ func New(opts Options) *Applier {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if opts.Workers <= 0 {
+		opts.Workers = 2
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(prometheus.NewRegistry())
+	}
 	return &Applier{
 		opts:     opts,
 		queue:    work.NewQueue(queueName, work.Options[client.Target]{Clock: opts.Clock, Metrics: opts.WorkMetrics}),
@@ -112,7 +115,8 @@ func New(opts Options) *Applier {
 // Run applies the policy until ctx ends: once the graph has synced, the pass runs, then again
 // whenever the policy in force changes and every Period; workers serve the objects it finds.
 // It returns nil when ctx ends.
-func (a *Applier) Run(ctx context.Context, view View, workers int) error {
+func (a *Applier) Run(ctx context.Context) error {
+	view, workers := a.opts.View, a.opts.Workers
 	logger := klog.FromContext(ctx).WithName("defaults")
 	ctx = klog.NewContext(ctx, logger)
 	ticker := a.opts.Clock.NewTicker(policyPoll)
@@ -165,9 +169,7 @@ func (a *Applier) pass(ctx context.Context, view View, c *policy.Compiled) {
 		a.queue.Add(client.Target{GVR: o.Resource.GVR, Namespace: o.Namespace, Name: o.Name, UID: o.UID})
 		queued++
 	}
-	if m := a.opts.Metrics; m != nil {
-		m.Pending.Set(float64(a.queue.Len()))
-	}
+	a.opts.Metrics.Pending.Set(float64(a.queue.Len()))
 	if queued > 0 {
 		logger.Info("Default propagation: objects to stamp or unstamp", "objects", queued, "rate", a.opts.Rate)
 	}
@@ -217,9 +219,7 @@ func stampBit(p metav1.DeletionPropagation) graph.Finalizers {
 // now.
 func (a *Applier) process(ctx context.Context, t client.Target) (work.Outcome, error) {
 	defer func() {
-		if m := a.opts.Metrics; m != nil {
-			m.Pending.Set(float64(a.queue.Len()))
-		}
+		a.opts.Metrics.Pending.Set(float64(a.queue.Len()))
 	}()
 	if a.opts.Authoritative != nil && !a.opts.Authoritative() {
 		return work.Done, nil // the next authoritative pass finds it again
@@ -245,9 +245,7 @@ func (a *Applier) process(ctx context.Context, t client.Target) (work.Outcome, e
 	case plan.Added == "":
 		action = actionUnstamped
 	}
-	if m := a.opts.Metrics; m != nil {
-		m.Changes.WithLabelValues(action).Inc()
-	}
+	a.opts.Metrics.Changes.WithLabelValues(action).Inc()
 	klog.FromContext(ctx).V(2).Info("Default propagation "+action, "object", t.String(), "added", plan.Added, "removed", plan.Removed)
 	return work.Done, nil
 }
@@ -262,12 +260,10 @@ func (a *Applier) syncAdmission(ctx context.Context, c *policy.Compiled) {
 	logger := klog.FromContext(ctx)
 	p, b := c.Admission()
 	err := a.applyAdmission(ctx, p, b)
-	if m := a.opts.Metrics; m != nil {
-		if err != nil {
-			m.AdmissionSynced.Set(0)
-		} else {
-			m.AdmissionSynced.Set(1)
-		}
+	if err != nil {
+		a.opts.Metrics.AdmissionSynced.Set(0)
+	} else {
+		a.opts.Metrics.AdmissionSynced.Set(1)
 	}
 	if err != nil {
 		logger.Error(err, "Cannot bring the admission objects in line with the policy; objects created meanwhile are stamped by the next pass", "name", policy.AdmissionName)
@@ -281,8 +277,8 @@ func (a *Applier) syncAdmission(ctx context.Context, c *policy.Compiled) {
 }
 
 func (a *Applier) applyAdmission(ctx context.Context, p *admissionv1.MutatingAdmissionPolicy, b *admissionv1.MutatingAdmissionPolicyBinding) error {
-	policies, bindings := a.opts.Admission.MutatingAdmissionPolicies(), a.opts.Admission.MutatingAdmissionPolicyBindings()
-	existing, err := policies.Get(ctx, policy.AdmissionName, metav1.GetOptions{})
+	adm := a.opts.Admission
+	existing, err := adm.GetPolicy(ctx, policy.AdmissionName)
 	switch {
 	case apierrors.IsNotFound(err):
 		existing = nil
@@ -296,36 +292,18 @@ func (a *Applier) applyAdmission(ctx context.Context, p *admissionv1.MutatingAdm
 		if existing == nil {
 			return nil
 		}
-		if a.opts.DryRun {
-			klog.FromContext(ctx).Info("Dry run: would delete the admission objects", "name", policy.AdmissionName)
-			return nil
-		}
-		if err := bindings.Delete(ctx, policy.AdmissionName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		if err := adm.DeleteBinding(ctx, policy.AdmissionName); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting MutatingAdmissionPolicyBinding %s: %w", policy.AdmissionName, err)
 		}
-		err := policies.Delete(ctx, policy.AdmissionName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &existing.UID}})
-		if err != nil && !apierrors.IsNotFound(err) {
+		if err := adm.DeletePolicy(ctx, policy.AdmissionName, existing.UID); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting MutatingAdmissionPolicy %s: %w", policy.AdmissionName, err)
 		}
 		return nil
 	}
-	if a.opts.DryRun {
-		klog.FromContext(ctx).Info("Dry run: would apply the admission objects", "name", policy.AdmissionName)
-		return nil
-	}
-	force := true
-	opts := metav1.PatchOptions{FieldManager: fieldManager, Force: &force}
-	data, err := json.Marshal(p)
-	if err != nil {
-		return err
-	}
-	if _, err := policies.Patch(ctx, p.Name, types.ApplyPatchType, data, opts); err != nil {
+	if err := adm.ApplyPolicy(ctx, p); err != nil {
 		return fmt.Errorf("applying MutatingAdmissionPolicy %s: %w", p.Name, err)
 	}
-	if data, err = json.Marshal(b); err != nil {
-		return err
-	}
-	if _, err := bindings.Patch(ctx, b.Name, types.ApplyPatchType, data, opts); err != nil {
+	if err := adm.ApplyBinding(ctx, b); err != nil {
 		return fmt.Errorf("applying MutatingAdmissionPolicyBinding %s: %w", b.Name, err)
 	}
 	return nil

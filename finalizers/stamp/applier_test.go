@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/internal/client"
 	"github.com/cascade-gc/cascade/policy"
 )
 
@@ -55,7 +56,7 @@ func compile(t *testing.T, doc string) *policy.Compiled {
 func TestSyncAdmission(t *testing.T) {
 	ctx := context.Background()
 	kube := fake.NewClientset()
-	a := New(Options{Admission: kube.AdmissionregistrationV1(), Policy: policy.Builtin})
+	a := New(Options{Admission: client.NewEdge(nil, kube).Admission, Policy: policy.Builtin})
 	maps, bindings := kube.AdmissionregistrationV1().MutatingAdmissionPolicies(), kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings()
 	apply := func(c *policy.Compiled) error {
 		p, b := c.Admission()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,13 +43,13 @@ type Options struct {
 	Client kubernetes.Interface
 	// Namespace and Name are the policy ConfigMap's.
 	Namespace, Name string
-	// Recorder, when set, receives the Events on the ConfigMap.
+	// Recorder, when set, receives the Events on the ConfigMap (cascade's is
+	// internal/client.HeldRecorder: a standby's Events wait until it leads).
 	Recorder record.EventRecorder
-	// Elected, when set, holds Events back until it is closed: only the leader reports, so
-	// replicas do not repeat each other. Nil: report at once.
-	Elected <-chan struct{}
-	// Metrics, when set, count loads.
+	// Metrics count loads; nil: a set registered nowhere.
 	Metrics *Metrics
+	// Timeout bounds Run's wait for the first read of the ConfigMap; 30 s when zero.
+	Timeout time.Duration
 	// Served, when set, says what the cluster serves, for the warnings of a loaded policy (a
 	// rule for a resource not served yet).
 	Served func(ctx context.Context) (policy.Served, error)
@@ -64,25 +65,25 @@ type Watcher struct {
 	listErr atomic.Pointer[error] // the last list or watch failure, for Start's error
 
 	mu          sync.Mutex
-	generation  int        // guarded by mu: policies put in force since start
-	handled     *string    // guarded by mu: the document of the last version handled (nil: none or absent)
-	loaded      bool       // guarded by mu: the policy in force is the ConfigMap's (not the built-in one)
-	loadedRV    string     // guarded by mu: the resourceVersion it was loaded from
-	present     bool       // guarded by mu: the ConfigMap exists
-	missingSaid bool       // guarded by mu: its absence was reported
-	held        *heldEvent // guarded by mu: the last Event held back until elected
-}
+	generation  int     // guarded by mu: policies put in force since start
+	handled     *string // guarded by mu: the document of the last version handled (nil: none or absent)
+	loaded      bool    // guarded by mu: the policy in force is the ConfigMap's (not the built-in one)
+	loadedRV    string  // guarded by mu: the resourceVersion it was loaded from
+	present     bool    // guarded by mu: the ConfigMap exists
+	missingSaid bool    // guarded by mu: its absence was reported
 
-// heldEvent is an Event a standby did not send: the leader it becomes sends the last one, so
-// a policy rejected before the election is still reported.
-type heldEvent struct {
-	cm               *corev1.ConfigMap
-	typ, reason, msg string
+	firstRead chan struct{} // closed once Run's first read is handled
 }
 
 // New returns a Watcher whose policy is the built-in one until Start.
 func New(opts Options) *Watcher {
-	w := &Watcher{opts: opts}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(prometheus.NewRegistry())
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	w := &Watcher{opts: opts, firstRead: make(chan struct{})}
 	w.current.Store(policy.Builtin())
 	return w
 }
@@ -103,6 +104,20 @@ func (w *Watcher) Authoritative() bool {
 
 // Name is the ConfigMap's NAMESPACE/NAME.
 func (w *Watcher) Name() string { return w.opts.Namespace + "/" + w.opts.Name }
+
+// Run watches the ConfigMap until ctx ends, when it returns nil. It returns an error when the
+// first read does not succeed within Options.Timeout (see Start); Loaded is closed once it did.
+func (w *Watcher) Run(ctx context.Context) error {
+	if err := w.Start(ctx, w.opts.Timeout); err != nil {
+		return err
+	}
+	close(w.firstRead)
+	<-ctx.Done()
+	return nil
+}
+
+// Loaded is closed once Run has read the ConfigMap (or found it absent) for the first time.
+func (w *Watcher) Loaded() <-chan struct{} { return w.firstRead }
 
 // Start watches the ConfigMap until ctx ends and waits, at most timeout, for its first list to
 // be handled: the policy in force is then the ConfigMap's, or the built-in one when it does not
@@ -131,9 +146,6 @@ func (w *Watcher) Start(ctx context.Context, timeout time.Duration) error {
 		return err
 	}
 	factory.Start(ctx.Done())
-	if w.opts.Elected != nil {
-		go w.sendHeldWhenElected(ctx)
-	}
 	go func() { <-ctx.Done(); factory.Shutdown() }()
 	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		return reg.HasSynced(), nil
@@ -200,10 +212,8 @@ func (w *Watcher) load(ctx context.Context, cm *corev1.ConfigMap) {
 	w.generation++
 	w.loaded, w.loadedRV = true, cm.ResourceVersion
 	w.current.Store(c)
-	if m := w.opts.Metrics; m != nil {
-		m.Generation.Set(float64(w.generation))
-		m.LastLoadSuccess.Set(1)
-	}
+	w.opts.Metrics.Generation.Set(float64(w.generation))
+	w.opts.Metrics.LastLoadSuccess.Set(1)
 	msg := fmt.Sprintf("generation %d in force: %d rules, %d ignored resources", w.generation, c.Rules(), len(c.Ignored()))
 	logger.Info("Policy loaded", "generation", w.generation, "rules", c.Rules(), "ignoredResources", len(c.Ignored()))
 	if notes := w.notes(ctx, p); len(notes) > 0 {
@@ -231,10 +241,8 @@ func (w *Watcher) notes(ctx context.Context, p *policy.Policy) []string {
 
 // reject keeps the policy in force and says why, once per version of the document.
 func (w *Watcher) reject(logger klog.Logger, cm *corev1.ConfigMap, errs field.ErrorList) {
-	if m := w.opts.Metrics; m != nil {
-		m.LoadErrors.Inc()
-		m.LastLoadSuccess.Set(0)
-	}
+	w.opts.Metrics.LoadErrors.Inc()
+	w.opts.Metrics.LastLoadSuccess.Set(0)
 	kept := "the built-in policy"
 	if w.loaded {
 		kept = fmt.Sprintf("generation %d (resourceVersion %s)", w.generation, w.loadedRV)
@@ -263,15 +271,13 @@ func (w *Watcher) missing(ctx context.Context, how string) {
 		w.loaded, w.loadedRV = false, ""
 		w.current.Store(policy.Builtin())
 	}
-	if m := w.opts.Metrics; m != nil {
-		m.Generation.Set(float64(w.generation))
-		m.LastLoadSuccess.Set(1)
-	}
+	w.opts.Metrics.Generation.Set(float64(w.generation))
+	w.opts.Metrics.LastLoadSuccess.Set(1)
 	klog.FromContext(ctx).Info("Policy ConfigMap "+how+"; the built-in policy is in force until it exists",
 		"configmap", w.Name(), "generation", w.generation)
 }
 
-// event reports on the ConfigMap, or holds the report back until elected. Call it with mu held.
+// event reports on the ConfigMap. Call it with mu held.
 func (w *Watcher) event(cm *corev1.ConfigMap, typ, reason, msg string) {
 	if w.opts.Recorder == nil {
 		return
@@ -279,32 +285,7 @@ func (w *Watcher) event(cm *corev1.ConfigMap, typ, reason, msg string) {
 	if len(msg) > maxEventMessage {
 		msg = msg[:maxEventMessage-3] + "..."
 	}
-	if w.opts.Elected != nil {
-		select {
-		case <-w.opts.Elected:
-		default:
-			w.held = &heldEvent{cm: cm, typ: typ, reason: reason, msg: msg}
-			return
-		}
-	}
 	w.opts.Recorder.Event(cm, typ, reason, msg)
-}
-
-// sendHeldWhenElected sends the Event held back as a standby once this replica leads. event
-// checks Elected under mu, so an Event is either held before this takes mu, or sent directly.
-func (w *Watcher) sendHeldWhenElected(ctx context.Context) {
-	select {
-	case <-ctx.Done():
-		return
-	case <-w.opts.Elected:
-	}
-	w.mu.Lock()
-	h := w.held
-	w.held = nil
-	w.mu.Unlock()
-	if h != nil {
-		w.opts.Recorder.Event(h.cm, h.typ, h.reason, h.msg)
-	}
 }
 
 // ParseName reads --policy-configmap: NAMESPACE/NAME.

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/leader"
 	"github.com/cascade-gc/cascade/policy"
 )
 
@@ -225,22 +227,25 @@ func TestStartFailsWhenUnreadable(t *testing.T) {
 	}
 }
 
-// TestEventsWaitForElection: a standby reports nothing (the metrics still count); once elected,
-// it sends the last report it held back, so a policy rejected before the election is reported.
+// TestEventsWaitForElection: wired to cascade's HeldRecorder, a standby reports nothing (the
+// metrics still count); once elected, it sends what it held back, so a policy rejected before
+// the election is reported.
 func TestEventsWaitForElection(t *testing.T) {
 	rec := record.NewFakeRecorder(5)
 	m := NewMetrics(prometheus.NewRegistry())
-	elected := make(chan struct{})
-	w := New(Options{Client: fake.NewClientset(policyCM(badDoc)), Namespace: "cascade-system", Name: "cascade-policy", Recorder: rec, Metrics: m, Elected: elected})
+	gate := &leader.Gate{}
+	held := client.NewHeldRecorder(rec, gate)
+	w := New(Options{Client: fake.NewClientset(policyCM(badDoc)), Namespace: "cascade-system", Name: "cascade-policy", Recorder: held, Metrics: m})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go func() { _ = held.Run(ctx) }()
 	if err := w.Start(ctx, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if evs := drainEvents(rec); len(evs) != 0 || testutil.ToFloat64(m.LoadErrors) != 1 {
-		t.Errorf("standby: events %q, load errors %v", evs, testutil.ToFloat64(m.LoadErrors))
+	if evs := drainEvents(rec); len(evs) != 0 || testutil.ToFloat64(m.LoadErrors) != 1 || held.Held() != 1 {
+		t.Errorf("standby: events %q, load errors %v, held %d", evs, testutil.ToFloat64(m.LoadErrors), held.Held())
 	}
-	close(elected)
+	gate.Open()
 	var evs []string
 	eventually(t, "the held event", func() bool { evs = append(evs, drainEvents(rec)...); return len(evs) > 0 })
 	if len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning PolicyRejected") {

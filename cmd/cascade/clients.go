@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// userAgent identifies cascade's requests in the API server's logs and metrics.
+const userAgent = "cascade"
+
+// clients are the API clients cascade builds from one rest.Config.
+type clients struct {
+	host     string
+	disco    *discovery.DiscoveryClient
+	metadata metadata.Interface
+	dynamic  dynamic.Interface
+	kube     kubernetes.Interface
+}
+
+func newClients(cfg *rest.Config) (*clients, error) {
+	c := &clients{host: cfg.Host}
+	var err error
+	if c.disco, err = discovery.NewDiscoveryClientForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("build discovery client: %w", err)
+	}
+	if c.metadata, err = metadata.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("build metadata client: %w", err)
+	}
+	if c.dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("build dynamic client: %w", err)
+	}
+	if c.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("build client: %w", err)
+	}
+	return c, nil
+}
+
+// restConfig loads --kubeconfig, or the in-cluster config when none is given.
+func restConfig(opts *Options) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if opts.Kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", opts.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("cannot load --kubeconfig=%s: %v", opts.Kubeconfig, err)
+		}
+	} else {
+		cfg, err = rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig given and no in-cluster config (%v): pass --kubeconfig=PATH", err)
+		}
+	}
+	cfg.UserAgent = userAgent
+	if opts.QPS == 0 {
+		cfg.QPS = -1 // client-go: negative disables the client-side rate limiter
+	} else {
+		cfg.QPS = opts.QPS
+		cfg.Burst = opts.Burst
+	}
+	return cfg, nil
+}
+
+// waitForServer retries the server's /version until it answers or timeout passes.
+func waitForServer(ctx context.Context, disco discovery.ServerVersionInterface, host string, timeout time.Duration) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(context.Context) (bool, error) {
+		_, last = disco.ServerVersion()
+		return last == nil, nil
+	})
+	if err != nil {
+		if last == nil {
+			last = err
+		}
+		return fmt.Errorf("cannot reach the API server at %s within --startup-timeout=%s: %v; check --kubeconfig and that the server is running", host, timeout, last)
+	}
+	return nil
+}
