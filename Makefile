@@ -237,9 +237,14 @@ dashboard-snapshot: build tools prometheus ## @HELP run a small cascade under Pr
 	  $(GO) test -tags e2e -count=1 -v -run '^TestMonitoringOnPrometheus$$' -timeout 20m ./e2e/
 	cd e2e/benchreport && $(GO) run . dashboard -in $(CURDIR)/docs/dashboard-snapshot.json -out $(CURDIR)/docs
 
+.PHONY: generate
+generate: ## @HELP regenerate docs/metrics.md (from the registry) and docs/flags.md (from the flag set)
+	$(GO) test ./cmd/cascade -run '^(TestMetricsDoc|TestFlagsDoc)$$' -count=1 -update
+
 .PHONY: verify
-verify: ## @HELP gofmt, go vet, go mod tidy diff (every module), then lint; .ci/run runs it before the tests
+verify: ## @HELP gofmt, go vet, go mod tidy diff (every module), generated docs up to date, then lint; .ci/run runs it before the tests
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	@$(GO) test ./cmd/cascade -run '^(TestMetricsDoc|TestFlagsDoc)$$' -count=1 >/dev/null || { echo "docs/metrics.md or docs/flags.md is stale: run make generate"; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/...
 	cd e2e/benchreport && $(GO) vet ./... && $(GO) mod tidy -diff

@@ -18,7 +18,7 @@ import (
 	"github.com/cascade-gc/cascade/internal/client"
 )
 
-var update = flag.Bool("update", false, "rewrite docs/metrics.md from the registry")
+var update = flag.Bool("update", false, "rewrite docs/metrics.md and docs/flags.md (make generate)")
 
 // recorder is a Registerer that keeps what is registered, to describe it.
 type recorder struct{ cs []prometheus.Collector }
@@ -114,8 +114,8 @@ func TestMetricsLint(t *testing.T) {
 // TestMetricsDoc: docs/metrics.md is what the registry says (run with -update to rewrite it).
 func TestMetricsDoc(t *testing.T) {
 	var b strings.Builder
-	b.WriteString("# cascade's metrics\n\nGenerated from the registry by `go test ./cmd/cascade -run TestMetricsDoc -update`;\n" +
-		"do not edit (the test fails when this file is stale). Served on `--metrics-bind-address` at `/metrics`,\n" +
+	b.WriteString("# cascade's metrics\n\nGenerated from the registry by `make generate`; do not edit\n" +
+		"(`make verify` fails when this file is stale). Served on `--metrics-bind-address` at `/metrics`,\n" +
 		"next to Go's and the process's collectors.\n\n| metric | type | labels | meaning |\n|---|---|---|---|\n")
 	for _, m := range cascadeMetrics(t) {
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", m.name, m.typ, strings.Join(m.labels, ", "), strings.ReplaceAll(m.help, "|", `\|`))
@@ -129,6 +129,6 @@ func TestMetricsDoc(t *testing.T) {
 	}
 	got, err := os.ReadFile(path)
 	if err != nil || string(got) != b.String() {
-		t.Errorf("docs/metrics.md is stale (%v): run go test ./cmd/cascade -run TestMetricsDoc -update", err)
+		t.Errorf("docs/metrics.md is stale (%v): run make generate", err)
 	}
 }
