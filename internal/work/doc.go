@@ -1,4 +1,4 @@
-// Package work is the worker kit packages gc and finalizers share: a named, rate-limited work
+// Package work is the worker kit packages gc, finalizers and finalizers/stamp share: a named, rate-limited work
 // queue of value-typed keys served by a fixed number of workers, the outcomes a worker reports
 // for an item, and how failures are reported.
 //
