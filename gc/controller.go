@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,8 +42,9 @@ type Deps struct {
 	Mapper meta.ResettableRESTMapper
 	// Recorder emits OwnerRefInvalidNamespace events.
 	Recorder record.EventRecorder
-	Metrics  *Metrics
-	// WorkMetrics, when set, count the workers' failed attempts.
+	// Metrics are updated; nil: a set registered nowhere.
+	Metrics *Metrics
+	// WorkMetrics count the workers' failed attempts; nil: a set registered nowhere.
 	WorkMetrics *work.Metrics
 	// Ignored resources are never watched nor collected.
 	Ignored map[schema.GroupResource]struct{}
@@ -182,6 +184,9 @@ func New(deps Deps) *Controller {
 	if deps.Leader == nil {
 		deps.Leader = leader.Open()
 	}
+	if deps.Metrics == nil {
+		deps.Metrics = NewMetrics(prometheus.NewRegistry())
+	}
 	c := &Controller{
 		deps:        deps,
 		g:           graph.New(),
@@ -196,10 +201,8 @@ func New(deps Deps) *Controller {
 	if deps.Dynamic != nil && deps.Metadata != nil {
 		c.api = newAPIWatch(deps.Dynamic, deps.Metadata)
 	}
-	if deps.Metrics != nil {
-		deps.Metrics.registerGraph(c)
-		c.latency = newLatencyTracker(deps.Metrics.CollectionDuration, time.Now)
-	}
+	c.deps.Metrics.registerGraph(c)
+	c.latency = newLatencyTracker(c.deps.Metrics.CollectionDuration, time.Now)
 	return c
 }
 

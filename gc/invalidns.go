@@ -17,9 +17,7 @@ const EventReasonInvalidNamespace = "OwnerRefInvalidNamespace"
 // ownerRef [apiVersion/Kind, namespace: ns, name: n, uid: u] does not exist in namespace "ns".
 // (A standby's Events wait in the HeldRecorder cascade passes as Recorder.)
 func (c *Controller) reportInvalidNamespace(inv graph.InvalidRef) {
-	if c.deps.Metrics != nil {
-		c.deps.Metrics.InvalidNamespaceRefs.Inc()
-	}
+	c.deps.Metrics.InvalidNamespaceRefs.Inc()
 	if c.deps.Recorder == nil {
 		return
 	}

@@ -40,9 +40,7 @@ func (c *Controller) watchInitialSync(ctx context.Context) {
 			// The initial lists were decoded in full and are garbage now; the graph keeps a
 			// fraction of them. Hand the peak back to the OS once instead of holding it.
 			debug.FreeOSMemory()
-			if c.deps.Metrics != nil {
-				c.deps.Metrics.GraphSyncSeconds.Set(time.Since(start).Seconds())
-			}
+			c.deps.Metrics.GraphSyncSeconds.Set(time.Since(start).Seconds())
 			return
 		}
 		select {

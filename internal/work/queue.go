@@ -44,7 +44,7 @@ func (o Outcome) String() string {
 // SyncWait is how long an item waits before checking again whether what it needs has synced.
 const SyncWait = time.Second
 
-// Metrics are the worker kit's own metrics. A nil *Metrics records nothing.
+// Metrics are the worker kit's own metrics.
 type Metrics struct {
 	// Errors counts failed attempts on items (API errors), by queue.
 	Errors *prometheus.CounterVec
@@ -86,7 +86,7 @@ type Options[T comparable] struct {
 	RateLimiter workqueue.TypedRateLimiter[T]
 	// Clock is injected for tests.
 	Clock clock.WithTicker
-	// Metrics, when set, count failures.
+	// Metrics count failures; nil: a set registered nowhere.
 	Metrics *Metrics
 }
 
@@ -112,6 +112,9 @@ func NewQueue[T comparable](name string, opts Options[T]) *Queue[T] {
 	cfg := workqueue.TypedRateLimitingQueueConfig[T]{Name: name}
 	if opts.Clock != nil {
 		cfg.Clock = opts.Clock
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
 	return &Queue[T]{
 		name:    name,
@@ -190,9 +193,7 @@ func (q *Queue[T]) report(ctx context.Context, item T, out Outcome, err error) {
 	q.mu.Unlock()
 	switch {
 	case err != nil:
-		if q.metrics != nil {
-			q.metrics.Errors.WithLabelValues(q.name).Inc()
-		}
+		q.metrics.Errors.WithLabelValues(q.name).Inc()
 		if !wasFailing {
 			logger.Error(err, "Work item failed; retrying with backoff (further failures of this item log at V(4))", "queue", q.name, "item", item)
 		} else {
