@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -42,15 +41,5 @@ func TestFlagsDoc(t *testing.T) {
 	}
 	section("Collector", func(f *pflag.Flag) bool { return own.Lookup(f.Name) != nil })
 	section("Logging (klog)", func(f *pflag.Flag) bool { return own.Lookup(f.Name) == nil })
-	const path = "../../docs/flags.md"
-	if *update {
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	got, err := os.ReadFile(path)
-	if err != nil || string(got) != b.String() {
-		t.Errorf("docs/flags.md is stale (%v): run make generate", err)
-	}
+	generated(t, "docs/flags.md", b.String())
 }

@@ -120,15 +120,22 @@ func TestMetricsDoc(t *testing.T) {
 	for _, m := range cascadeMetrics(t) {
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", m.name, m.typ, strings.Join(m.labels, ", "), strings.ReplaceAll(m.help, "|", `\|`))
 	}
-	const path = "../../docs/metrics.md"
+	generated(t, "docs/metrics.md", b.String())
+}
+
+// generated writes doc (a path from the repository's root) with -update (make generate), and
+// otherwise fails when the file differs from it.
+func generated(t *testing.T, doc, content string) {
+	t.Helper()
+	path := "../../" + doc
 	if *update {
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
 	got, err := os.ReadFile(path)
-	if err != nil || string(got) != b.String() {
-		t.Errorf("docs/metrics.md is stale (%v): run make generate", err)
+	if err != nil || string(got) != content {
+		t.Errorf("%s is stale (%v): run make generate", doc, err)
 	}
 }
