@@ -50,13 +50,19 @@ func ownerList(owners []types.UID) string {
 	return strings.Join(slices.Compact(s), ",")
 }
 
-// collectNever keeps a dependent the built-in rules would delete: the references to its gone
-// (or waiting) owners are removed instead, so a foreground owner is not left waiting.
+// collectNever keeps a dependent whose owners are all gone (or waiting), which the built-in
+// rules would delete: the references to them are removed instead, so a foreground owner is
+// not left waiting. References naming a kind without REST mapping stay (keepUnmappedOwners
+// keeps the dependent when nothing else is left to remove).
 func collectNever(in Input) (Decision, bool) {
-	if in.Collect.Mode != CollectNever || !in.collectable() {
+	if in.Collect.Mode != CollectNever || !in.ownersGone() {
 		return Decision{}, false
 	}
-	return Decision{Action: RemoveRefs, Reason: ReasonCollectNever, Owners: in.removable()}, true
+	uids, unmapped := in.resolvable(in.removable())
+	if len(uids) == 0 {
+		return Decision{}, false
+	}
+	return Decision{Action: RemoveRefs, Reason: ReasonCollectNever, Owners: uids, Unmapped: unmapped}, true
 }
 
 // collectAfter keeps a dependent the built-in rules would delete until Collect.After has

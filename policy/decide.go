@@ -63,6 +63,13 @@ func (s OwnerState) verified() bool {
 type Owner struct {
 	UID   types.UID
 	State OwnerState
+	// Unmapped is true when the reference's apiVersion and kind name no kind the caller can
+	// resolve (no REST mapping, or they do not parse) and the kind is not known to be gone. The
+	// in-tree collector cannot resolve such a reference and keeps the dependent; so does
+	// cascade, whatever State says: the reference is never removed and never a reason to delete
+	// (unmapped.go). It only matters on a Dangling or Waiting reference of a dependent that is
+	// not being deleted; the caller may leave it unset on the others.
+	Unmapped bool
 }
 
 // Input is everything the attempt-to-delete decision looks at. It is a plain
@@ -106,7 +113,8 @@ type Action int
 const (
 	// Keep: nothing to do; forget the item until the next event.
 	Keep Action = iota
-	// Wait: the decision cannot be made yet; retry later with backoff.
+	// Wait: the decision cannot be made yet: an owner is being verified, and its answer brings
+	// the dependent back. Nothing to do until then.
 	Wait
 	// RemoveRefs: patch the owner references listed in Decision.Owners out of
 	// the dependent.
@@ -119,6 +127,10 @@ const (
 	// if it is not recorded there, record Input.Now (OrphanedAtAnnotation) and decide again
 	// after Decision.After.
 	RecordOrphanedAt
+	// Retry: keep the dependent and decide again later, with backoff: the decision depends on
+	// a change nothing the caller watches announces (an owner reference's kind gaining a REST
+	// mapping when its CRD is created again).
+	Retry
 )
 
 func (a Action) String() string {
@@ -135,6 +147,8 @@ func (a Action) String() string {
 		return "Requeue"
 	case RecordOrphanedAt:
 		return "RecordOrphanedAt"
+	case Retry:
+		return "Retry"
 	default:
 		return fmt.Sprintf("Action(%d)", int(a))
 	}
@@ -174,6 +188,10 @@ const (
 	// ReasonCollectAfter: every owner is gone and the policy says collect: After for the
 	// dependent, whose delay has not passed yet.
 	ReasonCollectAfter Reason = "CollectAfter"
+	// ReasonUnmappedOwner: references to owners that are gone or waiting name a kind without
+	// REST mapping (Owner.Unmapped, listed in Decision.Unmapped): they are never removed and
+	// never a reason to delete, so the dependent is kept and retried (the kind may come back).
+	ReasonUnmappedOwner Reason = "UnmappedOwner"
 	// ReasonUndecided: no rule matched. The default chain is total, so this
 	// only appears with a custom Chain.
 	ReasonUndecided Reason = "Undecided"
@@ -199,19 +217,29 @@ type Decision struct {
 	UnblockOwnerRefs bool
 	// After is when to decide again (Requeue and RecordOrphanedAt only).
 	After time.Duration
+	// Unmapped lists the owner UIDs kept because their references name a kind without REST
+	// mapping (Owner.Unmapped), each once, in the order of Input.Owners: with Retry, why the
+	// dependent is kept; with RemoveRefs, the references to gone owners left in place.
+	Unmapped []types.UID
 }
 
 func (d Decision) String() string {
 	switch d.Action {
 	case RemoveRefs:
+		s := fmt.Sprintf("%s(%s) owners=%v", d.Action, d.Reason, d.Owners)
 		if d.DecideAgain {
-			return fmt.Sprintf("%s(%s) owners=%v decideAgain", d.Action, d.Reason, d.Owners)
+			s += " decideAgain"
 		}
-		return fmt.Sprintf("%s(%s) owners=%v", d.Action, d.Reason, d.Owners)
+		if len(d.Unmapped) > 0 {
+			s += fmt.Sprintf(" unmapped=%v", d.Unmapped)
+		}
+		return s
 	case Delete:
 		return fmt.Sprintf("%s(%s) propagation=%s unblock=%t", d.Action, d.Reason, d.Propagation, d.UnblockOwnerRefs)
 	case Requeue, RecordOrphanedAt:
 		return fmt.Sprintf("%s(%s) after=%s", d.Action, d.Reason, d.After)
+	case Retry:
+		return fmt.Sprintf("%s(%s) unmapped=%v", d.Action, d.Reason, d.Unmapped)
 	default:
 		return fmt.Sprintf("%s(%s)", d.Action, d.Reason)
 	}
@@ -238,16 +266,18 @@ func (c Chain) Evaluate(in Input) Decision {
 }
 
 // AttemptToDelete is the in-tree attemptToDeleteItem decision (reference
-// §1.7 and §2.5) plus cascade's rule for owners it could not verify and the
+// §1.7 and §2.5) plus cascade's rule for owners it could not verify, the
+// in-tree keeping of references it cannot resolve (no REST mapping), and the
 // policy's collect rules, which apply only where a delete would follow.
 var AttemptToDelete = Chain{
 	removeOrphanedRefs,     // an owner deleted with the orphan policy: remove the refs to it, never delete for it
 	keepBeingDeleted,       // a deletionTimestamp is a one-way trip; foreground owners belong to finalizers/
 	keepWithoutOwners,      // no owner references: not ours to collect
 	keepWithSolidOwner,     // a solid owner and nothing removable: in-tree "at least one existing owner"
-	removeStaleRefs,        // a solid owner plus verified dangling/waiting refs: patch those refs out
-	waitForUnknownOwner,    // no solid owner and one we cannot verify: never delete, retry later
-	collectNever,           // policy collect: Never: remove the refs to the gone owners instead of deleting
+	removeStaleRefs,        // a solid owner plus verified dangling/waiting refs: patch those refs out (not the unmapped)
+	waitForUnknownOwner,    // no solid owner and one we cannot verify: never delete, wait for the verification
+	collectNever,           // policy collect: Never: remove the refs to the gone owners instead of deleting (not the unmapped)
+	keepUnmappedOwners,     // what is left to remove, or to delete for, names a kind without REST mapping: keep, retry
 	collectAfter,           // policy collect: After d: keep until d after the owners were found gone
 	deleteInForeground,     // an owner waits for dependents and the item has dependents: cascade foreground
 	deleteWithOwnFinalizer, // every owner gone or waiting: policy from the item's own finalizers
@@ -298,11 +328,11 @@ func removeStaleRefs(in Input) (Decision, bool) {
 	if in.BeingDeleted || !in.has(Solid) {
 		return Decision{}, false
 	}
-	uids := in.removable()
+	uids, unmapped := in.resolvable(in.removable())
 	if len(uids) == 0 {
 		return Decision{}, false
 	}
-	return Decision{Action: RemoveRefs, Reason: ReasonStaleOwnerRefs, Owners: uids}, true
+	return Decision{Action: RemoveRefs, Reason: ReasonStaleOwnerRefs, Owners: uids, Unmapped: unmapped}, true
 }
 
 func waitForUnknownOwner(in Input) (Decision, bool) {
@@ -331,10 +361,15 @@ func deleteWithOwnFinalizer(in Input) (Decision, bool) {
 	return Decision{Action: Delete, Reason: ReasonOwnersGone, Propagation: in.ownPropagation()}, true
 }
 
-// collectable reports whether the dependent may be deleted at all: it is not
-// already being deleted, it has owners, and every owner is verified dangling or
-// waiting for its dependents.
+// collectable reports whether the dependent may be deleted at all: every owner
+// is gone (ownersGone) and no reference names a kind without REST mapping.
 func (in Input) collectable() bool {
+	return in.ownersGone() && !in.hasUnmapped()
+}
+
+// ownersGone reports whether the dependent is not already being deleted, it has
+// owners, and every owner is verified dangling or waiting for its dependents.
+func (in Input) ownersGone() bool {
 	if in.BeingDeleted || len(in.Owners) == 0 {
 		return false
 	}

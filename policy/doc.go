@@ -2,7 +2,7 @@
 // (types.go; Decode reads it strictly, Validate collects every error with its field path,
 // Warnings what depends on the cluster, Compile indexes it for decisions) and the pure decision
 // functions that say what to do with a dependent whose owners have been classified (decide.go,
-// and collect.go for the policy's collect rules).
+// collect.go for the policy's collect rules, unmapped.go for references cascade cannot resolve).
 //
 // Invariants:
 //   - Nothing here performs I/O, reads a clock or starts a goroutine. Every
@@ -16,6 +16,11 @@
 //     value of OwnerState) never leads to a Delete. A dependent is deleted only
 //     when every one of its owners has been verified to be gone or to be
 //     waiting for its dependents.
+//   - A reference whose kind the caller cannot resolve (Owner.Unmapped: no
+//     REST mapping) is never removed and never a reason to delete, as in-tree:
+//     the dependent is kept and retried (unmapped.go). The caller resolves the
+//     kinds; the rule is part of AttemptToDelete like every other, so whoever
+//     decides (the workers, explain) decides the same.
 //   - An owner deleted with the orphan policy (Orphaned, recorded by the
 //     graph) is never a reason to delete: the first rule of AttemptToDelete
 //     removes the references to it, whatever the other owners are.
