@@ -8,11 +8,9 @@ import (
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cascade-gc/cascade/graph"
-	"github.com/cascade-gc/cascade/policy"
 )
 
 // Explanation is what cascade knows about one object and what it would do about it now: the
@@ -32,7 +30,8 @@ type Explanation struct {
 	Deleting   bool             `json:"deleting,omitempty"`
 	Finalizers []string         `json:"finalizers,omitempty"`
 	Owners     []ExplainedOwner `json:"owners,omitempty"`
-	// Decision is what the collector would decide now (observed objects with owners).
+	// Decision is what the collector would decide now (observed objects with owners, of a
+	// watched resource).
 	Decision *ExplainedDecision `json:"decision,omitempty"`
 	// Dependents are the objects that reference this one; BlockingDependents how many of them
 	// block its foreground deletion.
@@ -63,12 +62,17 @@ type ExplainedOwner struct {
 	Finalizers []string `json:"finalizers,omitempty"`
 }
 
-// ExplainedDecision is policy.Decide's answer on the current view.
+// ExplainedDecision is the decision the workers take on the current view (policy.Decide's).
 type ExplainedDecision struct {
 	Action      string      `json:"action"`
 	Reason      string      `json:"reason"`
 	Owners      []types.UID `json:"owners,omitempty"`
 	Propagation string      `json:"propagation,omitempty"`
+	// Unmapped are the owners whose references are kept because their kind has no REST mapping.
+	Unmapped []types.UID `json:"unmapped,omitempty"`
+	// Error says why no decision can be taken now (Action and Reason are empty): the workers
+	// retry it.
+	Error string `json:"error,omitempty"`
 }
 
 // ExplainedDependent is one object that references the explained one.
@@ -166,24 +170,25 @@ func (c *Controller) Explain(ctx context.Context, uid types.UID) (Explanation, b
 			eo.Namespace = on.Namespace
 			eo.Finalizers = finalizerNames(on.Finalizers)
 		}
-		if gv, err := schema.ParseGroupVersion(o.APIVersion); err != nil {
-			eo.UnknownKind = true
-		} else if _, err := c.restMapping(gv.WithKind(o.Kind).GroupKind(), gv.Version); err != nil && c.kindGone(ctx, gv.WithKind(o.Kind).GroupKind(), n.Namespace) {
+		switch c.ownerKind(ctx, o.APIVersion, o.Kind, n.Namespace) { // as the decision resolves it (decide.go)
+		case kindGone:
 			eo.UnknownKind = true
 			eo.Meaning += " (no REST mapping: its CRD was seen deleted and nothing serves the kind now: taken as absent)"
-		} else if err != nil {
+		case kindUnmapped:
 			eo.UnknownKind = true
 			eo.Meaning += " (no REST mapping for this apiVersion/kind: never collected on it)"
 		}
 		e.Owners = append(e.Owners, eo)
 	}
-	if !n.Virtual && !n.Absent && len(owners) > 0 {
-		in := c.decisionInput(n, owners)
-		if res, ok := c.monitors.resourceFor(n.APIVersion, n.Kind); ok {
-			_ = c.collectInput(ctx, res, n, &in) // the policy's collect rule; without it, the built-in decision
+	// The workers' decision (decide.go): they decide on observed objects with owners, of a
+	// watched resource.
+	if res, ok := c.monitors.resourceFor(n.APIVersion, n.Kind); ok && !n.Virtual && !n.Absent && len(owners) > 0 {
+		if _, d, err := c.decide(ctx, res, n, owners); err != nil {
+			e.Decision = &ExplainedDecision{Error: err.Error()}
+		} else {
+			e.Decision = &ExplainedDecision{Action: d.Action.String(), Reason: string(d.Reason), Owners: d.Owners,
+				Propagation: string(d.Propagation), Unmapped: d.Unmapped}
 		}
-		d := policy.Decide(in)
-		e.Decision = &ExplainedDecision{Action: d.Action.String(), Reason: string(d.Reason), Owners: d.Owners, Propagation: string(d.Propagation)}
 	}
 	reads := 0
 	for i, d := range deps {

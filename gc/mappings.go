@@ -8,8 +8,9 @@ import (
 )
 
 // mappingCache remembers the REST mappings the mapper found, by kind and version, until the
-// mapper is reset. Every dependent's decision resolves the kind of each of its owner references
-// (workers.go, unmappedOwners): through client-go's DeferredDiscoveryRESTMapper that is a lock, a
+// mapper is reset. A dependent's decision resolves the kind of each of its references to gone
+// or waiting owners (decide.go, ownerKind), so every collected dependent's owner kinds are
+// looked up: through client-go's DeferredDiscoveryRESTMapper that is a lock, a
 // walk of every discovered kind and a few allocations, about a tenth of cascade's CPU time while
 // it collected unthrottled (a CPU profile of BenchmarkCompareGC's background scenario).
 //

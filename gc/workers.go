@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -32,11 +31,10 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 	if !ok {
 		return work.Done, nil // no longer watched (CRD removed): never act on what we cannot see
 	}
-	in := c.decisionInput(n, owners)
-	if err := c.collectInput(ctx, res, n, &in); err != nil { // the policy's collect rule (policy.go)
+	in, d, err := c.decide(ctx, res, n, owners) // decide.go
+	if err != nil {
 		return work.Retry, err
 	}
-	d := policy.Decide(in)
 	logger.V(5).Info("Decided", "decision", d.String())
 	target := client.Target{GVR: res.GVR, Namespace: n.Namespace, Name: n.Name, UID: uid}
 	switch d.Action {
@@ -47,16 +45,8 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 		// the dependent dropping that reference), when it has a reference to act on.
 		return work.Done, nil
 	case policy.RemoveRefs:
-		// A reference whose kind has no REST mapping is never judged (as in-tree, where
-		// resolving it fails): it stays, whatever the graph knows of its UID.
-		// (A reference to an owner deleted with orphan goes whatever its claim, as in-tree.)
-		if unmapped := c.unmappedOwners(ctx, n, owners, true); len(unmapped) > 0 {
-			d.Owners = slices.DeleteFunc(slices.Clone(d.Owners), func(u types.UID) bool { return slices.Contains(unmapped, u) })
-			if len(d.Owners) == 0 {
-				return work.Retry, fmt.Errorf("references to owners %v kept: their kind has no REST mapping", unmapped)
-			}
-		}
-		var err error
+		// References whose kind has no REST mapping (d.Unmapped) stay, as in-tree.
+		c.deps.Metrics.RESTMappingErrors.Add(float64(len(d.Unmapped)))
 		if d.Reason == policy.ReasonStaleOwnerRefs {
 			// Kept for its solid owners: valid only while the object still references one.
 			err = client.RemoveStaleOwnerRefs(ctx, c.deps.Client, target, n.ResourceVersion, d.Owners, solidOwners(in))
@@ -85,16 +75,12 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 		}
 		return work.Done, nil
 	case policy.Delete:
-		// Never collected while a reference names a kind without REST mapping: the in-tree
-		// collector cannot resolve such a reference and keeps the object, and so does cascade,
-		// even when the UID it names was observed deleted as another kind (found by the chaos
-		// suite's bad-input test: a reference with apiVersion "not a version!" and the UID of a
-		// deleted ConfigMap made its dependent collected). Retried: the kind may appear (a CRD
-		// created again).
-		if unmapped := c.unmappedOwners(ctx, n, owners, false); len(unmapped) > 0 {
-			return work.Retry, fmt.Errorf("not collected: the references to owners %v name a kind without REST mapping", unmapped)
-		}
 		return c.collect(ctx, logger, target, n, d)
+	case policy.Retry:
+		// References to gone owners name a kind without REST mapping (policy/unmapped.go):
+		// kept, and retried with backoff, as the kind may appear (a CRD created again).
+		c.deps.Metrics.RESTMappingErrors.Add(float64(len(d.Unmapped)))
+		return work.Retry, fmt.Errorf("not collected: the references to owners %v name a kind without REST mapping", d.Unmapped)
 	case policy.Requeue:
 		c.deleteQueue.AddAfter(uid, d.After)
 		return work.Done, nil
@@ -144,25 +130,6 @@ func solidOwners(in policy.Input) []types.UID {
 		}
 	}
 	return uids
-}
-
-// decisionInput is what policy.Decide looks at for observed node n with owners, from the
-// graph's view (attemptToDelete and Explain decide on the same input).
-func (c *Controller) decisionInput(n graph.NodeView, owners []graph.OwnerView) policy.Input {
-	in := policy.Input{
-		Owners:              make([]policy.Owner, 0, len(owners)),
-		HasDependents:       n.Dependents > 0,
-		OrphanFinalizer:     n.Finalizers.Has(graph.FinalizerOrphan),
-		ForegroundFinalizer: n.Finalizers.Has(graph.FinalizerForeground),
-		BeingDeleted:        n.Deleting,
-	}
-	for _, o := range owners {
-		in.Owners = append(in.Owners, policy.Owner{UID: o.UID, State: ownerState(o.State)})
-	}
-	if n.Dependents > 0 {
-		in.DependentDeletingDependents = c.anyDependentDeletingDependents(n.UID)
-	}
-	return in
 }
 
 // deleteDependent sends the DELETE with the view's UID and resourceVersion. A 409 means the view
@@ -291,32 +258,6 @@ func namesObject(err error, name string) bool {
 	return d != nil && d.Name == name
 }
 
-// unmappedOwners returns the UIDs of n's owner references whose apiVersion does not parse or
-// whose kind has no REST mapping (each counted in cascade_rest_mapping_errors_total), leaving
-// out references to orphaned owners when skipOrphaned is set, and references to a kind whose
-// CRD is gone (kindGone). owners are n's references with their states, in the same order as
-// n.Owners.
-func (c *Controller) unmappedOwners(ctx context.Context, n graph.NodeView, owners []graph.OwnerView, skipOrphaned bool) []types.UID {
-	var out []types.UID
-	for _, o := range owners {
-		if skipOrphaned && o.State == graph.OwnerOrphaned {
-			continue
-		}
-		gv, err := schema.ParseGroupVersion(o.APIVersion)
-		if err == nil && o.Kind != "" {
-			_, err = c.restMapping(gv.WithKind(o.Kind).GroupKind(), gv.Version)
-			if err != nil && c.kindGone(ctx, gv.WithKind(o.Kind).GroupKind(), n.Namespace) {
-				continue
-			}
-		}
-		if err != nil || o.Kind == "" {
-			c.deps.Metrics.RESTMappingErrors.Inc()
-			out = append(out, o.UID)
-		}
-	}
-	return out
-}
-
 func (c *Controller) restMapping(gk schema.GroupKind, version string) (*meta.RESTMapping, error) {
 	if c.deps.Mapper == nil {
 		return nil, errors.New("no REST mapper")
@@ -326,36 +267,6 @@ func (c *Controller) restMapping(gk schema.GroupKind, version string) (*meta.RES
 		return nil, fmt.Errorf("REST mapping of %s/%s: %w", gk, version, err)
 	}
 	return m, nil
-}
-
-// anyDependentDeletingDependents is the in-tree cycle guard's test: is any dependent of uid
-// itself being deleted in the foreground?
-func (c *Controller) anyDependentDeletingDependents(uid types.UID) bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	for _, d := range c.g.Dependents(uid) {
-		if n, ok := c.g.Node(d.UID); ok && n.Deleting && n.Finalizers.Has(graph.FinalizerForeground) {
-			return true
-		}
-	}
-	return false
-}
-
-// ownerState maps the graph's verdict on one reference to the decision's input. Anything the
-// graph cannot vouch for is Unknown, which never leads to a delete.
-func ownerState(s graph.OwnerState) policy.OwnerState {
-	switch {
-	case s.Solid():
-		return policy.Solid
-	case s.Waiting():
-		return policy.Waiting
-	case s.Dangling():
-		return policy.Dangling
-	case s.Orphaned():
-		return policy.Orphaned
-	default: // Unknown, Mismatch (verification pending), Unresolvable (never collectable)
-		return policy.Unknown
-	}
 }
 
 // viewHolds reports whether the live object is still what a decision taken on the graph's view

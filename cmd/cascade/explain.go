@@ -112,13 +112,18 @@ func explainText(e gc.Explanation) string {
 			fmt.Fprintf(&b, "  %s %s/%s (%s)%s: %s%s — %s\n", o.APIVersion, o.Kind, o.Name, o.UID, flags, o.State, fin, o.Meaning)
 		}
 	}
-	if d := e.Decision; d != nil {
+	if d := e.Decision; d != nil && d.Error != "" {
+		fmt.Fprintf(&b, "Decision now: none, retried: %s\n", d.Error)
+	} else if d != nil {
 		fmt.Fprintf(&b, "Decision now: %s (%s)", d.Action, d.Reason)
 		if d.Propagation != "" {
 			fmt.Fprintf(&b, ", propagation %s", d.Propagation)
 		}
 		if len(d.Owners) > 0 {
 			fmt.Fprintf(&b, ", references to %v", d.Owners)
+		}
+		if len(d.Unmapped) > 0 {
+			fmt.Fprintf(&b, ", references to %v kept (no REST mapping)", d.Unmapped)
 		}
 		b.WriteString("\n")
 	}
