@@ -126,8 +126,9 @@ type OrphanRecords interface {
 // starts and stops monitors.
 //
 // The methods live in files named by concern: sync.go (discovery rounds and the initial
-// sync), apply.go (feeding the graph and dispatching its effects), workers.go (deciding on
-// dependents, verifying owners), foreground.go, orphanrecords.go, invalidns.go (the
+// sync), apply.go (feeding the graph and dispatching its effects), decide.go (the decision on
+// a dependent, for the workers and Explain alike), workers.go (carrying decisions out,
+// verifying owners), foreground.go, orphanrecords.go, invalidns.go (the
 // OwnerRefInvalidNamespace Events), view.go (read access).
 type Controller struct {
 	deps Deps

@@ -1,6 +1,8 @@
 package gc
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -66,4 +68,16 @@ func (c *mappingCache) clear() {
 	clear(c.m)
 	c.gen++
 	c.mu.Unlock()
+}
+
+// restMapping is the REST mapping of gk at version (mappingCache's answer, or the mapper's).
+func (c *Controller) restMapping(gk schema.GroupKind, version string) (*meta.RESTMapping, error) {
+	if c.deps.Mapper == nil {
+		return nil, errors.New("no REST mapper")
+	}
+	m, err := c.mappings.get(c.deps.Mapper, gk, version)
+	if err != nil {
+		return nil, fmt.Errorf("REST mapping of %s/%s: %w", gk, version, err)
+	}
+	return m, nil
 }

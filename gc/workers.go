@@ -18,20 +18,16 @@ import (
 	"github.com/cascade-gc/cascade/policy"
 )
 
-// attemptToDelete decides on one dependent from the graph's view and acts on it with one API
-// call in the common path: a DELETE whose preconditions (UID, resourceVersion) are the view's.
+// attemptToDelete decides on one dependent from the graph's view and carries the decision out
+// (decide.go decides, for Explain too). In the common path that is one API call: a DELETE
+// whose preconditions (UID, resourceVersion) are the view's.
 func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.Outcome, error) {
-	logger := klog.FromContext(ctx).WithValues("uid", uid)
-	n, owners, ok := c.view(uid)
-	if !ok || n.Virtual || n.Absent || len(owners) == 0 {
-		return work.Done, nil // gone, not an object we observed, or owned by nobody: nothing to collect
-	}
-	logger = logger.WithValues("object", n.Ref.String())
-	res, ok := c.monitors.resourceFor(n.APIVersion, n.Kind)
+	n, owners, res, ok := c.decidable(uid)
 	if !ok {
-		return work.Done, nil // no longer watched (CRD removed): never act on what we cannot see
+		return work.Done, nil
 	}
-	in, d, err := c.decide(ctx, res, n, owners) // decide.go
+	logger := klog.FromContext(ctx).WithValues("uid", uid, "object", n.Ref.String())
+	in, d, err := c.decide(ctx, res, n, owners)
 	if err != nil {
 		return work.Retry, err
 	}
@@ -45,42 +41,11 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 		// the dependent dropping that reference), when it has a reference to act on.
 		return work.Done, nil
 	case policy.RemoveRefs:
-		// References whose kind has no REST mapping (d.Unmapped) stay, as in-tree.
-		c.deps.Metrics.RESTMappingErrors.Add(float64(len(d.Unmapped)))
-		if d.Reason == policy.ReasonStaleOwnerRefs {
-			// Kept for its solid owners: valid only while the object still references one.
-			err = client.RemoveStaleOwnerRefs(ctx, c.deps.Client, target, n.ResourceVersion, d.Owners, solidOwners(in))
-		} else {
-			// An orphaned owner's references go whatever else the object references; with
-			// collect: Never, the object is kept whatever it references.
-			err = client.RemoveOwnerRefs(ctx, c.deps.Client, target, d.Owners)
-		}
-		if errors.Is(err, client.ErrKeepersGone) {
-			// The watch is about to deliver the change; decide again on it.
-			logger.V(2).Info("Not removing owner references: the owners that kept the object are no longer referenced", "owners", d.Owners)
-			return work.Retry, nil
-		}
-		if err != nil {
-			return work.Retry, fmt.Errorf("removing owner references %v (%s): %w", d.Owners, d.Reason, err)
-		}
-		c.deps.Metrics.Collected.WithLabelValues("remove_refs").Inc()
-		logger.V(2).Info("Removed owner references", "owners", d.Owners, "reason", d.Reason)
-		if d.Reason == policy.ReasonCollectNever {
-			c.reportCollectNever(n, d, in.Collect.Rule)
-		}
-		if d.DecideAgain {
-			// Other references remain that this decision did not settle; the patch event
-			// changes none of their states, so nothing else would bring the dependent back.
-			return work.Retry, nil
-		}
-		return work.Done, nil
+		return c.removeRefs(ctx, logger, target, n, in, d)
 	case policy.Delete:
 		return c.collect(ctx, logger, target, n, d)
 	case policy.Retry:
-		// References to gone owners name a kind without REST mapping (policy/unmapped.go):
-		// kept, and retried with backoff, as the kind may appear (a CRD created again).
-		c.deps.Metrics.RESTMappingErrors.Add(float64(len(d.Unmapped)))
-		return work.Retry, fmt.Errorf("not collected: the references to owners %v name a kind without REST mapping", d.Unmapped)
+		return c.retryUnmapped(d)
 	case policy.Requeue:
 		c.deleteQueue.AddAfter(uid, d.After)
 		return work.Done, nil
@@ -88,6 +53,60 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 		return c.recordOrphanedAt(ctx, logger, target, n, in)
 	}
 	return work.Done, nil
+}
+
+// decidable returns the graph's view of dependent uid (its node and owners) and its resource,
+// or false when there is nothing to decide: gone, not an object cascade observed, owned by
+// nobody, or of a resource no longer watched (a CRD removed: never act on what cannot be seen).
+func (c *Controller) decidable(uid types.UID) (graph.NodeView, []graph.OwnerView, Resource, bool) {
+	n, owners, ok := c.view(uid)
+	if !ok || n.Virtual || n.Absent || len(owners) == 0 {
+		return n, nil, Resource{}, false
+	}
+	res, ok := c.monitors.resourceFor(n.APIVersion, n.Kind)
+	return n, owners, res, ok
+}
+
+// removeRefs carries out policy.RemoveRefs: one patch removes the references to d.Owners.
+// References whose kind has no REST mapping (d.Unmapped) stay, as in-tree.
+func (c *Controller) removeRefs(ctx context.Context, logger klog.Logger, target client.Target, n graph.NodeView, in policy.Input, d policy.Decision) (work.Outcome, error) {
+	c.deps.Metrics.RESTMappingErrors.Add(float64(len(d.Unmapped)))
+	var err error
+	if d.Reason == policy.ReasonStaleOwnerRefs {
+		// Kept for its solid owners: valid only while the object still references one.
+		err = client.RemoveStaleOwnerRefs(ctx, c.deps.Client, target, n.ResourceVersion, d.Owners, solidOwners(in))
+	} else {
+		// An orphaned owner's references go whatever else the object references; with
+		// collect: Never, the object is kept whatever it references.
+		err = client.RemoveOwnerRefs(ctx, c.deps.Client, target, d.Owners)
+	}
+	if errors.Is(err, client.ErrKeepersGone) {
+		// The watch is about to deliver the change; decide again on it.
+		logger.V(2).Info("Not removing owner references: the owners that kept the object are no longer referenced", "owners", d.Owners)
+		return work.Retry, nil
+	}
+	if err != nil {
+		return work.Retry, fmt.Errorf("removing owner references %v (%s): %w", d.Owners, d.Reason, err)
+	}
+	c.deps.Metrics.Collected.WithLabelValues("remove_refs").Inc()
+	logger.V(2).Info("Removed owner references", "owners", d.Owners, "reason", d.Reason)
+	if d.Reason == policy.ReasonCollectNever {
+		c.reportCollectNever(n, d, in.Collect.Rule)
+	}
+	if d.DecideAgain {
+		// Other references remain that this decision did not settle; the patch event
+		// changes none of their states, so nothing else would bring the dependent back.
+		return work.Retry, nil
+	}
+	return work.Done, nil
+}
+
+// retryUnmapped carries out policy.Retry: references to gone owners name a kind without REST
+// mapping (policy/unmapped.go). The dependent is kept and retried with backoff, as the kind may
+// appear (a CRD created again); the error is counted and logged once per item.
+func (c *Controller) retryUnmapped(d policy.Decision) (work.Outcome, error) {
+	c.deps.Metrics.RESTMappingErrors.Add(float64(len(d.Unmapped)))
+	return work.Retry, fmt.Errorf("not collected: the references to owners %v name a kind without REST mapping", d.Unmapped)
 }
 
 // collect carries out a Delete decision: unblock the owner references first when the decision
@@ -256,17 +275,6 @@ func namesObject(err error, name string) bool {
 	}
 	d := st.Status().Details
 	return d != nil && d.Name == name
-}
-
-func (c *Controller) restMapping(gk schema.GroupKind, version string) (*meta.RESTMapping, error) {
-	if c.deps.Mapper == nil {
-		return nil, errors.New("no REST mapper")
-	}
-	m, err := c.mappings.get(c.deps.Mapper, gk, version)
-	if err != nil {
-		return nil, fmt.Errorf("REST mapping of %s/%s: %w", gk, version, err)
-	}
-	return m, nil
 }
 
 // viewHolds reports whether the live object is still what a decision taken on the graph's view
