@@ -7,7 +7,9 @@
 // Ownership and concurrency:
 //   - The graph has a single writer; gc feeds it watch events and acts on
 //     the effects it returns. Decisions about a dependent come from package
-//     policy; gc only gathers their input and carries them out.
+//     policy; gc only gathers their input and carries them out. One function
+//     (decide.go) decides for the workers and for Explain, and no rule is
+//     applied after it, so what `cascade explain` says is what the workers do.
 //   - Every write to the API server goes through package internal/client (DELETE with
 //     preconditions, ownerReference patches); the queues and workers are
 //     package internal/work's.
