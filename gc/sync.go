@@ -8,10 +8,11 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Ready reports whether the graph counts as synced: the first discovery round completed and its
-// monitors delivered their initial lists, or SyncTimeout passed (see Unsynced for those that
-// did not). From then on the graph reflects the cluster, but for the unsynced resources.
-func (c *Controller) Ready() bool { return c.synced.Load() }
+// Synced reports whether the graph counts as synced (/readyz): the first discovery round
+// completed and its monitors delivered their initial lists, or SyncTimeout passed (see
+// Unsynced for those that did not). From then on the graph reflects the cluster, but for the
+// unsynced resources.
+func (c *Controller) Synced() bool { return c.synced.Load() }
 
 // Unsynced returns the watched resources whose view is not complete (initial list missing, or
 // listing or watching failing since the last complete list), sorted by name.

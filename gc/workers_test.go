@@ -224,7 +224,7 @@ func TestSyncIsJudgedPerResource(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the graph never counted as synced with one resource failing")
 	}
-	if !c.Ready() {
+	if !c.Synced() {
 		t.Error("Ready() = false after the sync timeout")
 	}
 	u := c.Unsynced()
