@@ -155,7 +155,7 @@ type Controller struct {
 	verifyQueue *work.Queue[graph.Ref]
 
 	discovered atomic.Bool // first discovery round done
-	synced     atomic.Bool // the graph counts as synced (Ready): initial lists in, or SyncTimeout passed
+	synced     atomic.Bool // the graph counts as synced (Synced): initial lists in, or SyncTimeout passed
 
 	// leading is set once this replica's workers run: the gate opened and the orphan record
 	// loaded (cascade_leader).

@@ -18,7 +18,7 @@ func (c *Controller) Synced() bool { return c.synced.Load() }
 // listing or watching failing since the last complete list), sorted by name.
 func (c *Controller) Unsynced() []Unsynced { return c.monitors.unsynced() }
 
-// watchInitialSync marks the graph synced (Ready) once the first discovery round is done and
+// watchInitialSync marks the graph synced (Synced) once the first discovery round is done and
 // its monitors delivered their initial lists, or SyncTimeout after it started, and logs the
 // resources it proceeds without.
 func (c *Controller) watchInitialSync(ctx context.Context) {
