@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/internal/client/clienttest"
 	"github.com/cascade-gc/cascade/internal/work"
 )
 
@@ -40,8 +41,8 @@ func TestForeground(t *testing.T) {
 		t.Fatalf("process() = %v, want done", got)
 	}
 	want := []string{
-		"get owner",
-		`patch owner application/merge-patch+json {"metadata":{"resourceVersion":"5","finalizers":["example.com/keep"]}}`,
+		"GET widgets.v1.example.com ns/owner",
+		`PATCH widgets.v1.example.com ns/owner merge {"metadata":{"resourceVersion":"5","finalizers":["example.com/keep"]}}`,
 	}
 	if got := actions(fake); !slices.Equal(got, want) {
 		t.Errorf("actions:\n%q\nwant\n%q", got, want)
@@ -80,11 +81,7 @@ func TestForegroundBlockedByUnsyncedResource(t *testing.T) {
 	if got := actions(fake); len(got) != 0 {
 		t.Errorf("actions while blocked = %q, want none: the finalizer must stay", got)
 	}
-	close(rec.Events)
-	var events []string
-	for e := range rec.Events {
-		events = append(events, e)
-	}
+	events := clienttest.Events(rec)
 	want := "Warning " + EventReasonBlockedByUnsynced + " Waiting for dependent /g-block of resource gizmos.v1.example.com, which cascade cannot list or watch; foreground deletion finishes once it syncs"
 	if len(events) != 1 || events[0] != want {
 		t.Errorf("events = %q, want exactly\n%q", events, want)

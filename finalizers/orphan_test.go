@@ -57,8 +57,8 @@ func TestOrphan(t *testing.T) {
 		t.Errorf("dependent patches:\n%q\nwant\n%q", patches, want)
 	}
 	wantTail := []string{
-		"get owner",
-		`patch owner application/merge-patch+json {"metadata":{"resourceVersion":"5","finalizers":["example.com/keep"]}}`,
+		"GET widgets.v1.example.com ns/owner",
+		`PATCH widgets.v1.example.com ns/owner merge {"metadata":{"resourceVersion":"5","finalizers":["example.com/keep"]}}`,
 	}
 	if !slices.Equal(got[3:], wantTail) {
 		t.Errorf("finalizer removal:\n%q\nwant\n%q", got[3:], wantTail)
@@ -105,7 +105,7 @@ func TestOrphanFailedPatchKeepsFinalizer(t *testing.T) {
 		t.Fatalf("process() = %v, want backoff", got)
 	}
 	for _, a := range actions(fake) {
-		if strings.HasPrefix(a, "patch owner") || strings.HasPrefix(a, "get owner") {
+		if strings.HasPrefix(a, "PATCH widgets.v1.example.com ns/owner") || strings.HasPrefix(a, "GET widgets.v1.example.com ns/owner") {
 			t.Errorf("the owner was touched although a dependent failed: %s", a)
 		}
 	}
@@ -122,8 +122,8 @@ func TestOrphanFailedPatchKeepsFinalizer(t *testing.T) {
 	got := actions(fake)
 	want := []string{
 		smpDelete("d2", "u-d2", "u-owner"),
-		"get owner",
-		`patch owner application/merge-patch+json {"metadata":{"resourceVersion":"5","finalizers":[]}}`,
+		"GET widgets.v1.example.com ns/owner",
+		`PATCH widgets.v1.example.com ns/owner merge {"metadata":{"resourceVersion":"5","finalizers":[]}}`,
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("second pass actions:\n%q\nwant\n%q", got, want)
@@ -204,8 +204,8 @@ func TestOrphanDependentsLearnedDuringPass(t *testing.T) {
 	want := []string{
 		smpDelete("d1", "u-d1", "u-owner"),
 		smpDelete("late", "u-late", "u-owner"),
-		"get owner",
-		`patch owner application/merge-patch+json {"metadata":{"resourceVersion":"5","finalizers":[]}}`,
+		"GET widgets.v1.example.com ns/owner",
+		`PATCH widgets.v1.example.com ns/owner merge {"metadata":{"resourceVersion":"5","finalizers":[]}}`,
 	}
 	if got := actions(fake); !slices.Equal(got, want) {
 		t.Errorf("actions:\n%q\nwant\n%q", got, want)
@@ -238,10 +238,10 @@ func TestOrphanUnsupportedSMP(t *testing.T) {
 	}
 	want := []string{
 		smpDelete("d1", "u-d1", "u-owner"),
-		"get d1",
-		`patch d1 application/merge-patch+json {"metadata":{"resourceVersion":"2","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"other","uid":"u-other"}]}}`,
-		"get owner",
-		`patch owner application/merge-patch+json {"metadata":{"resourceVersion":"5","finalizers":[]}}`,
+		"GET widgets.v1.example.com ns/d1",
+		`PATCH widgets.v1.example.com ns/d1 merge {"metadata":{"resourceVersion":"2","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"other","uid":"u-other"}]}}`,
+		"GET widgets.v1.example.com ns/owner",
+		`PATCH widgets.v1.example.com ns/owner merge {"metadata":{"resourceVersion":"5","finalizers":[]}}`,
 	}
 	if got := actions(fake); !slices.Equal(got, want) {
 		t.Errorf("actions:\n%q\nwant\n%q", got, want)

@@ -144,18 +144,10 @@ func ownerNode(name string, uid types.UID, f graph.Finalizers) graph.NodeView {
 	return graph.NodeView{Ref: wref(name, uid), ResourceVersion: "5", Deleting: true, Finalizers: f}
 }
 
-var newFakeClient = clienttest.NewFake
-
-// actions renders the fake's actions, patches with type and body, without the resource and
-// namespace every test here shares.
-func actions(c *metadatafake.FakeMetadataClient) []string {
-	out := clienttest.Actions(c)
-	for i, a := range out {
-		verb, rest, _ := strings.Cut(a, " example.com/v1, Resource=widgets ns=ns")
-		out[i] = verb + strings.Replace(rest, " name=", " ", 1)
-	}
-	return out
-}
+var (
+	newFakeClient = clienttest.NewFake
+	actions       = clienttest.Actions
+)
 
 func live(t *testing.T, c *metadatafake.FakeMetadataClient, name string) *metav1.PartialObjectMetadata {
 	t.Helper()
@@ -208,7 +200,7 @@ func newTestProcessor(t *testing.T, view gc.View, c *metadatafake.FakeMetadataCl
 }
 
 func smpDelete(dep, dUID, owner types.UID) string {
-	return fmt.Sprintf(`patch %s application/strategic-merge-patch+json {"metadata":{"uid":%q,"ownerReferences":[{"$patch":"delete","uid":%q}]}}`, dep, dUID, owner)
+	return fmt.Sprintf(`PATCH widgets.v1.example.com ns/%s strategic {"metadata":{"uid":%q,"ownerReferences":[{"$patch":"delete","uid":%q}]}}`, dep, dUID, owner)
 }
 
 // --- finalizer removal ---
@@ -235,10 +227,10 @@ func TestRemoveFinalizerRetriesConflict(t *testing.T) {
 		t.Fatalf("process() = %v, want done", got)
 	}
 	want := []string{
-		"get owner",
-		`patch owner application/merge-patch+json {"metadata":{"resourceVersion":"5","finalizers":[]}}`,
-		"get owner",
-		`patch owner application/merge-patch+json {"metadata":{"resourceVersion":"6","finalizers":["example.com/late"]}}`,
+		"GET widgets.v1.example.com ns/owner",
+		`PATCH widgets.v1.example.com ns/owner merge {"metadata":{"resourceVersion":"5","finalizers":[]}}`,
+		"GET widgets.v1.example.com ns/owner",
+		`PATCH widgets.v1.example.com ns/owner merge {"metadata":{"resourceVersion":"6","finalizers":["example.com/late"]}}`,
 	}
 	if got := actions(fake); !slices.Equal(got, want) {
 		t.Errorf("actions:\n%q\nwant\n%q", got, want)
@@ -265,7 +257,7 @@ func TestRemoveFinalizerNothingToDo(t *testing.T) {
 			if got, err := p.process(context.Background(), "u-owner"); got != work.Done || err != nil {
 				t.Fatalf("process() = %v, want done", got)
 			}
-			if got := actions(fake); !slices.Equal(got, []string{"get owner"}) {
+			if got := actions(fake); !slices.Equal(got, []string{"GET widgets.v1.example.com ns/owner"}) {
 				t.Errorf("actions = %q, want only the GET", got)
 			}
 		})

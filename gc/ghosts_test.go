@@ -283,9 +283,9 @@ func ghostWorkDone(t *testing.T, c *Controller, acts func() []string) {
 	got := acts()
 	slices.Sort(got)
 	want := []string{
-		"delete /v1, Resource=configmaps ns=ns name=dep-gone",
-		"get example.com/v1, Resource=widgets ns=ns name=w-u-gone",
-		"get example.com/v1, Resource=widgets ns=ns name=w-u-live",
+		"DELETE configmaps.v1 ns/dep-gone uid=u-dep-gone rv=3 propagation=Background",
+		"GET widgets.v1.example.com ns/w-u-gone",
+		"GET widgets.v1.example.com ns/w-u-live",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("API calls:\n%q\nwant\n%q", got, want)

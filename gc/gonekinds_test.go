@@ -133,7 +133,7 @@ func TestScenarioGoneKindOwnerCollected(t *testing.T) {
 	s.AssertOwnerStates("u-dep", graph.OwnerAbsent)
 	s.processDeletes()
 	s.AssertOutcomes("delete u-dep: Done")
-	s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+	s.AssertActions("DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Background")
 }
 
 // TestScenarioGoneKindObservedOwner: the Gadget owner was observed, then observed deleted (its
@@ -166,8 +166,8 @@ func TestScenarioGoneKindObservedOwner(t *testing.T) {
 	s.retryPending()
 	s.processDeletes()
 	s.AssertOutcomes("delete u-dep: Done", "delete u-kept: Done")
-	s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background",
-		`PATCH widgets ns/kept strategic {"metadata":{"uid":"u-kept","resourceVersion":"4","ownerReferences":[{"$patch":"delete","uid":"u-g"}]}}`)
+	s.AssertActions("DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Background",
+		`PATCH widgets.v1.example.com ns/kept strategic {"metadata":{"uid":"u-kept","resourceVersion":"4","ownerReferences":[{"$patch":"delete","uid":"u-g"}]}}`)
 	s.AssertLiveOwners(kept, "u-w")
 }
 
@@ -266,7 +266,7 @@ func TestScenarioGoneKindClusterScopedDependent(t *testing.T) {
 			s.AssertOutcomes("verify u-g: Done")
 			s.processDeletes()
 			s.AssertOutcomes("delete u-dep: Done")
-			s.AssertActions("DELETE tops /dep uid=u-dep rv=3 propagation=Background")
+			s.AssertActions("DELETE tops.v1.example.com /dep uid=u-dep rv=3 propagation=Background")
 		})
 	}
 }

@@ -67,18 +67,6 @@ func inNamespace(o graph.Object, ns string) graph.Object {
 	return o
 }
 
-func events(rec *record.FakeRecorder) []string {
-	var out []string
-	for {
-		select {
-		case e := <-rec.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
-
 // waitQueued waits until the delete queue holds an item (a delayed add came due).
 func waitQueued(t *testing.T, q *work.Queue[types.UID]) []types.UID {
 	t.Helper()
@@ -123,11 +111,11 @@ rules:
 		}
 	}
 	want := []string{
-		"get /v1, Resource=namespaces ns= name=keep",
-		`patch example.com/v1, Resource=widgets ns=keep name=dep application/strategic-merge-patch+json {"metadata":{"uid":"u-dep","ownerReferences":[{"$patch":"delete","uid":"u-o1"},{"$patch":"delete","uid":"u-o2"}]}}`,
-		`patch example.com/v1, Resource=widgets ns=keep name=dep2 application/strategic-merge-patch+json {"metadata":{"uid":"u-dep2","ownerReferences":[{"$patch":"delete","uid":"u-o1"}]}}`,
-		"get /v1, Resource=namespaces ns= name=other",
-		"delete example.com/v1, Resource=widgets ns=other name=dep",
+		"GET namespaces.v1 /keep",
+		`PATCH widgets.v1.example.com keep/dep strategic {"metadata":{"uid":"u-dep","ownerReferences":[{"$patch":"delete","uid":"u-o1"},{"$patch":"delete","uid":"u-o2"}]}}`,
+		`PATCH widgets.v1.example.com keep/dep2 strategic {"metadata":{"uid":"u-dep2","ownerReferences":[{"$patch":"delete","uid":"u-o1"}]}}`,
+		"GET namespaces.v1 /other",
+		"DELETE widgets.v1.example.com other/dep uid=u-other rv=3 propagation=Background",
 	}
 	if got := clienttest.Actions(fake); !slices.Equal(got, want) {
 		t.Errorf("actions:\n%q\nwant\n%q", got, want)
@@ -135,7 +123,7 @@ rules:
 	if refs, err := clienttest.LiveOwners(fake, widgets, "keep", "dep"); err != nil || len(refs) != 0 {
 		t.Errorf("dep's references: %v, %v; want none, and dep kept", refs, err)
 	}
-	evs := events(rec)
+	evs := clienttest.Events(rec)
 	if len(evs) != 2 || !strings.HasPrefix(evs[0], "Normal "+EventReasonCollectNever+" ") ||
 		!strings.Contains(evs[0], "rules[0] (collect: Never for widgets.example.com)") || !strings.Contains(evs[0], "Widget w-u-o1 (uid u-o1), Widget w-u-o2 (uid u-o2)") {
 		t.Errorf("events = %q, want one PolicyCollectNever per kept dependent naming the rule and the owners", evs)
@@ -155,7 +143,7 @@ func TestCollectNeverNamespaceLabelsUnreadable(t *testing.T) {
 	if out, err := c.attemptToDelete(context.Background(), "u-dep"); out != work.Retry || err == nil {
 		t.Errorf("outcome %v, %v; want Retry with the error", out, err)
 	}
-	if got := clienttest.Actions(fake); !slices.Equal(got, []string{"get /v1, Resource=namespaces ns= name=ns"}) {
+	if got := clienttest.Actions(fake); !slices.Equal(got, []string{"GET namespaces.v1 /ns"}) {
 		t.Errorf("actions %q, want the failed read only", got)
 	}
 }
@@ -170,16 +158,16 @@ func TestCollectAfter(t *testing.T) {
 	observeDeleted(c, "u-o1")
 	worktest.Drain(c.deleteQueue)
 	ctx := context.Background()
-	const get = "get example.com/v1, Resource=widgets ns=ns name=dep"
+	const get = "GET widgets.v1.example.com ns/dep"
 
 	if out, err := c.attemptToDelete(ctx, "u-dep"); out != work.Done || err != nil {
 		t.Fatalf("first look: %v, %v", out, err)
 	}
-	want := []string{get, `patch example.com/v1, Resource=widgets ns=ns name=dep application/strategic-merge-patch+json {"metadata":{"uid":"u-dep","annotations":{"cascade.dev/orphaned-at":"2026-05-01T10:00:00Z owners=u-o1"}}}`}
+	want := []string{get, `PATCH widgets.v1.example.com ns/dep strategic {"metadata":{"uid":"u-dep","annotations":{"cascade.dev/orphaned-at":"2026-05-01T10:00:00Z owners=u-o1"}}}`}
 	if got := clienttest.Actions(fake); !slices.Equal(got, want) {
 		t.Fatalf("first look: actions\n%q\nwant\n%q", got, want)
 	}
-	if evs := events(rec); len(evs) != 1 || !strings.Contains(evs[0], EventReasonCollectAfter+" Every owner is gone; kept until 2026-05-01T10:01:00Z") {
+	if evs := clienttest.Events(rec); len(evs) != 1 || !strings.Contains(evs[0], EventReasonCollectAfter+" Every owner is gone; kept until 2026-05-01T10:01:00Z") {
 		t.Errorf("events %q, want one PolicyCollectAfter with the time", evs)
 	}
 
@@ -200,13 +188,13 @@ func TestCollectAfter(t *testing.T) {
 	if out, err := c.attemptToDelete(ctx, "u-dep"); out != work.Done || err != nil {
 		t.Fatalf("look after 1m: %v, %v", out, err)
 	}
-	if got := clienttest.Actions(fake); !slices.Equal(got, []string{get, "delete example.com/v1, Resource=widgets ns=ns name=dep"}) {
+	if got := clienttest.Actions(fake); !slices.Equal(got, []string{get, "DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Background"}) {
 		t.Errorf("look after 1m: actions %q, want the read and the DELETE", got)
 	}
 	if _, err := clienttest.Live(fake, widgets, "ns", "dep"); !apierrors.IsNotFound(err) {
 		t.Errorf("dep after the delay: %v, want deleted", err)
 	}
-	if len(events(rec)) != 0 {
+	if len(clienttest.Events(rec)) != 0 {
 		t.Error("events after the first look")
 	}
 }
@@ -235,7 +223,7 @@ func TestCollectAfterSurvivesRestart(t *testing.T) {
 			if out, err := c.attemptToDelete(context.Background(), "u-dep"); out != work.Done || err != nil {
 				t.Fatalf("%v, %v", out, err)
 			}
-			patched := slices.ContainsFunc(clienttest.Actions(fake), func(a string) bool { return strings.HasPrefix(a, "patch") })
+			patched := slices.ContainsFunc(clienttest.Actions(fake), func(a string) bool { return strings.HasPrefix(a, "PATCH ") })
 			if patched != tt.wantPatch {
 				t.Errorf("patched %t, want %t: %q", patched, tt.wantPatch, clienttest.Actions(fake))
 			}
@@ -260,7 +248,7 @@ func TestCollectAfterStaleView(t *testing.T) {
 	if out, err := c.attemptToDelete(context.Background(), "u-dep"); out != work.Retry || err != nil {
 		t.Errorf("%v, %v; want Retry", out, err)
 	}
-	if got := clienttest.Actions(fake); !slices.Equal(got, []string{"get example.com/v1, Resource=widgets ns=ns name=dep"}) {
+	if got := clienttest.Actions(fake); !slices.Equal(got, []string{"GET widgets.v1.example.com ns/dep"}) {
 		t.Errorf("actions %q, want the read only", got)
 	}
 }
@@ -303,7 +291,7 @@ func TestNamespaceLabelsCache(t *testing.T) {
 	if _, err := l.Get(ctx, c, "a"); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"get /v1, Resource=namespaces ns= name=a", "get /v1, Resource=namespaces ns= name=gone", "get /v1, Resource=namespaces ns= name=a"}
+	want := []string{"GET namespaces.v1 /a", "GET namespaces.v1 /gone", "GET namespaces.v1 /a"}
 	if got := clienttest.Actions(fake); !slices.Equal(got, want) {
 		t.Errorf("actions %q, want %q", got, want)
 	}

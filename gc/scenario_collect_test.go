@@ -37,7 +37,7 @@ func TestScenarioDeleteConflict(t *testing.T) {
 		s.setLive(adopted) // the watch has not delivered it yet
 		s.processDeletes()
 		s.AssertOutcomes("delete u-dep: Retry")
-		s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background", "GET widgets ns/dep")
+		s.AssertActions("DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Background", "GET widgets.v1.example.com ns/dep")
 		s.AssertLiveOwners(dep, "u-owner", "u-adopter")
 
 		s.deliver(dep)
@@ -45,7 +45,7 @@ func TestScenarioDeleteConflict(t *testing.T) {
 		s.retryPending()
 		s.processDeletes()
 		s.AssertOutcomes("delete u-dep: Done")
-		s.AssertActions(`PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","resourceVersion":"4","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`)
+		s.AssertActions(`PATCH widgets.v1.example.com ns/dep strategic {"metadata":{"uid":"u-dep","resourceVersion":"4","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`)
 		s.AssertLiveOwners(dep, "u-adopter")
 	})
 	t.Run("only resourceVersion changed", func(t *testing.T) {
@@ -57,8 +57,8 @@ func TestScenarioDeleteConflict(t *testing.T) {
 		s.setLive(scWith(dep, func(o *metav1.PartialObjectMetadata) { o.ResourceVersion = "4" })) // a label changed
 		s.processDeletes()
 		s.AssertOutcomes("delete u-dep: Done")
-		s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background", "GET widgets ns/dep",
-			"DELETE widgets ns/dep uid=u-dep rv=4 propagation=Background")
+		s.AssertActions("DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Background", "GET widgets.v1.example.com ns/dep",
+			"DELETE widgets.v1.example.com ns/dep uid=u-dep rv=4 propagation=Background")
 	})
 	t.Run("only resourceVersion changed, duplicate references", func(t *testing.T) {
 		// sameOwners (gc/workers.go) collapses identical duplicates as the graph does, so the
@@ -71,8 +71,8 @@ func TestScenarioDeleteConflict(t *testing.T) {
 		s.setLive(scWith(dep, func(o *metav1.PartialObjectMetadata) { o.ResourceVersion = "4" }))
 		s.processDeletes()
 		s.AssertOutcomes("delete u-dep: Done")
-		s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background", "GET widgets ns/dep",
-			"DELETE widgets ns/dep uid=u-dep rv=4 propagation=Background")
+		s.AssertActions("DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Background", "GET widgets.v1.example.com ns/dep",
+			"DELETE widgets.v1.example.com ns/dep uid=u-dep rv=4 propagation=Background")
 	})
 }
 
@@ -106,8 +106,8 @@ func TestScenarioKeeperDroppedBeforeThePatch(t *testing.T) {
 		s.setLive(dropped) // the watch has not delivered it yet
 		s.processDeletes()
 		s.AssertOutcomes("delete u-dep: Retry")
-		s.AssertActions(`PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","resourceVersion":"3","ownerReferences":[{"$patch":"delete","uid":"u-gone"}]}}`,
-			"GET widgets ns/dep")
+		s.AssertActions(`PATCH widgets.v1.example.com ns/dep strategic {"metadata":{"uid":"u-dep","resourceVersion":"3","ownerReferences":[{"$patch":"delete","uid":"u-gone"}]}}`,
+			"GET widgets.v1.example.com ns/dep")
 		s.AssertLiveOwners(dep, "u-gone") // the reference to the gone owner stays: it is why dep goes
 
 		s.deliver(dropped)
@@ -115,16 +115,16 @@ func TestScenarioKeeperDroppedBeforeThePatch(t *testing.T) {
 		s.retryPending()
 		s.processDeletes()
 		s.AssertOutcomes("delete u-dep: Done")
-		s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=4 propagation=Background")
+		s.AssertActions("DELETE widgets.v1.example.com ns/dep uid=u-dep rv=4 propagation=Background")
 	})
 	t.Run("only resourceVersion changed", func(t *testing.T) {
 		s, _, dep := keeperScenario(t)
 		s.setLive(scWith(dep, func(o *metav1.PartialObjectMetadata) { o.ResourceVersion = "4" })) // a label changed
 		s.processDeletes()
 		s.AssertOutcomes("delete u-dep: Done")
-		s.AssertActions(`PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","resourceVersion":"3","ownerReferences":[{"$patch":"delete","uid":"u-gone"}]}}`,
-			"GET widgets ns/dep",
-			`PATCH widgets ns/dep merge {"metadata":{"resourceVersion":"4","ownerReferences":[`+
+		s.AssertActions(`PATCH widgets.v1.example.com ns/dep strategic {"metadata":{"uid":"u-dep","resourceVersion":"3","ownerReferences":[{"$patch":"delete","uid":"u-gone"}]}}`,
+			"GET widgets.v1.example.com ns/dep",
+			`PATCH widgets.v1.example.com ns/dep merge {"metadata":{"resourceVersion":"4","ownerReferences":[`+
 				`{"apiVersion":"example.com/v1","kind":"Widget","name":"keeper","uid":"u-keeper"}]}}`)
 		s.AssertLiveOwners(dep, "u-keeper")
 	})
@@ -163,14 +163,14 @@ func TestScenarioOrphanFinalizerAddedBeforeTheDelete(t *testing.T) {
 			s.setLive(stamped) // the watch has not delivered it yet
 			s.processDeletes()
 			s.AssertOutcomes("delete u-dep: Retry")
-			s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background", "GET widgets ns/dep")
+			s.AssertActions("DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Background", "GET widgets.v1.example.com ns/dep")
 			s.AssertLive(dep, []types.UID{"u-owner"}, tc.finalizer)
 
 			s.deliver(stamped)
 			s.retryPending()
 			s.processDeletes()
 			s.AssertOutcomes("delete u-dep: Done")
-			s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=4 propagation=" + tc.wantProp)
+			s.AssertActions("DELETE widgets.v1.example.com ns/dep uid=u-dep rv=4 propagation=" + tc.wantProp)
 		})
 	}
 }
@@ -201,12 +201,12 @@ func TestScenarioCollectAfterOrphanFinalizerAdded(t *testing.T) {
 	s.setLive(stamped) // the watch has not delivered it yet
 	s.processDeletes()
 	s.AssertOutcomes("delete u-dep: Retry")
-	s.AssertActions("GET widgets ns/dep")
+	s.AssertActions("GET widgets.v1.example.com ns/dep")
 	s.AssertLive(dep, []types.UID{"u-owner"}, metav1.FinalizerOrphanDependents)
 
 	s.deliver(stamped)
 	s.retryPending()
 	s.processDeletes()
 	s.AssertOutcomes("delete u-dep: Done")
-	s.AssertActions("GET widgets ns/dep", "DELETE widgets ns/dep uid=u-dep rv=4 propagation=Orphan")
+	s.AssertActions("GET widgets.v1.example.com ns/dep", "DELETE widgets.v1.example.com ns/dep uid=u-dep rv=4 propagation=Orphan")
 }

@@ -41,13 +41,13 @@ func TestScenarioDuplicateOwnerRefs(t *testing.T) {
 	s.failNext("delete", apierrors.NewInternalError(errors.New("etcd is down")))
 	s.processDeletes()
 	s.AssertOutcomes("delete u-dep: Retry error")
-	s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+	s.AssertActions("DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Background")
 	s.AssertLiveOwners(dep, "u-owner", "u-owner")
 	s.resyncForeground() // level-driven: the waiting owner's dependents are handed over again
 	s.assertQueued([]types.UID{"u-dep"}, nil)
 	s.processDeletes()
 	s.AssertOutcomes("delete u-dep: Done")
-	s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+	s.AssertActions("DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Background")
 	s.observeDeleted(dep)
 	s.AssertBlocking("u-owner", 0)
 	s.assertHandedOver("u-owner") // RecheckOwner: the finalizer may go now
@@ -76,15 +76,15 @@ func TestScenarioCycleUnblockThenDelete(t *testing.T) {
 			s.processDeletes()
 			if tc.adopted {
 				s.AssertOutcomes("delete u-dep: Retry")
-				s.AssertActions(`PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","resourceVersion":"3","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"fg","uid":"u-fg","blockOwnerDeletion":false}]}}`,
-					"DELETE widgets ns/dep uid=u-dep rv=3 propagation=Foreground", "GET widgets ns/dep")
+				s.AssertActions(`PATCH widgets.v1.example.com ns/dep strategic {"metadata":{"uid":"u-dep","resourceVersion":"3","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"fg","uid":"u-fg","blockOwnerDeletion":false}]}}`,
+					"DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Foreground", "GET widgets.v1.example.com ns/dep")
 				s.AssertLiveOwners(dep, "u-fg", "u-other")
 				return
 			}
 			s.AssertOutcomes("delete u-dep: Done")
-			s.AssertActions(`PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","resourceVersion":"3","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"fg","uid":"u-fg","blockOwnerDeletion":false}]}}`,
-				"DELETE widgets ns/dep uid=u-dep rv=3 propagation=Foreground", "GET widgets ns/dep",
-				"DELETE widgets ns/dep uid=u-dep rv=3 propagation=Foreground")
+			s.AssertActions(`PATCH widgets.v1.example.com ns/dep strategic {"metadata":{"uid":"u-dep","resourceVersion":"3","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"fg","uid":"u-fg","blockOwnerDeletion":false}]}}`,
+				"DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Foreground", "GET widgets.v1.example.com ns/dep",
+				"DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Foreground")
 		})
 	}
 }
@@ -127,10 +127,10 @@ func TestScenarioCycleUnblockCustomResource(t *testing.T) {
 			}
 			s.failNext("patch", apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", scWidgets.GVR.GroupResource(), "dep", "the strategic merge patch is not supported for custom resources", 0, false))
 			s.processDeletes()
-			smp := `PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","resourceVersion":"3","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"fg","uid":"u-fg","blockOwnerDeletion":false}]}}`
+			smp := `PATCH widgets.v1.example.com ns/dep strategic {"metadata":{"uid":"u-dep","resourceVersion":"3","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"fg","uid":"u-fg","blockOwnerDeletion":false}]}}`
 			if tc.added {
 				s.AssertOutcomes("delete u-dep: Retry")
-				s.AssertActions(smp, "GET widgets ns/dep")
+				s.AssertActions(smp, "GET widgets.v1.example.com ns/dep")
 				for _, r := range s.Live(dep).OwnerReferences {
 					if r.BlockOwnerDeletion == nil || !*r.BlockOwnerDeletion {
 						t.Errorf("the reference to %s was unblocked", r.UID)
@@ -139,9 +139,9 @@ func TestScenarioCycleUnblockCustomResource(t *testing.T) {
 				return
 			}
 			s.AssertOutcomes("delete u-dep: Done")
-			s.AssertActions(smp, "GET widgets ns/dep",
-				`PATCH widgets ns/dep merge {"metadata":{"resourceVersion":"3","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"fg","uid":"u-fg","blockOwnerDeletion":false}]}}`,
-				"DELETE widgets ns/dep uid=u-dep rv=3 propagation=Foreground")
+			s.AssertActions(smp, "GET widgets.v1.example.com ns/dep",
+				`PATCH widgets.v1.example.com ns/dep merge {"metadata":{"resourceVersion":"3","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"fg","uid":"u-fg","blockOwnerDeletion":false}]}}`,
+				"DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Foreground")
 		})
 	}
 }

@@ -45,7 +45,7 @@ func TestScenarioGhosts(t *testing.T) {
 	s.assertQueued([]types.UID{"u-gd"}, []graph.Ref{scClaim(g, "ns")})
 	s.settle()
 	s.AssertOutcomes("verify u-g: Done", "delete u-gd: Done")
-	s.AssertActions("GET gizmos ns/g") // and nothing on gd
+	s.AssertActions("GET gizmos.v1.example.com ns/g") // and nothing on gd
 	s.AssertOwnerStates("u-dep", graph.OwnerVerifiedPresent)
 	s.AssertLiveOwners(dep, "u-g")
 	s.AssertLiveOwners(gd, "u-fg")
@@ -55,7 +55,7 @@ func TestScenarioGhosts(t *testing.T) {
 	s.reverifyAt(period)
 	s.settle()
 	s.AssertOutcomes("verify u-g: Done", "delete u-dep: Done")
-	s.AssertActions("GET gizmos ns/g", "DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+	s.AssertActions("GET gizmos.v1.example.com ns/g", "DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Background")
 }
 
 // TestScenarioGhostOrphaningOwner (issue 10 item 4, issue 9): a Gizmo owner observed being
@@ -75,8 +75,8 @@ func TestScenarioGhostOrphaningOwner(t *testing.T) {
 	s.assertQueued(nil, []graph.Ref{scClaim(g, "ns")})
 	s.settle()
 	s.AssertOutcomes("verify u-g: Done", "delete u-dep: Done")
-	s.AssertActions("GET gizmos ns/g",
-		`PATCH widgets ns/dep strategic {"metadata":{"uid":"u-dep","ownerReferences":[{"$patch":"delete","uid":"u-g"}]}}`)
+	s.AssertActions("GET gizmos.v1.example.com ns/g",
+		`PATCH widgets.v1.example.com ns/dep strategic {"metadata":{"uid":"u-dep","ownerReferences":[{"$patch":"delete","uid":"u-g"}]}}`)
 	s.AssertOwnerStates("u-dep", graph.OwnerOrphaned)
 	s.AssertMetric("cascade_collected_total", 0, "action", "delete")
 	s.deliver(dep)
@@ -119,7 +119,7 @@ func TestScenarioGhostsVersionSwitch(t *testing.T) {
 	s.assertQueued(nil, []graph.Ref{scClaim(g, "ns"), scClaim(gone, "ns")})
 	s.settle()
 	s.AssertOutcomes("verify u-g: Done", "verify u-gone: Done", "delete u-dep-gone: Done")
-	s.AssertActions("GET gizmos ns/g", "GET gizmos ns/gone", "DELETE widgets ns/dep-gone uid=u-dep-gone rv=3 propagation=Background")
+	s.AssertActions("GET gizmos.v1.example.com ns/g", "GET gizmos.v1.example.com ns/gone", "DELETE widgets.v1.example.com ns/dep-gone uid=u-dep-gone rv=3 propagation=Background")
 	s.AssertOwnerStates("u-dep-g", graph.OwnerPresent) // the claim holds: observation decides
 	s.AssertLiveOwners(depG, "u-g")
 }

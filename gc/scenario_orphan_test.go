@@ -41,7 +41,7 @@ func TestScenarioOrphanLateDependent(t *testing.T) {
 	s.assertQueued([]types.UID{"u-late"}, nil) // no claim to verify
 	s.settle()
 	s.AssertOutcomes("delete u-late: Done")
-	s.AssertActions(`PATCH widgets ns/late strategic {"metadata":{"uid":"u-late","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`)
+	s.AssertActions(`PATCH widgets.v1.example.com ns/late strategic {"metadata":{"uid":"u-late","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`)
 	s.AssertMetric("cascade_collected_total", 1, "action", "remove_refs")
 	s.AssertMetric("cascade_collected_total", 0, "action", "delete")
 	s.deliver(late)

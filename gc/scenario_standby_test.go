@@ -32,6 +32,6 @@ func TestScenarioStandbySilence(t *testing.T) {
 	s.AssertEvents(`Warning OwnerRefInvalidNamespace ownerRef [example.com/v1/Widget, namespace: ns, name: owner, uid: u-owner] does not exist in namespace "ns"`)
 	s.processDeletes()
 	s.AssertOutcomes("delete u-dep: Done")
-	s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+	s.AssertActions("DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Background")
 	s.AssertEvents() // exactly one
 }

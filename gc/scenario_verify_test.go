@@ -61,12 +61,12 @@ func TestScenarioUnsyncedResource(t *testing.T) {
 	s.retryPending()
 	s.processVerifies()
 	s.AssertOutcomes("verify u-g: Done")
-	s.AssertActions("GET gizmos ns/g")
+	s.AssertActions("GET gizmos.v1.example.com ns/g")
 	s.AssertOwnerStates("u-dep", graph.OwnerAbsent)
 	s.assertQueued([]types.UID{"u-dep"}, nil)
 	s.processDeletes()
 	s.AssertOutcomes("delete u-dep: Done")
-	s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+	s.AssertActions("DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Background")
 }
 
 // TestScenarioVirtualOwnerReverified (issue 10, item 2): the owner is a ConfigMap, a kind
@@ -87,7 +87,7 @@ func TestScenarioVirtualOwnerReverified(t *testing.T) {
 	s.assertQueued(nil, []graph.Ref{scClaim(cm, "ns")})
 	s.settle()
 	s.AssertOutcomes("verify u-cm: Done")
-	s.AssertActions("GET configmaps ns/cm")
+	s.AssertActions("GET configmaps.v1 ns/cm")
 	s.AssertOwnerStates("u-dep", graph.OwnerVerifiedPresent)
 
 	s.reverifyAt(0) // first listed: due one period later
@@ -96,7 +96,7 @@ func TestScenarioVirtualOwnerReverified(t *testing.T) {
 	s.assertQueued(nil, []graph.Ref{scClaim(cm, "ns")})
 	s.settle()
 	s.AssertOutcomes("verify u-cm: Done")
-	s.AssertActions("GET configmaps ns/cm")
+	s.AssertActions("GET configmaps.v1 ns/cm")
 	s.AssertOwnerStates("u-dep", graph.OwnerVerifiedPresent)
 	s.AssertLiveOwners(dep, "u-cm")
 
@@ -107,12 +107,12 @@ func TestScenarioVirtualOwnerReverified(t *testing.T) {
 	s.assertQueued(nil, []graph.Ref{scClaim(cm, "ns")})
 	s.processVerifies()
 	s.AssertOutcomes("verify u-cm: Done")
-	s.AssertActions("GET configmaps ns/cm")
+	s.AssertActions("GET configmaps.v1 ns/cm")
 	s.AssertOwnerStates("u-dep", graph.OwnerAbsent)
 	s.assertQueued([]types.UID{"u-dep"}, nil)
 	s.processDeletes()
 	s.AssertOutcomes("delete u-dep: Done")
-	s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+	s.AssertActions("DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Background")
 	s.AssertMetric("cascade_owner_verifications_total", 2, "result", "present")
 	s.AssertMetric("cascade_owner_verifications_total", 1, "result", "absent")
 	s.AssertMetric("cascade_collected_total", 1, "action", "delete")
@@ -137,7 +137,7 @@ func TestScenarioVerify404ForThePath(t *testing.T) {
 	s.failNext("get", notFoundForPath())
 	s.processVerifies()
 	s.AssertOutcomes("verify u-g: Retry error")
-	s.AssertActions("GET gizmos ns/g")
+	s.AssertActions("GET gizmos.v1.example.com ns/g")
 	s.AssertOwnerStates("u-dep", graph.OwnerUnknown)
 	s.AssertMetric("cascade_owner_verifications_total", 1, "result", "error")
 	s.AssertMetric("cascade_worker_errors_total", 1, "queue", "verify_owner")
@@ -150,12 +150,12 @@ func TestScenarioVerify404ForThePath(t *testing.T) {
 	s.retryPending()
 	s.processVerifies() // the fake's own 404 names g
 	s.AssertOutcomes("verify u-g: Done")
-	s.AssertActions("GET gizmos ns/g")
+	s.AssertActions("GET gizmos.v1.example.com ns/g")
 	s.AssertOwnerStates("u-dep", graph.OwnerAbsent)
 	s.AssertMetric("cascade_owner_verifications_total", 1, "result", "absent")
 	s.processDeletes()
 	s.AssertOutcomes("delete u-dep: Done")
-	s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+	s.AssertActions("DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Background")
 }
 
 // TestScenarioUnreferencedClaimDropped (issue 10, item 3): a claim on an owner whose kind has no
@@ -212,7 +212,7 @@ func TestScenarioClusterScopedVirtualOwner(t *testing.T) {
 	// The first answer holds for both; the second claim is checked all the same (a redundant
 	// GET: verifyOwner does not ask whether the claim is still undecided).
 	s.AssertOutcomes("verify u-th: Done", "verify u-th: Done")
-	s.AssertActions("GET things /th", "GET things /th")
+	s.AssertActions("GET things.v1.example.com /th", "GET things.v1.example.com /th")
 	s.AssertOwnerStates("u-d1", graph.OwnerVerifiedPresent)
 	s.AssertOwnerStates("u-d2", graph.OwnerVerifiedPresent)
 	s.observe(d3)
@@ -224,21 +224,21 @@ func TestScenarioClusterScopedVirtualOwner(t *testing.T) {
 	s.assertQueued(nil, []graph.Ref{scClaim(th, "")}) // one claim, cluster-wide
 	s.settle()
 	s.AssertOutcomes("verify u-th: Done")
-	s.AssertActions("GET things /th")
+	s.AssertActions("GET things.v1.example.com /th")
 
 	s.deleteLive(th)
 	s.reverifyAt(3 * period)
 	s.settle()
 	s.AssertOutcomes("verify u-th: Done", "delete u-d1: Done", "delete u-d2: Done", "delete u-d3: Done")
-	s.AssertActions("GET things /th",
-		"DELETE widgets ns1/d1 uid=u-d1 rv=3 propagation=Background",
-		"DELETE widgets ns2/d2 uid=u-d2 rv=3 propagation=Background",
-		"DELETE widgets ns3/d3 uid=u-d3 rv=3 propagation=Background")
+	s.AssertActions("GET things.v1.example.com /th",
+		"DELETE widgets.v1.example.com ns1/d1 uid=u-d1 rv=3 propagation=Background",
+		"DELETE widgets.v1.example.com ns2/d2 uid=u-d2 rv=3 propagation=Background",
+		"DELETE widgets.v1.example.com ns3/d3 uid=u-d3 rv=3 propagation=Background")
 
 	s.observe(d4) // the graph still holds the answer
 	s.settle()
 	s.AssertOutcomes("delete u-d4: Done")
-	s.AssertActions("DELETE widgets ns4/d4 uid=u-d4 rv=3 propagation=Background")
+	s.AssertActions("DELETE widgets.v1.example.com ns4/d4 uid=u-d4 rv=3 propagation=Background")
 
 	s.observeDeleted(d1, d2, d3, d4)
 	s.AssertNoNode("u-th")
@@ -246,7 +246,7 @@ func TestScenarioClusterScopedVirtualOwner(t *testing.T) {
 	s.assertQueued(nil, []graph.Ref{scClaim(th, "ns5")})
 	s.settle()
 	s.AssertOutcomes("verify u-th: Done", "delete u-d5: Done")
-	s.AssertActions("DELETE widgets ns5/d5 uid=u-d5 rv=3 propagation=Background")
+	s.AssertActions("DELETE widgets.v1.example.com ns5/d5 uid=u-d5 rv=3 propagation=Background")
 	s.AssertMetric("cascade_owner_verifications_total", 1, "result", "cached_absent")
 }
 
@@ -271,7 +271,7 @@ func TestScenarioUnmappedClaimOnDeletedOwner(t *testing.T) {
 	s.AssertOwnerStates("u-alone", graph.OwnerAbsent)
 	s.processDeletes()
 	s.AssertOutcomes("delete u-alone: Retry error", "delete u-with-live: Done")
-	s.AssertActions(`PATCH widgets ns/with-live strategic {"metadata":{"uid":"u-with-live","resourceVersion":"4","ownerReferences":[{"$patch":"delete","uid":"u-other"}]}}`)
+	s.AssertActions(`PATCH widgets.v1.example.com ns/with-live strategic {"metadata":{"uid":"u-with-live","resourceVersion":"4","ownerReferences":[{"$patch":"delete","uid":"u-other"}]}}`)
 	s.AssertLiveOwners(alone, "u-owner")
 	s.AssertLiveOwners(withLive, "u-owner", "u-live")
 

@@ -61,7 +61,7 @@ func TestScenarioWaitEndsWhenOwnerObserved(t *testing.T) {
 	s.AssertOwnerStates("u-dep", graph.OwnerAbsent)
 	s.processDeletes()
 	s.AssertOutcomes("delete u-dep: Done")
-	s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=4 propagation=Background")
+	s.AssertActions("DELETE widgets.v1.example.com ns/dep uid=u-dep rv=4 propagation=Background")
 }
 
 // TestScenarioDroppedReferenceLeavesAbsentOwner: a dependent of a ConfigMap (never watched: its
@@ -80,7 +80,7 @@ func TestScenarioDroppedReferenceLeavesAbsentOwner(t *testing.T) {
 	s.failNext("get", apierrors.NewServiceUnavailable("etcd is restarting"))
 	s.processVerifies()
 	s.AssertOutcomes("verify u-cm: Retry error")
-	s.AssertActions("GET configmaps ns/cm")
+	s.AssertActions("GET configmaps.v1 ns/cm")
 
 	s.deleteLive(w)
 	s.observeDeleted(w)
@@ -98,5 +98,5 @@ func TestScenarioDroppedReferenceLeavesAbsentOwner(t *testing.T) {
 	s.assertQueued([]types.UID{"u-dep"}, nil)
 	s.processDeletes()
 	s.AssertOutcomes("delete u-dep: Done")
-	s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=4 propagation=Background")
+	s.AssertActions("DELETE widgets.v1.example.com ns/dep uid=u-dep rv=4 propagation=Background")
 }
