@@ -105,18 +105,26 @@ func (s *scenario) crdCreated(r Resource) {
 	s.end()
 }
 
+// gadgetScenario: widget dep names a Gadget g that cascade never observed (gadgets are not
+// watched, and g does not exist); the API watch runs over live, and dep is observed.
+func gadgetScenario(t *testing.T) (s *scenario, dep *metav1.PartialObjectMetadata, live *fakeLive) {
+	t.Helper()
+	g := scObj(scGadgets, "g", "u-g", "1")
+	dep = scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(g))
+	s = newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{dep}})
+	live = &fakeLive{}
+	s.withAPIWatch(live)
+	s.observe(dep)
+	return s, dep, live
+}
+
 // TestScenarioGoneKindOwnerCollected: a ConfigMap-like dependent names a Gadget cascade never
 // observed (the CRD was created and deleted between two discovery rounds); the watch saw the
 // Gadget CRD deleted and the live check finds nothing serving the kind: the owner is absent
 // and the dependent collected. Before issue 22.4 the claim was retried for ever.
 // (e2e: TestCRDDeletedSoonAfterCreation.)
 func TestScenarioGoneKindOwnerCollected(t *testing.T) {
-	g := scObj(scGadgets, "g", "u-g", "1")
-	dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(g))
-	s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{dep}})
-	live := &fakeLive{}
-	s.withAPIWatch(live)
-	s.observe(dep)
+	s, _, live := gadgetScenario(t)
 	s.processVerifies()
 	s.AssertOutcomes("verify u-g: Retry error") // the CRD was not seen deleted yet: kept
 	s.AssertActions()
@@ -214,12 +222,7 @@ func TestScenarioGoneKindKept(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			g := scObj(scGadgets, "g", "u-g", "1")
-			dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(g))
-			s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{dep}})
-			live := &fakeLive{}
-			s.withAPIWatch(live)
-			s.observe(dep)
+			s, dep, live := gadgetScenario(t)
 			tc.prepare(s, live)
 			for range 2 {
 				s.processVerifies()
