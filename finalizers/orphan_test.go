@@ -10,13 +10,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
 
@@ -259,28 +260,16 @@ func TestOrphanManyDependentsBoundedConcurrency(t *testing.T) {
 		deps = append(deps, wref(name, uid))
 	}
 	fake := newFakeClient(objs...)
-	var mu sync.Mutex
-	inFlight, peak := 0, 0
-	fake.PrependReactor("patch", "*", func(clienttesting.Action) (bool, runtime.Object, error) {
-		mu.Lock()
-		inFlight++
-		peak = max(peak, inFlight)
-		mu.Unlock()
-		time.Sleep(100 * time.Microsecond)
-		mu.Lock()
-		inFlight--
-		mu.Unlock()
-		return false, nil, nil
-	})
+	patches := &patchesInFlight{Interface: fake, fill: 4, full: make(chan struct{})}
 	view := newFakeView()
 	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerOrphan)
 	view.deps["u-owner"] = [][]graph.Ref{deps}
-	p := newTestProcessor(t, view, fake, Options{PatchWorkers: 4})
+	p := newTestProcessor(t, view, patches, Options{PatchWorkers: 4})
 
 	if got, err := p.process(context.Background(), "u-owner"); got != work.Done || err != nil {
 		t.Fatalf("process() = %v, want done", got)
 	}
-	if peak > 4 {
+	if peak := patches.peak; peak > 4 {
 		t.Errorf("%d patches in flight at once, want at most 4", peak)
 	}
 	for i := range 200 {
@@ -288,4 +277,57 @@ func TestOrphanManyDependentsBoundedConcurrency(t *testing.T) {
 			t.Fatalf("d%d still references %v", i, o)
 		}
 	}
+}
+
+// patchesInFlight is a metadata client that counts the patches in flight through it: the fake
+// itself runs one call at a time (its reactions hold its lock). The first patches wait until
+// fill of them are in flight at once, so that a pool allowed more would show it; a pool of
+// fewer workers never fills it, and the test hangs until go test's timeout names the wait.
+type patchesInFlight struct {
+	metadata.Interface
+	fill int
+	full chan struct{} // closed once fill patches were in flight at once
+
+	mu             sync.Mutex
+	inFlight, peak int
+}
+
+func (c *patchesInFlight) Resource(gvr schema.GroupVersionResource) metadata.Getter {
+	return inFlightGetter{c.Interface.Resource(gvr), c}
+}
+
+type inFlightGetter struct {
+	metadata.Getter
+	c *patchesInFlight
+}
+
+func (g inFlightGetter) Namespace(ns string) metadata.ResourceInterface {
+	return inFlightResource{g.Getter.Namespace(ns), g.c}
+}
+
+type inFlightResource struct {
+	metadata.ResourceInterface
+	c *patchesInFlight
+}
+
+func (r inFlightResource) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*metav1.PartialObjectMetadata, error) {
+	c := r.c
+	c.mu.Lock()
+	c.inFlight++
+	c.peak = max(c.peak, c.inFlight)
+	if c.inFlight == c.fill {
+		select {
+		case <-c.full:
+		default:
+			close(c.full)
+		}
+	}
+	c.mu.Unlock()
+	<-c.full
+	defer func() {
+		c.mu.Lock()
+		c.inFlight--
+		c.mu.Unlock()
+	}()
+	return r.ResourceInterface.Patch(ctx, name, pt, data, opts, subresources...)
 }

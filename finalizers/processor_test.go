@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/metadata"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
 
@@ -176,9 +178,9 @@ func counter(t *testing.T, c prometheus.Counter) float64 {
 	return m.GetCounter().GetValue()
 }
 
-// newTestProcessor returns a processor over view with its patch workers running until the
-// test ends.
-func newTestProcessor(t *testing.T, view gc.View, c *metadatafake.FakeMetadataClient, opts Options) *Processor {
+// newTestProcessor returns a processor over view and the API c with its patch workers running
+// until the test ends.
+func newTestProcessor(t *testing.T, view gc.View, c metadata.Interface, opts Options) *Processor {
 	t.Helper()
 	if opts.PatchWorkers == 0 {
 		opts.PatchWorkers = 3
@@ -347,16 +349,12 @@ func TestRun(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		o, f := live(t, fake, "orphan"), live(t, fake, "fg")
-		if len(o.Finalizers) == 0 && len(f.Finalizers) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("finalizers left: orphan %q, fg %q", o.Finalizers, f.Finalizers)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var o, f *metav1.PartialObjectMetadata
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		o, f = live(t, fake, "orphan"), live(t, fake, "fg")
+		return len(o.Finalizers) == 0 && len(f.Finalizers) == 0, nil
+	}); err != nil {
+		t.Fatalf("finalizers left: orphan %q, fg %q", o.Finalizers, f.Finalizers)
 	}
 	if o := liveOwners(t, fake, "d1"); len(o) != 0 {
 		t.Errorf("d1 still references %v", o)

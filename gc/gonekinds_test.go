@@ -5,7 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -277,62 +277,58 @@ func TestScenarioGoneKindClusterScopedDependent(t *testing.T) {
 // TestLiveRoundsStartAfterTheQuestion: a caller never takes the answer of a live check that
 // was already running when it asked (that check may have read the API before the caller's
 // view of the dependent was taken); callers that ask while one runs share the next one.
+// The callers run in a synctest bubble: synctest.Wait returns once each is blocked (in the
+// round's check, or waiting for a round).
 func TestLiveRoundsStartAfterTheQuestion(t *testing.T) {
-	live := &fakeLive{block: make(chan struct{})}
-	w := newAPIWatch(nil, nil)
-	w.live = live
-	w.crdDeleted(crdUnstructured(scGadgets, true))
+	synctest.Test(t, func(t *testing.T) {
+		live := &fakeLive{block: make(chan struct{})}
+		w := newAPIWatch(nil, nil)
+		w.live = live
+		w.crdDeleted(crdUnstructured(scGadgets, true))
 
-	first := make(chan bool, 1)
-	go func() {
-		gone, _ := w.confirmGone(context.Background(), gadgetKind)
-		first <- gone
-	}()
-	// Wait until the first round runs (it is blocked in check).
-	for {
+		first := make(chan bool, 1)
+		go func() {
+			gone, _ := w.confirmGone(context.Background(), gadgetKind)
+			first <- gone
+		}()
+		// Wait until the first round runs (it is blocked in check).
+		synctest.Wait()
 		w.rounds.mu.Lock()
 		running := w.rounds.running != nil
 		w.rounds.mu.Unlock()
-		if running {
-			break
+		if !running {
+			t.Fatal("the first round is not running")
 		}
-		time.Sleep(time.Millisecond)
-	}
-	// The kind is served again (a CRD re-created) while the first round runs; callers asking now
-	// must see a round that starts after this.
-	live.mu.Lock()
-	live.served = map[schema.GroupKind]struct{}{gadgetKind: {}}
-	live.mu.Unlock()
-	later := make(chan bool, 3)
-	for range 3 {
-		go func() {
-			gone, _ := w.confirmGone(context.Background(), gadgetKind)
-			later <- gone
-		}()
-	}
-	for {
+		// The kind is served again (a CRD re-created) while the first round runs; callers asking now
+		// must see a round that starts after this.
+		live.mu.Lock()
+		live.served = map[schema.GroupKind]struct{}{gadgetKind: {}}
+		live.mu.Unlock()
+		later := make(chan bool, 3)
+		for range 3 {
+			go func() {
+				gone, _ := w.confirmGone(context.Background(), gadgetKind)
+				later <- gone
+			}()
+		}
+		synctest.Wait() // every caller waits for the next round
 		w.rounds.mu.Lock()
-		n := 0
-		if w.rounds.next != nil {
-			n = 1
-		}
+		next := w.rounds.next != nil
 		w.rounds.mu.Unlock()
-		if n == 1 {
-			break
+		if !next {
+			t.Fatal("no next round asked for")
 		}
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(10 * time.Millisecond) // let the other callers join the next round
-	close(live.block)
-	<-first // the first round's answer, whatever it is, is the first caller's
-	for range 3 {
-		if <-later {
-			t.Errorf("a caller that asked while the kind was served again was told it is gone")
+		close(live.block)
+		<-first // the first round's answer, whatever it is, is the first caller's
+		for range 3 {
+			if <-later {
+				t.Errorf("a caller that asked while the kind was served again was told it is gone")
+			}
 		}
-	}
-	if live.rounds > 3 {
-		t.Errorf("%d live checks for 4 callers, want the 3 later ones to share rounds", live.rounds)
-	}
+		if live.rounds > 3 {
+			t.Errorf("%d live checks for 4 callers, want the 3 later ones to share rounds", live.rounds)
+		}
+	})
 }
 
 // TestAPIWatchCRDs: the CRD watch's bookkeeping: a change asks for a discovery round (not the
