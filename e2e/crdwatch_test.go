@@ -36,21 +36,22 @@ const longPeriod = "--discovery-period=10m"
 func establishedAt(t *testing.T, cs framework.Clients, name string) time.Time {
 	t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	var at time.Time
+	framework.EventuallyEvery(t, 5*time.Millisecond, 30*time.Second, "CRD "+name+" established", func() (bool, error) {
 		got, err := cs.Dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
-			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-			for _, c := range conds {
-				if m, _ := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
-					return time.Now()
-				}
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, _ := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
+				at = time.Now()
+				return true, nil
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("CRD %s not established within 30s", name)
-	return time.Time{}
+		return false, nil
+	})
+	return at
 }
 
 // inGraph reports whether cascade's graph holds uid as an observed object (/debug/graph).
@@ -143,7 +144,7 @@ func TestDiscoveryWithinASecond(t *testing.T) {
 }
 
 // TestCRDDeletedSoonAfterCreation (issue 22.4b): a CRD is created after cascade started, custom
-// resources of it own ConfigMaps, and the CRD is deleted 2 s after they were created (the
+// resources of it own ConfigMaps, and the CRD is deleted as soon as cascade observed them (the
 // apiserver deletes the custom resources, then the CRD): the ConfigMaps are collected. Then a
 // ConfigMap naming one of those owners is created once the CRD is gone: its owner's kind has
 // no REST mapping, and it is collected too (the kind is gone). Before issue 22.4 (and in-tree)
@@ -155,14 +156,18 @@ func TestCRDDeletedSoonAfterCreation(t *testing.T) {
 	c := suite.StartCascade(t, longPeriod)
 	gvr := createCRD(t, cs, "brief.e2e.cascade.dev", "Brief", "Namespaced")
 	var owner0Ref metav1.OwnerReference
+	var created []types.UID
 	for i := range 3 {
 		o := createCR(t, cs, gvr, "Brief", ns, fmt.Sprintf("owner-%d", i))
-		cs.CreateCM(t, ns, fmt.Sprintf("dep-%d", i), ownerRefTo(o))
+		created = append(created, o.GetUID(), cs.CreateCM(t, ns, fmt.Sprintf("dep-%d", i), ownerRefTo(o)).UID)
 		if i == 0 {
 			owner0Ref = ownerRefTo(o)
 		}
 	}
-	time.Sleep(2 * time.Second)
+	framework.Eventually(t, collectTimeout, "the owners and dependents in cascade's graph", func() (bool, error) {
+		created = slices.DeleteFunc(created, func(uid types.UID) bool { return inGraph(c, uid) })
+		return len(created) == 0, nil
+	})
 	crdName := gvr.Resource + "." + gvr.Group
 	deleteCRD(t, cs, crdName)
 	cs.WaitCMCount(t, ns, "dep-", 0, collectTimeout)
