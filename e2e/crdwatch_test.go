@@ -69,6 +69,16 @@ func inGraph(c *harness.Cascade, uid types.UID) bool {
 	return resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"state": "observed"`)
 }
 
+// waitInGraph waits until cascade's graph holds every one of uids (what) as an observed object.
+func waitInGraph(t *testing.T, c *harness.Cascade, what string, uids []types.UID) {
+	t.Helper()
+	left := slices.Clone(uids)
+	framework.Eventually(t, collectTimeout, what+" in cascade's graph", func() (bool, error) {
+		left = slices.DeleteFunc(left, func(uid types.UID) bool { return inGraph(c, uid) })
+		return len(left) == 0, nil
+	})
+}
+
 // TestDiscoveryWithinASecond (issue 22.4a): with a discovery period of 10 minutes, CRDs are
 // created one by one after cascade started; for each, the time from the test seeing it
 // Established to its first object (created at once) being observed in cascade's graph. Before
@@ -164,10 +174,7 @@ func TestCRDDeletedSoonAfterCreation(t *testing.T) {
 			owner0Ref = ownerRefTo(o)
 		}
 	}
-	framework.Eventually(t, collectTimeout, "the owners and dependents in cascade's graph", func() (bool, error) {
-		created = slices.DeleteFunc(created, func(uid types.UID) bool { return inGraph(c, uid) })
-		return len(created) == 0, nil
-	})
+	waitInGraph(t, c, "the owners and dependents", created)
 	crdName := gvr.Resource + "." + gvr.Group
 	deleteCRD(t, cs, crdName)
 	cs.WaitCMCount(t, ns, "dep-", 0, collectTimeout)

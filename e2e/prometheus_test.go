@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cascade-gc/cascade/deploy/monitoring"
 	"github.com/cascade-gc/cascade/e2e/framework"
@@ -209,10 +208,7 @@ func runRound(t *testing.T, cs framework.Clients, c *harness.Cascade, prom *harn
 	})
 	event("%s: %d owners × %d dependents created", prefix, r.owners, r.dependents)
 	// The graph's growth shows before the cascade.
-	framework.Eventually(t, collectTimeout, prefix+": the objects in cascade's graph", func() (bool, error) {
-		created = slices.DeleteFunc(created, func(uid types.UID) bool { return inGraph(c, uid) })
-		return len(created) == 0, nil
-	})
+	waitInGraph(t, c, prefix+": the objects created", created)
 	if prom != nil {
 		scrapedSince(t, prom, time.Now(), 2)
 	}
