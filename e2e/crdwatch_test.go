@@ -36,21 +36,22 @@ const longPeriod = "--discovery-period=10m"
 func establishedAt(t *testing.T, cs framework.Clients, name string) time.Time {
 	t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	var at time.Time
+	framework.EventuallyEvery(t, 5*time.Millisecond, 30*time.Second, "CRD "+name+" established", func() (bool, error) {
 		got, err := cs.Dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
-			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-			for _, c := range conds {
-				if m, _ := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
-					return time.Now()
-				}
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, _ := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
+				at = time.Now()
+				return true, nil
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("CRD %s not established within 30s", name)
-	return time.Time{}
+		return false, nil
+	})
+	return at
 }
 
 // inGraph reports whether cascade's graph holds uid as an observed object (/debug/graph).
@@ -66,6 +67,16 @@ func inGraph(c *harness.Cascade, uid types.UID) bool {
 		return false
 	}
 	return resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"state": "observed"`)
+}
+
+// waitInGraph waits until cascade's graph holds every one of uids (what) as an observed object.
+func waitInGraph(t *testing.T, c *harness.Cascade, what string, uids []types.UID) {
+	t.Helper()
+	left := slices.Clone(uids)
+	framework.Eventually(t, collectTimeout, what+" in cascade's graph", func() (bool, error) {
+		left = slices.DeleteFunc(left, func(uid types.UID) bool { return inGraph(c, uid) })
+		return len(left) == 0, nil
+	})
 }
 
 // TestDiscoveryWithinASecond (issue 22.4a): with a discovery period of 10 minutes, CRDs are
@@ -143,7 +154,7 @@ func TestDiscoveryWithinASecond(t *testing.T) {
 }
 
 // TestCRDDeletedSoonAfterCreation (issue 22.4b): a CRD is created after cascade started, custom
-// resources of it own ConfigMaps, and the CRD is deleted 2 s after they were created (the
+// resources of it own ConfigMaps, and the CRD is deleted as soon as cascade observed them (the
 // apiserver deletes the custom resources, then the CRD): the ConfigMaps are collected. Then a
 // ConfigMap naming one of those owners is created once the CRD is gone: its owner's kind has
 // no REST mapping, and it is collected too (the kind is gone). Before issue 22.4 (and in-tree)
@@ -155,14 +166,15 @@ func TestCRDDeletedSoonAfterCreation(t *testing.T) {
 	c := suite.StartCascade(t, longPeriod)
 	gvr := createCRD(t, cs, "brief.e2e.cascade.dev", "Brief", "Namespaced")
 	var owner0Ref metav1.OwnerReference
+	var created []types.UID
 	for i := range 3 {
 		o := createCR(t, cs, gvr, "Brief", ns, fmt.Sprintf("owner-%d", i))
-		cs.CreateCM(t, ns, fmt.Sprintf("dep-%d", i), ownerRefTo(o))
+		created = append(created, o.GetUID(), cs.CreateCM(t, ns, fmt.Sprintf("dep-%d", i), ownerRefTo(o)).UID)
 		if i == 0 {
 			owner0Ref = ownerRefTo(o)
 		}
 	}
-	time.Sleep(2 * time.Second)
+	waitInGraph(t, c, "the owners and dependents", created)
 	crdName := gvr.Resource + "." + gvr.Group
 	deleteCRD(t, cs, crdName)
 	cs.WaitCMCount(t, ns, "dep-", 0, collectTimeout)

@@ -26,7 +26,15 @@ func TestCRDChurnLeavesNothingBehind(t *testing.T) {
 	c := suite.StartCascade(t, "--discovery-period="+period.String())
 	monitorsRunning := func() float64 { return framework.MetricValue(t, c, `cascade_monitors{state="running"}`) }
 	goroutines := func() float64 { return framework.MetricValue(t, c, "go_goroutines") }
-	time.Sleep(2 * period) // let start-up settle
+	// Start-up settled: every monitor synced, and the goroutines as many as a discovery period
+	// earlier (polled once a period).
+	last := -1.0
+	framework.EventuallyEvery(t, period, 30*time.Second, "start-up settled", func() (bool, error) {
+		g := goroutines()
+		settled := g == last && framework.MetricValue(t, c, `cascade_monitors{state="synced"}`) == monitorsRunning()
+		last = g
+		return settled, nil
+	})
 	baseMonitors, baseGoroutines := monitorsRunning(), goroutines()
 
 	var names []string

@@ -97,6 +97,31 @@ func crdVersion(name string, storage bool) map[string]any {
 	}
 }
 
+// missingWebhookConversion is a CRD's spec.conversion through a webhook whose service does not
+// exist: a version other than the storage one cannot be listed until the conversion is None.
+func missingWebhookConversion() map[string]any {
+	return map[string]any{
+		"strategy": "Webhook",
+		"webhook": map[string]any{
+			"conversionReviewVersions": []any{"v1"},
+			"clientConfig": map[string]any{"service": map[string]any{
+				"namespace": "no-such-namespace", "name": "no-such-webhook", "path": "/convert", "port": int64(443),
+			}},
+		},
+	}
+}
+
+// versionsBehindMissingWebhook is a change for updateCRD: the CRD serves versions (crdVersion),
+// converted by missingWebhookConversion.
+func versionsBehindMissingWebhook(versions ...any) func(crd *unstructured.Unstructured) error {
+	return func(crd *unstructured.Unstructured) error {
+		if err := unstructured.SetNestedSlice(crd.Object, versions, "spec", "versions"); err != nil {
+			return err
+		}
+		return unstructured.SetNestedField(crd.Object, missingWebhookConversion(), "spec", "conversion")
+	}
+}
+
 // TestCRDDeletedDependentsCollected: custom resources own ConfigMaps; their CRD is deleted (the
 // apiserver deletes the custom resources, discovery drops the resource, cascade stops its
 // monitor): the ConfigMaps are collected, and no object of the kind stays in the graph.
@@ -173,20 +198,7 @@ func TestPreferredVersionSwitch(t *testing.T) {
 	})
 
 	// 2. v3 behind a conversion webhook that does not exist: v3 cannot be listed.
-	updateCRD(t, cs, crdName, func(crd *unstructured.Unstructured) error {
-		if err := unstructured.SetNestedSlice(crd.Object, []any{crdVersion("v1", true), crdVersion("v2", false), crdVersion("v3", false)}, "spec", "versions"); err != nil {
-			return err
-		}
-		return unstructured.SetNestedField(crd.Object, map[string]any{
-			"strategy": "Webhook",
-			"webhook": map[string]any{
-				"conversionReviewVersions": []any{"v1"},
-				"clientConfig": map[string]any{"service": map[string]any{
-					"namespace": "no-such-namespace", "name": "no-such-webhook", "path": "/convert", "port": int64(443),
-				}},
-			},
-		}, "spec", "conversion")
-	})
+	updateCRD(t, cs, crdName, versionsBehindMissingWebhook(crdVersion("v1", true), crdVersion("v2", false), crdVersion("v3", false)))
 	waitWatchedOnly(t, c, v3, v1, v2)
 	unsyncedV3 := fmt.Sprintf(`cascade_resource_unsynced{group=%q,resource=%q,version=%q}`, v3.Group, v3.Resource, v3.Version)
 	framework.WaitForMetric(t, c, unsyncedV3, 1, collectTimeout)
@@ -240,20 +252,7 @@ func TestCRDDeletedBlockerReleasesForegroundOwner(t *testing.T) {
 	})
 
 	// v2, which cannot be listed, becomes the preferred version.
-	updateCRD(t, cs, crdName, func(crd *unstructured.Unstructured) error {
-		if err := unstructured.SetNestedSlice(crd.Object, []any{crdVersion("v1", true), crdVersion("v2", false)}, "spec", "versions"); err != nil {
-			return err
-		}
-		return unstructured.SetNestedField(crd.Object, map[string]any{
-			"strategy": "Webhook",
-			"webhook": map[string]any{
-				"conversionReviewVersions": []any{"v1"},
-				"clientConfig": map[string]any{"service": map[string]any{
-					"namespace": "no-such-namespace", "name": "no-such-webhook", "path": "/convert", "port": int64(443),
-				}},
-			},
-		}, "spec", "conversion")
-	})
+	updateCRD(t, cs, crdName, versionsBehindMissingWebhook(crdVersion("v1", true), crdVersion("v2", false)))
 	waitWatchedOnly(t, c, v2, v1)
 	framework.WaitForMetric(t, c, fmt.Sprintf(`cascade_resource_unsynced{group=%q,resource=%q,version=%q}`, v2.Group, v2.Resource, v2.Version), 1, collectTimeout)
 

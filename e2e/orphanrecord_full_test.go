@@ -131,9 +131,9 @@ func TestOrphanRecordFullNeverStalls(t *testing.T) {
 	}
 	// For the log: how many Warnings arrive in all (client-go's broadcaster drops, silently,
 	// what its sink's queue of 1,000 cannot hold while the sink posts them one by one).
-	seen, stable := len(events), 0
-	for stable < 3 {
-		time.Sleep(2 * time.Second)
+	// Counted once the count holds for three polls 2 s apart after the first.
+	seen, stable := -1, 0
+	framework.EventuallyEvery(t, 2*time.Second, 5*time.Minute, "the Warning events all posted", func() (bool, error) {
 		evs, err := cs.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + finalizers.EventReasonRecordUnavailable})
 		if err != nil {
 			t.Fatal(err)
@@ -143,7 +143,8 @@ func TestOrphanRecordFullNeverStalls(t *testing.T) {
 		} else {
 			seen, stable = len(evs.Items), 0
 		}
-	}
+		return stable >= 3, nil
+	})
 	t.Logf("%d owners: created with their dependents in %s, deleted by %s, all finished by %s; record: %d entries, %d bytes of data (%d a entry; %d bytes stored with managedFields); degraded: %.0f full, %.0f error; %d Warning events posted",
 		owners, created.Round(time.Second), deleted.Round(time.Second), finished.Round(time.Second), recorded, size, size/max(recorded, 1), len(stored), full, failed, seen)
 

@@ -58,7 +58,7 @@ func TestMonitoringOnPrometheus(t *testing.T) {
 	// labelled series they create (collected, collection latency per propagation, finalizers
 	// removed, requests by verb and code) exist when Prometheus first sees them: it takes a
 	// series' first sample as its start, and would not count the increase that created it.
-	runRound(t, cs, ns, "warmup", cascadeRound{2, 1}, nil)
+	runRound(t, cs, c, nil, ns, "warmup", cascadeRound{2, 1}, nil)
 
 	const scrape = time.Second
 	prom := suite.StartPrometheus(t, harness.PrometheusOptions{
@@ -81,10 +81,10 @@ func TestMonitoringOnPrometheus(t *testing.T) {
 		events = append(events, monitoring.Event{Time: time.Now(), Text: fmt.Sprintf(format, args...)})
 	}
 	for i, r := range rounds {
-		runRound(t, cs, ns, fmt.Sprintf("r%d", i), r, event)
-		time.Sleep(3 * scrape)
+		runRound(t, cs, c, prom, ns, fmt.Sprintf("r%d", i), r, event)
+		scrapedSince(t, prom, time.Now(), 3)
 	}
-	time.Sleep(3 * scrape) // the last values scraped
+	scrapedSince(t, prom, time.Now(), 3) // the last values scraped
 	end := time.Now()
 	t.Logf("scenario: %d rounds in %s", len(rounds), end.Sub(start).Round(time.Second))
 
@@ -183,8 +183,10 @@ func TestMonitoringOnPrometheus(t *testing.T) {
 
 // runRound creates r.owners owners with r.dependents dependents each (blocking references),
 // and one owner with 10 dependents, then deletes half the owners in the background, the
-// others in the foreground and the last with orphan, and waits until cascade is done.
-func runRound(t *testing.T, cs framework.Clients, ns, prefix string, r cascadeRound, event func(string, ...any)) {
+// others in the foreground and the last with orphan, and waits until cascade (c) is done.
+// Before the deletions, the graph's growth shows: c observed every object, and prom (unless
+// nil) scraped c twice since.
+func runRound(t *testing.T, cs framework.Clients, c *harness.Cascade, prom *harness.Prometheus, ns, prefix string, r cascadeRound, event func(string, ...any)) {
 	t.Helper()
 	if event == nil {
 		event = func(string, ...any) {}
@@ -195,7 +197,7 @@ func runRound(t *testing.T, cs framework.Clients, ns, prefix string, r cascadeRo
 	}
 	orphanOwner := cs.CreateCM(t, ns, prefix+"-orphan-owner")
 	total := r.owners * r.dependents
-	cs.CreateConfigMaps(t, ns, total+10, 8, func(i int) *corev1.ConfigMap {
+	created := cs.CreateConfigMaps(t, ns, total+10, 8, func(i int) *corev1.ConfigMap {
 		if i >= total {
 			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-kept-%d", prefix, i-total),
 				OwnerReferences: []metav1.OwnerReference{framework.CMRef(orphanOwner)}}}
@@ -205,7 +207,11 @@ func runRound(t *testing.T, cs framework.Clients, ns, prefix string, r cascadeRo
 			OwnerReferences: []metav1.OwnerReference{framework.RefTo("v1", "ConfigMap", o.Name, o.UID, true)}}}
 	})
 	event("%s: %d owners × %d dependents created", prefix, r.owners, r.dependents)
-	time.Sleep(2 * time.Second) // the graph's growth shows before the cascade
+	// The graph's growth shows before the cascade.
+	waitInGraph(t, c, prefix+": the objects created", created)
+	if prom != nil {
+		scrapedSince(t, prom, time.Now(), 2)
+	}
 	half := r.owners / 2
 	for i, o := range owners {
 		policy := metav1.DeletePropagationBackground
@@ -224,6 +230,25 @@ func runRound(t *testing.T, cs framework.Clients, ns, prefix string, r cascadeRo
 		t.Errorf("orphaned dependent %s still references %v", cm.Name, cm.OwnerReferences)
 	}
 	event("%s: collected", prefix)
+}
+
+// scrapedSince waits until prom has scraped cascade n times since mark, so that what cascade's
+// metrics said at mark is in prom.
+func scrapedSince(t *testing.T, prom *harness.Prometheus, mark time.Time, n int) {
+	t.Helper()
+	framework.Eventually(t, 30*time.Second, fmt.Sprintf("%d scrapes of cascade", n), func() (bool, error) {
+		now := time.Now()
+		window := now.Sub(mark).Truncate(time.Second) // whole seconds: no scrape before mark counts
+		if window == 0 {
+			return false, nil
+		}
+		v, err := prom.Query(context.Background(), fmt.Sprintf(`count_over_time(up{job="cascade"}[%s])`, model.Duration(window)), now)
+		if err != nil {
+			return false, err
+		}
+		vec, _ := v.(model.Vector)
+		return len(vec) == 1 && int(vec[0].Value) >= n, nil
+	})
 }
 
 // depthOf is the value of the series of vec whose name label is name.

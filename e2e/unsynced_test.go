@@ -27,15 +27,7 @@ func createUnlistableCRD(t *testing.T, cs framework.Clients, ns string) schema.G
 	t.Helper()
 	const group, plural, kind = "unsynced.e2e.cascade.dev", "gizmos", "Gizmo"
 	crd := crdObject(group, kind, "Namespaced", "v1", "v2")
-	if err := unstructured.SetNestedField(crd.Object, map[string]any{
-		"strategy": "Webhook",
-		"webhook": map[string]any{
-			"conversionReviewVersions": []any{"v1"},
-			"clientConfig": map[string]any{"service": map[string]any{
-				"namespace": "no-such-namespace", "name": "no-such-webhook", "path": "/convert", "port": int64(443),
-			}},
-		},
-	}, "spec", "conversion"); err != nil {
+	if err := unstructured.SetNestedField(crd.Object, missingWebhookConversion(), "spec", "conversion"); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()

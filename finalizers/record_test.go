@@ -196,7 +196,7 @@ func TestOrphanRecordOnlyWhenNeeded(t *testing.T) {
 			got := actions(fake)
 			gets := 0
 			for _, a := range got {
-				if strings.HasPrefix(a, "get owner") {
+				if strings.HasPrefix(a, "GET widgets.v1.example.com ns/owner") {
 					gets++
 				}
 			}

@@ -34,11 +34,11 @@ func TestScenarioOrphan(t *testing.T) {
 	s.processOwners()
 	s.AssertOutcomes("owner u-owner: Done")
 	s.assertActions(3,
-		`PATCH widgets ns/d1 strategic {"metadata":{"uid":"u-d1","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`,
-		`PATCH widgets ns/d2 strategic {"metadata":{"uid":"u-d2","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`,
-		`PATCH widgets ns/d3 strategic {"metadata":{"uid":"u-d3","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`,
-		"GET widgets ns/owner",
-		`PATCH widgets ns/owner merge {"metadata":{"resourceVersion":"5","finalizers":["example.com/keep"]}}`,
+		`PATCH widgets.v1.example.com ns/d1 strategic {"metadata":{"uid":"u-d1","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`,
+		`PATCH widgets.v1.example.com ns/d2 strategic {"metadata":{"uid":"u-d2","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`,
+		`PATCH widgets.v1.example.com ns/d3 strategic {"metadata":{"uid":"u-d3","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`,
+		"GET widgets.v1.example.com ns/owner",
+		`PATCH widgets.v1.example.com ns/owner merge {"metadata":{"resourceVersion":"5","finalizers":["example.com/keep"]}}`,
 	)
 	s.AssertMetric("cascade_orphaned_dependents_total", 3)
 	s.AssertMetric("cascade_finalizers_removed_total", 1, "finalizer", metav1.FinalizerOrphanDependents)
@@ -123,8 +123,8 @@ func TestScenarioForegroundFinishes(t *testing.T) {
 	s.processOwners()
 	s.AssertOutcomes("owner u-owner: Done")
 	s.assertActions(0,
-		"GET widgets ns/owner",
-		`PATCH widgets ns/owner merge {"metadata":{"resourceVersion":"5","finalizers":["example.com/keep"]}}`,
+		"GET widgets.v1.example.com ns/owner",
+		`PATCH widgets.v1.example.com ns/owner merge {"metadata":{"resourceVersion":"5","finalizers":["example.com/keep"]}}`,
 	)
 	s.AssertMetric("cascade_finalizers_removed_total", 1, "finalizer", metav1.FinalizerDeleteDependents)
 	s.AssertLive(owner, nil, "example.com/keep")
@@ -150,9 +150,9 @@ func TestScenarioOrphanWhileUnsynced(t *testing.T) {
 	s.processOwners()
 	s.AssertOutcomes("owner u-owner: Done")
 	s.assertActions(0,
-		`PATCH widgets ns/d1 strategic {"metadata":{"uid":"u-d1","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`,
-		"GET widgets ns/owner",
-		`PATCH widgets ns/owner merge {"metadata":{"resourceVersion":"5","finalizers":[]}}`,
+		`PATCH widgets.v1.example.com ns/d1 strategic {"metadata":{"uid":"u-d1","ownerReferences":[{"$patch":"delete","uid":"u-owner"}]}}`,
+		"GET widgets.v1.example.com ns/owner",
+		`PATCH widgets.v1.example.com ns/owner merge {"metadata":{"resourceVersion":"5","finalizers":[]}}`,
 	)
 	s.deliver(d1, owner)
 	s.remove(owner) // no finalizer left: the API server deletes it

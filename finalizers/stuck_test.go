@@ -77,7 +77,7 @@ func TestStuckDeletionReported(t *testing.T) {
 		t.Errorf("oldest_waiting_owner_seconds{orphan} = %v, want 0", v)
 	}
 	for _, a := range actions(fake) {
-		if strings.HasPrefix(a, "patch") {
+		if strings.HasPrefix(a, "PATCH ") {
 			t.Errorf("the finalizer was touched while blocked: %s", a)
 		}
 	}

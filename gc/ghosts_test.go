@@ -63,6 +63,21 @@ func newGhostController(t *testing.T, objs ...runtime.Object) (*Controller, *gho
 	return c, owners, func() []string { return clienttest.Actions(fake) }
 }
 
+// newGhostScenario is newGhostController over the API both ghost scenarios start with: the
+// widget u-live (u-gone was deleted unseen) and the ghostDeps.
+func newGhostScenario(t *testing.T) (*Controller, *ghostOwners, func() []string) {
+	t.Helper()
+	depGone, depLive := ghostDeps()
+	return newGhostController(t, clienttest.Widget("ns", "w-u-live", "u-live", "3"), depGone, depLive)
+}
+
+// ghostDeps are the ConfigMaps of both ghost scenarios: dep-gone depends on the widget u-gone,
+// dep-live on the widget u-live, both at example.com/v1.
+func ghostDeps() (depGone, depLive *metav1.PartialObjectMetadata) {
+	return ghostMeta(ghostCMs, "dep-gone", "u-dep-gone", widgetRefV1("u-gone", false)),
+		ghostMeta(ghostCMs, "dep-live", "u-dep-live", widgetRefV1("u-live", false))
+}
+
 // ghostT0 is the ghost tests' clock at start.
 var ghostT0 = time.Date(2026, 11, 26, 5, 0, 0, 0, time.UTC)
 
@@ -128,11 +143,7 @@ func ghostOwnerStates(c *Controller, uid types.UID) []graph.OwnerState {
 // is collected, the one of the widget that is still there (the kind still mapped) is kept.
 // Nothing is deleted before an answer.
 func TestKindGoneOwnersAreVerified(t *testing.T) {
-	c, _, acts := newGhostController(t,
-		clienttest.Widget("ns", "w-u-live", "u-live", "3"),
-		ghostMeta(ghostCMs, "dep-gone", "u-dep-gone", widgetRefV1("u-gone", false)),
-		ghostMeta(ghostCMs, "dep-live", "u-dep-live", widgetRefV1("u-live", false)),
-	)
+	c, _, acts := newGhostScenario(t)
 	widgets := ghostWatch(c, ghostWidgetsV1, true)
 	cms := ghostWatch(c, ghostCMs, true)
 	for _, o := range []*metav1.PartialObjectMetadata{ghostMeta(ghostWidgetsV1, "w-u-gone", "u-gone"), ghostMeta(ghostWidgetsV1, "w-u-live", "u-live")} {
@@ -140,7 +151,8 @@ func TestKindGoneOwnersAreVerified(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, o := range []*metav1.PartialObjectMetadata{ghostMeta(ghostCMs, "dep-gone", "u-dep-gone", widgetRefV1("u-gone", false)), ghostMeta(ghostCMs, "dep-live", "u-dep-live", widgetRefV1("u-live", false))} {
+	depGone, depLive := ghostDeps()
+	for _, o := range []*metav1.PartialObjectMetadata{depGone, depLive} {
 		if err := cms.Add(o); err != nil {
 			t.Fatal(err)
 		}
@@ -197,21 +209,15 @@ func TestKindGoneOwnersAreVerified(t *testing.T) {
 // the one it lacks (deleted while neither version was watched) becomes virtual: found absent,
 // its ConfigMap is collected; the other ConfigMap, whose claim names v1, is found present.
 func TestVersionSwitchWaitsForTheNewList(t *testing.T) {
-	c, handed, acts := newGhostController(t,
-		clienttest.Widget("ns", "w-u-live", "u-live", "3"),
-		ghostMeta(ghostCMs, "dep-gone", "u-dep-gone", widgetRefV1("u-gone", false)),
-		ghostMeta(ghostCMs, "dep-live", "u-dep-live", widgetRefV1("u-live", false)),
-	)
+	c, handed, acts := newGhostScenario(t)
 	v1 := ghostWatch(c, ghostWidgetsV1, true)
 	cms := ghostWatch(c, ghostCMs, true)
 	fg := ghostMeta(ghostCMs, "fg", "u-fg")
 	fg.DeletionTimestamp, fg.Finalizers = &clienttest.DeletedAt, []string{metav1.FinalizerDeleteDependents}
 	fgRef := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "fg", UID: "u-fg", BlockOwnerDeletion: new(bool)}
 	*fgRef.BlockOwnerDeletion = true
-	if err := cms.Replace([]any{fg,
-		ghostMeta(ghostCMs, "dep-gone", "u-dep-gone", widgetRefV1("u-gone", false)),
-		ghostMeta(ghostCMs, "dep-live", "u-dep-live", widgetRefV1("u-live", false)),
-	}, "3"); err != nil {
+	depGone, depLive := ghostDeps()
+	if err := cms.Replace([]any{fg, depGone, depLive}, "3"); err != nil {
 		t.Fatal(err)
 	}
 	if err := v1.Replace([]any{
@@ -283,9 +289,9 @@ func ghostWorkDone(t *testing.T, c *Controller, acts func() []string) {
 	got := acts()
 	slices.Sort(got)
 	want := []string{
-		"delete /v1, Resource=configmaps ns=ns name=dep-gone",
-		"get example.com/v1, Resource=widgets ns=ns name=w-u-gone",
-		"get example.com/v1, Resource=widgets ns=ns name=w-u-live",
+		"DELETE configmaps.v1 ns/dep-gone uid=u-dep-gone rv=3 propagation=Background",
+		"GET widgets.v1.example.com ns/w-u-gone",
+		"GET widgets.v1.example.com ns/w-u-live",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("API calls:\n%q\nwant\n%q", got, want)

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -105,18 +105,26 @@ func (s *scenario) crdCreated(r Resource) {
 	s.end()
 }
 
+// gadgetScenario: widget dep names a Gadget g that cascade never observed (gadgets are not
+// watched, and g does not exist); the API watch runs over live, and dep is observed.
+func gadgetScenario(t *testing.T) (s *scenario, dep *metav1.PartialObjectMetadata, live *fakeLive) {
+	t.Helper()
+	g := scObj(scGadgets, "g", "u-g", "1")
+	dep = scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(g))
+	s = newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{dep}})
+	live = &fakeLive{}
+	s.withAPIWatch(live)
+	s.observe(dep)
+	return s, dep, live
+}
+
 // TestScenarioGoneKindOwnerCollected: a ConfigMap-like dependent names a Gadget cascade never
 // observed (the CRD was created and deleted between two discovery rounds); the watch saw the
 // Gadget CRD deleted and the live check finds nothing serving the kind: the owner is absent
 // and the dependent collected. Before issue 22.4 the claim was retried for ever.
 // (e2e: TestCRDDeletedSoonAfterCreation.)
 func TestScenarioGoneKindOwnerCollected(t *testing.T) {
-	g := scObj(scGadgets, "g", "u-g", "1")
-	dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(g))
-	s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{dep}})
-	live := &fakeLive{}
-	s.withAPIWatch(live)
-	s.observe(dep)
+	s, _, live := gadgetScenario(t)
 	s.processVerifies()
 	s.AssertOutcomes("verify u-g: Retry error") // the CRD was not seen deleted yet: kept
 	s.AssertActions()
@@ -133,7 +141,7 @@ func TestScenarioGoneKindOwnerCollected(t *testing.T) {
 	s.AssertOwnerStates("u-dep", graph.OwnerAbsent)
 	s.processDeletes()
 	s.AssertOutcomes("delete u-dep: Done")
-	s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background")
+	s.AssertActions("DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Background")
 }
 
 // TestScenarioGoneKindObservedOwner: the Gadget owner was observed, then observed deleted (its
@@ -166,8 +174,8 @@ func TestScenarioGoneKindObservedOwner(t *testing.T) {
 	s.retryPending()
 	s.processDeletes()
 	s.AssertOutcomes("delete u-dep: Done", "delete u-kept: Done")
-	s.AssertActions("DELETE widgets ns/dep uid=u-dep rv=3 propagation=Background",
-		`PATCH widgets ns/kept strategic {"metadata":{"uid":"u-kept","resourceVersion":"4","ownerReferences":[{"$patch":"delete","uid":"u-g"}]}}`)
+	s.AssertActions("DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Background",
+		`PATCH widgets.v1.example.com ns/kept strategic {"metadata":{"uid":"u-kept","resourceVersion":"4","ownerReferences":[{"$patch":"delete","uid":"u-g"}]}}`)
 	s.AssertLiveOwners(kept, "u-w")
 }
 
@@ -214,12 +222,7 @@ func TestScenarioGoneKindKept(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			g := scObj(scGadgets, "g", "u-g", "1")
-			dep := scObj(scWidgets, "dep", "u-dep", "3", gctest.RefTo(g))
-			s := newScenario(t, scenarioSetup{watched: []Resource{scWidgets}, objects: []runtime.Object{dep}})
-			live := &fakeLive{}
-			s.withAPIWatch(live)
-			s.observe(dep)
+			s, dep, live := gadgetScenario(t)
 			tc.prepare(s, live)
 			for range 2 {
 				s.processVerifies()
@@ -266,7 +269,7 @@ func TestScenarioGoneKindClusterScopedDependent(t *testing.T) {
 			s.AssertOutcomes("verify u-g: Done")
 			s.processDeletes()
 			s.AssertOutcomes("delete u-dep: Done")
-			s.AssertActions("DELETE tops /dep uid=u-dep rv=3 propagation=Background")
+			s.AssertActions("DELETE tops.v1.example.com /dep uid=u-dep rv=3 propagation=Background")
 		})
 	}
 }
@@ -274,62 +277,58 @@ func TestScenarioGoneKindClusterScopedDependent(t *testing.T) {
 // TestLiveRoundsStartAfterTheQuestion: a caller never takes the answer of a live check that
 // was already running when it asked (that check may have read the API before the caller's
 // view of the dependent was taken); callers that ask while one runs share the next one.
+// The callers run in a synctest bubble: synctest.Wait returns once each is blocked (in the
+// round's check, or waiting for a round).
 func TestLiveRoundsStartAfterTheQuestion(t *testing.T) {
-	live := &fakeLive{block: make(chan struct{})}
-	w := newAPIWatch(nil, nil)
-	w.live = live
-	w.crdDeleted(crdUnstructured(scGadgets, true))
+	synctest.Test(t, func(t *testing.T) {
+		live := &fakeLive{block: make(chan struct{})}
+		w := newAPIWatch(nil, nil)
+		w.live = live
+		w.crdDeleted(crdUnstructured(scGadgets, true))
 
-	first := make(chan bool, 1)
-	go func() {
-		gone, _ := w.confirmGone(context.Background(), gadgetKind)
-		first <- gone
-	}()
-	// Wait until the first round runs (it is blocked in check).
-	for {
+		first := make(chan bool, 1)
+		go func() {
+			gone, _ := w.confirmGone(context.Background(), gadgetKind)
+			first <- gone
+		}()
+		// Wait until the first round runs (it is blocked in check).
+		synctest.Wait()
 		w.rounds.mu.Lock()
 		running := w.rounds.running != nil
 		w.rounds.mu.Unlock()
-		if running {
-			break
+		if !running {
+			t.Fatal("the first round is not running")
 		}
-		time.Sleep(time.Millisecond)
-	}
-	// The kind is served again (a CRD re-created) while the first round runs; callers asking now
-	// must see a round that starts after this.
-	live.mu.Lock()
-	live.served = map[schema.GroupKind]struct{}{gadgetKind: {}}
-	live.mu.Unlock()
-	later := make(chan bool, 3)
-	for range 3 {
-		go func() {
-			gone, _ := w.confirmGone(context.Background(), gadgetKind)
-			later <- gone
-		}()
-	}
-	for {
+		// The kind is served again (a CRD re-created) while the first round runs; callers asking now
+		// must see a round that starts after this.
+		live.mu.Lock()
+		live.served = map[schema.GroupKind]struct{}{gadgetKind: {}}
+		live.mu.Unlock()
+		later := make(chan bool, 3)
+		for range 3 {
+			go func() {
+				gone, _ := w.confirmGone(context.Background(), gadgetKind)
+				later <- gone
+			}()
+		}
+		synctest.Wait() // every caller waits for the next round
 		w.rounds.mu.Lock()
-		n := 0
-		if w.rounds.next != nil {
-			n = 1
-		}
+		next := w.rounds.next != nil
 		w.rounds.mu.Unlock()
-		if n == 1 {
-			break
+		if !next {
+			t.Fatal("no next round asked for")
 		}
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(10 * time.Millisecond) // let the other callers join the next round
-	close(live.block)
-	<-first // the first round's answer, whatever it is, is the first caller's
-	for range 3 {
-		if <-later {
-			t.Errorf("a caller that asked while the kind was served again was told it is gone")
+		close(live.block)
+		<-first // the first round's answer, whatever it is, is the first caller's
+		for range 3 {
+			if <-later {
+				t.Errorf("a caller that asked while the kind was served again was told it is gone")
+			}
 		}
-	}
-	if live.rounds > 3 {
-		t.Errorf("%d live checks for 4 callers, want the 3 later ones to share rounds", live.rounds)
-	}
+		if live.rounds > 3 {
+			t.Errorf("%d live checks for 4 callers, want the 3 later ones to share rounds", live.rounds)
+		}
+	})
 }
 
 // TestAPIWatchCRDs: the CRD watch's bookkeeping: a change asks for a discovery round (not the

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,8 +50,8 @@ func policyController(t *testing.T, fake *metadatafake.FakeMetadataClient, pol *
 	c.deps.Clock = clk
 	c.deps.Recorder = rec
 	c.nsLabels = client.NewNamespaceLabels(clk)
+	c.deleteQueue.ShutDown() // New's, replaced by one on the fake clock (newControllerOver's cleanup shuts that one)
 	c.deleteQueue = work.NewQueue("attempt_to_delete", work.Options[types.UID]{Clock: clk})
-	t.Cleanup(c.deleteQueue.ShutDown)
 	return c, clk, rec
 }
 
@@ -67,27 +68,14 @@ func inNamespace(o graph.Object, ns string) graph.Object {
 	return o
 }
 
-func events(rec *record.FakeRecorder) []string {
-	var out []string
-	for {
-		select {
-		case e := <-rec.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
-
-// waitQueued waits until the delete queue holds an item (a delayed add came due).
+// waitQueued takes what the delete queue holds once its goroutines have handled the clock's
+// last step (a delayed add came due), failing when nothing is queued. Call it in a synctest
+// bubble: synctest.Wait returns when they wait on the clock again.
 func waitQueued(t *testing.T, q *work.Queue[types.UID]) []types.UID {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for q.Len() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("nothing queued")
-		}
-		time.Sleep(time.Millisecond)
+	synctest.Wait()
+	if q.Len() == 0 {
+		t.Fatal("nothing queued")
 	}
 	return worktest.Drain(q)
 }
@@ -123,11 +111,11 @@ rules:
 		}
 	}
 	want := []string{
-		"get /v1, Resource=namespaces ns= name=keep",
-		`patch example.com/v1, Resource=widgets ns=keep name=dep application/strategic-merge-patch+json {"metadata":{"uid":"u-dep","ownerReferences":[{"$patch":"delete","uid":"u-o1"},{"$patch":"delete","uid":"u-o2"}]}}`,
-		`patch example.com/v1, Resource=widgets ns=keep name=dep2 application/strategic-merge-patch+json {"metadata":{"uid":"u-dep2","ownerReferences":[{"$patch":"delete","uid":"u-o1"}]}}`,
-		"get /v1, Resource=namespaces ns= name=other",
-		"delete example.com/v1, Resource=widgets ns=other name=dep",
+		"GET namespaces.v1 /keep",
+		`PATCH widgets.v1.example.com keep/dep strategic {"metadata":{"uid":"u-dep","ownerReferences":[{"$patch":"delete","uid":"u-o1"},{"$patch":"delete","uid":"u-o2"}]}}`,
+		`PATCH widgets.v1.example.com keep/dep2 strategic {"metadata":{"uid":"u-dep2","ownerReferences":[{"$patch":"delete","uid":"u-o1"}]}}`,
+		"GET namespaces.v1 /other",
+		"DELETE widgets.v1.example.com other/dep uid=u-other rv=3 propagation=Background",
 	}
 	if got := clienttest.Actions(fake); !slices.Equal(got, want) {
 		t.Errorf("actions:\n%q\nwant\n%q", got, want)
@@ -135,7 +123,7 @@ rules:
 	if refs, err := clienttest.LiveOwners(fake, widgets, "keep", "dep"); err != nil || len(refs) != 0 {
 		t.Errorf("dep's references: %v, %v; want none, and dep kept", refs, err)
 	}
-	evs := events(rec)
+	evs := clienttest.Events(rec)
 	if len(evs) != 2 || !strings.HasPrefix(evs[0], "Normal "+EventReasonCollectNever+" ") ||
 		!strings.Contains(evs[0], "rules[0] (collect: Never for widgets.example.com)") || !strings.Contains(evs[0], "Widget w-u-o1 (uid u-o1), Widget w-u-o2 (uid u-o2)") {
 		t.Errorf("events = %q, want one PolicyCollectNever per kept dependent naming the rule and the owners", evs)
@@ -155,60 +143,63 @@ func TestCollectNeverNamespaceLabelsUnreadable(t *testing.T) {
 	if out, err := c.attemptToDelete(context.Background(), "u-dep"); out != work.Retry || err == nil {
 		t.Errorf("outcome %v, %v; want Retry with the error", out, err)
 	}
-	if got := clienttest.Actions(fake); !slices.Equal(got, []string{"get /v1, Resource=namespaces ns= name=ns"}) {
+	if got := clienttest.Actions(fake); !slices.Equal(got, []string{"GET namespaces.v1 /ns"}) {
 		t.Errorf("actions %q, want the failed read only", got)
 	}
 }
 
 // TestCollectAfter: the first time every owner is found gone, the time is recorded on the
 // dependent and it is kept; it is queued again for when the delay ends, then deleted with the
-// live resourceVersion. Looking earlier keeps it without writing anything.
+// live resourceVersion. Looking earlier keeps it without writing anything. (In a synctest bubble,
+// as every test of the delay: waitQueued.)
 func TestCollectAfter(t *testing.T) {
-	fake := clienttest.NewFake(clienttest.Widget("ns", "dep", "u-dep", "3", clienttest.OwnerRef("u-o1", nil)))
-	c, clk, rec := policyController(t, fake, compiledPolicy(t, "rules:\n- resource: widgets.example.com\n  collect: After 1m\n"))
-	observe(c, widgetObj("w-u-o1", "u-o1"), widgetObj("dep", "u-dep", "u-o1"))
-	observeDeleted(c, "u-o1")
-	worktest.Drain(c.deleteQueue)
-	ctx := context.Background()
-	const get = "get example.com/v1, Resource=widgets ns=ns name=dep"
+	synctest.Test(t, func(t *testing.T) {
+		fake := clienttest.NewFake(clienttest.Widget("ns", "dep", "u-dep", "3", clienttest.OwnerRef("u-o1", nil)))
+		c, clk, rec := policyController(t, fake, compiledPolicy(t, "rules:\n- resource: widgets.example.com\n  collect: After 1m\n"))
+		observe(c, widgetObj("w-u-o1", "u-o1"), widgetObj("dep", "u-dep", "u-o1"))
+		observeDeleted(c, "u-o1")
+		worktest.Drain(c.deleteQueue)
+		ctx := context.Background()
+		const get = "GET widgets.v1.example.com ns/dep"
 
-	if out, err := c.attemptToDelete(ctx, "u-dep"); out != work.Done || err != nil {
-		t.Fatalf("first look: %v, %v", out, err)
-	}
-	want := []string{get, `patch example.com/v1, Resource=widgets ns=ns name=dep application/strategic-merge-patch+json {"metadata":{"uid":"u-dep","annotations":{"cascade.dev/orphaned-at":"2026-05-01T10:00:00Z owners=u-o1"}}}`}
-	if got := clienttest.Actions(fake); !slices.Equal(got, want) {
-		t.Fatalf("first look: actions\n%q\nwant\n%q", got, want)
-	}
-	if evs := events(rec); len(evs) != 1 || !strings.Contains(evs[0], EventReasonCollectAfter+" Every owner is gone; kept until 2026-05-01T10:01:00Z") {
-		t.Errorf("events %q, want one PolicyCollectAfter with the time", evs)
-	}
+		if out, err := c.attemptToDelete(ctx, "u-dep"); out != work.Done || err != nil {
+			t.Fatalf("first look: %v, %v", out, err)
+		}
+		want := []string{get, `PATCH widgets.v1.example.com ns/dep strategic {"metadata":{"uid":"u-dep","annotations":{"cascade.dev/orphaned-at":"2026-05-01T10:00:00Z owners=u-o1"}}}`}
+		if got := clienttest.Actions(fake); !slices.Equal(got, want) {
+			t.Fatalf("first look: actions\n%q\nwant\n%q", got, want)
+		}
+		if evs := clienttest.Events(rec); len(evs) != 1 || !strings.Contains(evs[0], EventReasonCollectAfter+" Every owner is gone; kept until 2026-05-01T10:01:00Z") {
+			t.Errorf("events %q, want one PolicyCollectAfter with the time", evs)
+		}
 
-	fake.ClearActions()
-	clk.Step(30 * time.Second)
-	if out, err := c.attemptToDelete(ctx, "u-dep"); out != work.Done || err != nil {
-		t.Fatalf("look after 30s: %v, %v", out, err)
-	}
-	if got := clienttest.Actions(fake); !slices.Equal(got, []string{get}) {
-		t.Errorf("look after 30s: actions %q, want the read only", got)
-	}
+		fake.ClearActions()
+		clk.Step(30 * time.Second)
+		if out, err := c.attemptToDelete(ctx, "u-dep"); out != work.Done || err != nil {
+			t.Fatalf("look after 30s: %v, %v", out, err)
+		}
+		if got := clienttest.Actions(fake); !slices.Equal(got, []string{get}) {
+			t.Errorf("look after 30s: actions %q, want the read only", got)
+		}
 
-	clk.Step(30 * time.Second)
-	if got := waitQueued(t, c.deleteQueue); !slices.Equal(got, []types.UID{"u-dep"}) {
-		t.Fatalf("queued %v when the delay ended", got)
-	}
-	fake.ClearActions()
-	if out, err := c.attemptToDelete(ctx, "u-dep"); out != work.Done || err != nil {
-		t.Fatalf("look after 1m: %v, %v", out, err)
-	}
-	if got := clienttest.Actions(fake); !slices.Equal(got, []string{get, "delete example.com/v1, Resource=widgets ns=ns name=dep"}) {
-		t.Errorf("look after 1m: actions %q, want the read and the DELETE", got)
-	}
-	if _, err := clienttest.Live(fake, widgets, "ns", "dep"); !apierrors.IsNotFound(err) {
-		t.Errorf("dep after the delay: %v, want deleted", err)
-	}
-	if len(events(rec)) != 0 {
-		t.Error("events after the first look")
-	}
+		clk.Step(30 * time.Second)
+		if got := waitQueued(t, c.deleteQueue); !slices.Equal(got, []types.UID{"u-dep"}) {
+			t.Fatalf("queued %v when the delay ended", got)
+		}
+		fake.ClearActions()
+		if out, err := c.attemptToDelete(ctx, "u-dep"); out != work.Done || err != nil {
+			t.Fatalf("look after 1m: %v, %v", out, err)
+		}
+		if got := clienttest.Actions(fake); !slices.Equal(got, []string{get, "DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Background"}) {
+			t.Errorf("look after 1m: actions %q, want the read and the DELETE", got)
+		}
+		if _, err := clienttest.Live(fake, widgets, "ns", "dep"); !apierrors.IsNotFound(err) {
+			t.Errorf("dep after the delay: %v, want deleted", err)
+		}
+		if len(clienttest.Events(rec)) != 0 {
+			t.Error("events after the first look")
+		}
+	})
 }
 
 // TestCollectAfterSurvivesRestart: a new controller (an empty graph, as after a restart) finds
@@ -225,27 +216,29 @@ func TestCollectAfterSurvivesRestart(t *testing.T) {
 		{"recorded for other owners", "2026-05-01T09:00:00Z owners=u-old", true, time.Minute},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			dep := clienttest.Widget("ns", "dep", "u-dep", "3", clienttest.OwnerRef("u-o1", nil))
-			dep.Annotations = map[string]string{policy.OrphanedAtAnnotation: tt.recorded}
-			fake := clienttest.NewFake(dep)
-			c, clk, _ := policyController(t, fake, compiledPolicy(t, "rules:\n- resource: widgets.example.com\n  collect: After 1m\n"))
-			observe(c, widgetObj("dep", "u-dep", "u-o1")) // the owner is never observed: verified absent
-			c.apply(graph.Event{Type: graph.EventOwnerVerified, Owner: graph.Ref{APIVersion: "example.com/v1", Kind: "Widget", Namespace: "ns", Name: "w-u-o1", UID: "u-o1"}})
-			worktest.Drain(c.deleteQueue)
-			if out, err := c.attemptToDelete(context.Background(), "u-dep"); out != work.Done || err != nil {
-				t.Fatalf("%v, %v", out, err)
-			}
-			patched := slices.ContainsFunc(clienttest.Actions(fake), func(a string) bool { return strings.HasPrefix(a, "patch") })
-			if patched != tt.wantPatch {
-				t.Errorf("patched %t, want %t: %q", patched, tt.wantPatch, clienttest.Actions(fake))
-			}
-			clk.Step(tt.wantAfter - time.Second)
-			time.Sleep(20 * time.Millisecond)
-			if n := c.deleteQueue.Len(); n != 0 {
-				t.Errorf("queued a second before the delay ends")
-			}
-			clk.Step(time.Second)
-			waitQueued(t, c.deleteQueue)
+			synctest.Test(t, func(t *testing.T) {
+				dep := clienttest.Widget("ns", "dep", "u-dep", "3", clienttest.OwnerRef("u-o1", nil))
+				dep.Annotations = map[string]string{policy.OrphanedAtAnnotation: tt.recorded}
+				fake := clienttest.NewFake(dep)
+				c, clk, _ := policyController(t, fake, compiledPolicy(t, "rules:\n- resource: widgets.example.com\n  collect: After 1m\n"))
+				observe(c, widgetObj("dep", "u-dep", "u-o1")) // the owner is never observed: verified absent
+				c.apply(graph.Event{Type: graph.EventOwnerVerified, Owner: graph.Ref{APIVersion: "example.com/v1", Kind: "Widget", Namespace: "ns", Name: "w-u-o1", UID: "u-o1"}})
+				worktest.Drain(c.deleteQueue)
+				if out, err := c.attemptToDelete(context.Background(), "u-dep"); out != work.Done || err != nil {
+					t.Fatalf("%v, %v", out, err)
+				}
+				patched := slices.ContainsFunc(clienttest.Actions(fake), func(a string) bool { return strings.HasPrefix(a, "PATCH ") })
+				if patched != tt.wantPatch {
+					t.Errorf("patched %t, want %t: %q", patched, tt.wantPatch, clienttest.Actions(fake))
+				}
+				clk.Step(tt.wantAfter - time.Second)
+				synctest.Wait() // the queue has handled the step
+				if n := c.deleteQueue.Len(); n != 0 {
+					t.Errorf("queued a second before the delay ends")
+				}
+				clk.Step(time.Second)
+				waitQueued(t, c.deleteQueue)
+			})
 		})
 	}
 }
@@ -260,7 +253,7 @@ func TestCollectAfterStaleView(t *testing.T) {
 	if out, err := c.attemptToDelete(context.Background(), "u-dep"); out != work.Retry || err != nil {
 		t.Errorf("%v, %v; want Retry", out, err)
 	}
-	if got := clienttest.Actions(fake); !slices.Equal(got, []string{"get example.com/v1, Resource=widgets ns=ns name=dep"}) {
+	if got := clienttest.Actions(fake); !slices.Equal(got, []string{"GET widgets.v1.example.com ns/dep"}) {
 		t.Errorf("actions %q, want the read only", got)
 	}
 }
@@ -303,7 +296,7 @@ func TestNamespaceLabelsCache(t *testing.T) {
 	if _, err := l.Get(ctx, c, "a"); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"get /v1, Resource=namespaces ns= name=a", "get /v1, Resource=namespaces ns= name=gone", "get /v1, Resource=namespaces ns= name=a"}
+	want := []string{"GET namespaces.v1 /a", "GET namespaces.v1 /gone", "GET namespaces.v1 /a"}
 	if got := clienttest.Actions(fake); !slices.Equal(got, want) {
 		t.Errorf("actions %q, want %q", got, want)
 	}

@@ -115,7 +115,7 @@ func TestVirtualOwnerReverified(t *testing.T) {
 	if out, err := c.attemptToDelete(ctx, "u-dep"); out != work.Done || err != nil {
 		t.Fatalf("attemptToDelete = %v, %v", out, err)
 	}
-	want := []string{"get /v1, Resource=configmaps ns=ns name=cm", "delete example.com/v1, Resource=widgets ns=ns name=dep"}
+	want := []string{"GET configmaps.v1 ns/cm", "DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Background"}
 	if got := clienttest.Actions(fake); !slices.Equal(got, want) {
 		t.Errorf("actions = %q, want %q", got, want)
 	}

@@ -41,7 +41,11 @@ import (
 //
 // A scenario is a sequence of method calls on *scenario, each one step; steps are methods
 // rather than package-level functions so their names never collide with this package's other
-// test helpers.
+// test helpers. Each scenario names the bug it guards against and what must never be deleted,
+// and its e2e counterpart where there is one. They are in one file a theme: scenario_verify
+// (owners checked live), scenario_wait (waiting dependents decided again), scenario_ghosts
+// (resources no longer watched), scenario_collect (writes on a view the live object outgrew),
+// scenario_foreground, scenario_orphan and scenario_standby.
 
 // Resources of the scenarios: widgets and gizmos are watched (monitors registered by hand, as
 // the discovery loop would), configmaps are mapped but not watched (their owners are only ever
@@ -665,6 +669,21 @@ func checkGraph(g *graph.Graph, universe map[types.UID]struct{}) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// TestCheckGraphSeesInconsistency: the harness's consistency check is not vacuous: a universe
+// that misses a node the graph holds makes the counts disagree.
+func TestCheckGraphSeesInconsistency(t *testing.T) {
+	g := graph.New()
+	dep := graph.Object{Ref: graph.Ref{APIVersion: "example.com/v1", Kind: "Widget", Namespace: "ns", Name: "dep", UID: "u-dep"}, ResourceVersion: "1",
+		Owners: []graph.OwnerRef{{APIVersion: "example.com/v1", Kind: "Widget", Name: "o", UID: "u-o"}}}
+	g.Apply(graph.Event{Type: graph.EventObserved, Object: dep})
+	if err := checkGraph(g, map[types.UID]struct{}{"u-dep": {}, "u-o": {}}); err != nil {
+		t.Errorf("consistent graph: %v", err)
+	}
+	if err := checkGraph(g, map[types.UID]struct{}{"u-dep": {}}); err == nil {
+		t.Error("a virtual node outside the universe went unnoticed")
+	}
 }
 
 // --- objects ---

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,8 +70,13 @@ func (f *fakeOrphanRecords) Load(context.Context) ([]graph.Ref, error) {
 // TestOrphanRecordsLoadedBeforeCollecting: a new leader whose graph holds a dependent of an owner
 // it saw go (absent: collectable) loads the previous leader's record first, retrying while it
 // fails; afterwards the reference is OwnerOrphaned (removed, the dependent kept). A load that
-// never succeeds never lets the workers start.
+// never succeeds never lets the workers start. The loader waits on a fake clock between tries;
+// in a synctest bubble, the test moves the clock once the loader waits on it (synctest.Wait).
 func TestOrphanRecordsLoadedBeforeCollecting(t *testing.T) {
+	synctest.Test(t, orphanRecordsLoadedBeforeCollecting)
+}
+
+func orphanRecordsLoadedBeforeCollecting(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	owner := widgetObj("w-u-owner", "u-owner")
 	rec := &fakeOrphanRecords{fails: 2, refs: []graph.Ref{owner.Ref}}
@@ -85,6 +91,7 @@ func TestOrphanRecordsLoadedBeforeCollecting(t *testing.T) {
 	done := make(chan bool)
 	go func() { done <- c.loadOrphanRecords(context.Background()) }()
 	for {
+		synctest.Wait() // the loader is done, or waits on the clock
 		select {
 		case ok := <-done:
 			if !ok {
@@ -100,8 +107,9 @@ func TestOrphanRecordsLoadedBeforeCollecting(t *testing.T) {
 			rec.fails = 1 << 30
 			ctx, cancel := context.WithCancel(context.Background())
 			go func() { done <- c.loadOrphanRecords(ctx) }()
-			for !clk.HasWaiters() {
-				time.Sleep(time.Millisecond)
+			synctest.Wait()
+			if !clk.HasWaiters() {
+				t.Fatal("the loader does not wait to try again")
 			}
 			cancel()
 			if <-done {
@@ -109,10 +117,10 @@ func TestOrphanRecordsLoadedBeforeCollecting(t *testing.T) {
 			}
 			return
 		default:
-			if clk.HasWaiters() {
-				clk.Step(time.Minute)
+			if !clk.HasWaiters() {
+				t.Fatal("the loader neither finished nor waits to try again")
 			}
-			time.Sleep(time.Millisecond)
+			clk.Step(time.Minute)
 		}
 	}
 }

@@ -78,7 +78,7 @@ func orphaning(uid types.UID) graph.Object {
 }
 
 func smpRemove(name string, uid, owner types.UID) string {
-	return `patch example.com/v1, Resource=widgets ns=ns name=` + name + ` application/strategic-merge-patch+json {"metadata":{"uid":"` + string(uid) + `","ownerReferences":[{"$patch":"delete","uid":"` + string(owner) + `"}]}}`
+	return `PATCH widgets.v1.example.com ns/` + name + ` strategic {"metadata":{"uid":"` + string(uid) + `","ownerReferences":[{"$patch":"delete","uid":"` + string(owner) + `"}]}}`
 }
 
 // TestOrphanDeletedOwnerIsNeverAReasonToDelete: dependents whose reference to an owner deleted
@@ -145,7 +145,7 @@ func TestBackgroundDeletedOwnerStillCollects(t *testing.T) {
 	if got, err := c.attemptToDelete(context.Background(), "u-dep"); got != work.Done || err != nil {
 		t.Errorf("outcome %v, %v; want Done", got, err)
 	}
-	if got := acts(); !slices.Equal(got, []string{"delete example.com/v1, Resource=widgets ns=ns name=dep"}) {
+	if got := acts(); !slices.Equal(got, []string{"DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Background"}) {
 		t.Errorf("actions = %q, want the DELETE of dep", got)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/cascade-gc/cascade/e2e/framework"
 	"github.com/cascade-gc/cascade/e2e/harness"
 )
 
@@ -299,7 +300,7 @@ func TestChaos(t *testing.T) {
 	convergeStart := time.Now()
 	var converged time.Duration
 	explainedSlow := false
-	for {
+	_ = framework.Poll(cfg.converge, 500*time.Millisecond, func() (bool, error) {
 		live, err = liveObjects(ctx, a)
 		if err == nil {
 			now := time.Since(healed)
@@ -313,11 +314,11 @@ func TestChaos(t *testing.T) {
 			}
 			wrongful = wrongfulDeletions(d, verdicts, live)
 			if len(wrongful) > 0 {
-				break
+				return true, nil
 			}
 			if len(pending(d, verdicts, live)) == 0 {
 				converged = time.Since(convergeStart)
-				break
+				return true, nil
 			}
 			if !explainedSlow && time.Since(convergeStart) > 30*time.Second {
 				// Slow to converge (it takes seconds when nothing is wrong): say what waits, and
@@ -327,12 +328,9 @@ func TestChaos(t *testing.T) {
 				explain(t, dir, "slow", cl, d, pendingUIDs(verdicts, live))
 			}
 		}
-		if time.Since(convergeStart) > cfg.converge {
-			break
-		}
 		_ = cl.supervise()
-		time.Sleep(500 * time.Millisecond)
-	}
+		return false, nil
+	}) // not converged within cfg.converge: what is still pending is reported below
 	stuck := pending(d, verdicts, live)
 	// A GC finalizer that must go: present on an object the oracle says must be gone (listed in
 	// stuck), or on one that must exist but has no reason to keep it.

@@ -182,7 +182,7 @@ type Oracle struct {
 	// that saw the CRD go may take a reference it cannot resolve (a version not served) to such
 	// a kind as absent (cascade, issue 22.4b). Each run picks whether it did.
 	GoneKinds map[string]bool
-	// goneAbsent is the current run's pick (simulate sets it; runs are sequential).
+	// goneAbsent is the current run's pick (newSim sets it; runs are sequential).
 	goneAbsent bool
 	// Runs is how many random orders are tried besides the fixed strategies (default 24).
 	Runs int
@@ -413,265 +413,334 @@ func removalsLast(inner strategy) strategy {
 	}
 }
 
-// observed says, for each object whose deletion the driver only observed, whether this run
-// starts with that deletion.
+// simulate runs the rules once, in the order the strategy picks, from the snapshot to a fixed
+// point, and returns every object's final state. observed says, for each object whose deletion
+// the driver only observed, whether this run starts with that deletion.
 func (or *Oracle) simulate(uids []string, deps map[string][]string, order strategy, rng *rand.Rand, observed func() bool) map[string]simState {
-	st := make(map[string]*simObj, len(uids))
-	// A reference that names an orphaned owner's UID with other coordinates (another
-	// namespace, a kind or version no API serves, another name): the in-tree collector links
-	// dependents to owners by UID and removes such a reference too when orphaning; cascade
-	// judges the claim and may leave it (dangling or unresolvable). Either is safe, so each run
-	// picks one, and an object whose fate hangs on it is "either".
-	mismatchedOrphaned := rng.IntN(2) == 0
-	or.goneAbsent = rng.IntN(2) == 0
-	for _, u := range uids {
-		o := or.Objs[u]
-		s := &simObj{o: o, refs: append([]Ref(nil), o.Refs...), lingers: o.MayLinger && rng.IntN(2) == 0}
-		del := o.Deletion
-		if o.DeletionObserved && !observed() {
-			del = NotDeleted
-		}
-		switch del {
-		case NotDeleted:
-			s.state = sLive
-		case DeletedBackground:
-			s.state = sBG
-		case DeletedOrphan:
-			s.state = sOrphan
-		case DeletedForeground:
-			s.state = sFG
-		case DeletedUnknown:
-			s.state = []simState{sBG, sOrphan, sFG}[rng.IntN(3)]
-		case DeletedMaybeForeground:
-			s.state = []simState{sBG, sFG}[rng.IntN(2)]
-		case Gone:
-			s.state = sGone
-		}
-		st[u] = s
-	}
-	hasRefTo := func(d *simObj, owner string) bool {
-		for _, r := range d.refs {
-			if r.UID == owner {
-				return true
-			}
-		}
-		return false
-	}
-	orphanRemoves := func(d *simObj, owner string) bool {
-		for _, r := range d.refs {
-			if r.UID != owner {
-				continue
-			}
-			if c, o := or.resolve(d.o, r); (c == refOwner && o.UID == owner) || mismatchedOrphaned {
-				return true
-			}
-		}
-		return false
-	}
-	liveDependents := func(owner string) []*simObj {
-		var out []*simObj
-		for _, du := range deps[owner] {
-			d := st[du]
-			if d.state != sGone && hasRefTo(d, owner) {
-				out = append(out, d)
-			}
-		}
-		return out
-	}
-	// classify returns the reference classes of a live dependent, and whether it acts.
-	type plan struct {
-		keepRefs []Ref
-		remove   bool // remove the dangling and waiting refs (a present owner remains)
-		del      bool
-		waiting  bool
-	}
-	decide := func(d *simObj) (plan, bool) {
-		if d.state != sLive || len(d.refs) == 0 {
-			return plan{}, false
-		}
-		var solid, dangling, waiting []Ref
-		for _, r := range d.refs {
-			c, o := or.resolve(d.o, r)
-			switch c {
-			case refUnresolvable:
-				return plan{}, false
-			case refAbsent:
-				dangling = append(dangling, r)
-			case refOwner:
-				switch st[o.UID].state {
-				case sGone:
-					dangling = append(dangling, r)
-				case sFG:
-					waiting = append(waiting, r)
-				default:
-					solid = append(solid, r)
-				}
-			}
-		}
-		if len(solid) > 0 {
-			if len(dangling)+len(waiting) == 0 {
-				return plan{}, false
-			}
-			return plan{keepRefs: solid, remove: true}, true
-		}
-		return plan{del: true, waiting: len(waiting) > 0}, true
-	}
-	blocked := func(u string) bool {
-		for _, d := range liveDependents(u) {
-			for _, r := range d.refs {
-				if r.UID == u && r.Block {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	removable := func(u string) int {
-		n := 0
-		for _, d := range liveDependents(u) {
-			if orphanRemoves(d, u) {
-				n++
-			}
-		}
-		return n
-	}
-	// mayPrecedeDependents says whether the collector may have decided on d before any of its
-	// live dependents referenced it: then it had no dependents and was deleted in the
-	// background, not in the foreground. The decision cannot come before every owner of d was
-	// being deleted or gone (the latest of their deletions the driver sent; unknown counts as
-	// any time); a dependent whose reference to d was written after that may have come after
-	// the decision (found by the chaos suite: rc-775, collected in the background when its
-	// owner was deleted in the foreground, then referenced by a new object that can never go;
-	// deleted in the foreground, it would have waited for that object for ever).
-	mayPrecedeDependents := func(d *simObj) bool {
-		var earliest time.Time
-		for _, r := range d.refs {
-			if c, o := or.resolve(d.o, r); c == refOwner && o.DeletedAt.After(earliest) {
-				earliest = o.DeletedAt
-			}
-		}
-		for _, dep := range liveDependents(d.o.UID) {
-			added, ok := dep.o.RefAdded[d.o.UID]
-			if !ok || !added.After(earliest) {
-				return false
-			}
-		}
-		return true
-	}
-	// enabled says whether a can fire now (an earlier action of the same pass may have
-	// disabled it).
-	enabled := func(a action) bool {
-		s := st[a.uid]
-		switch a.kind {
-		case aBGGone:
-			return s.state == sBG && !s.lingers
-		case aOrphanRemoveRef:
-			d := st[a.dep]
-			return s.state == sOrphan && d.state != sGone && orphanRemoves(d, a.uid)
-		case aOrphanDone:
-			return s.state == sOrphan && removable(a.uid) == 0
-		case aFGDone:
-			return s.state == sFG && !blocked(a.uid)
-		case aDependentAct:
-			_, ok := decide(s)
-			return ok
-		}
-		return false
-	}
+	s := or.newSim(uids, deps, rng, observed)
 	// Passes: collect the enabled actions, fire them in the strategy's order, each only if
 	// still enabled when its turn comes (so every run is a valid interleaving), until none is.
 	for {
-		var acts []action
-		for _, u := range uids {
-			s := st[u]
-			switch s.state {
-			case sBG:
-				if !s.lingers {
-					acts = append(acts, action{kind: aBGGone, uid: u})
-				}
-			case sOrphan:
-				n := 0
-				for _, d := range liveDependents(u) {
-					if orphanRemoves(d, u) {
-						acts = append(acts, action{kind: aOrphanRemoveRef, uid: u, dep: d.o.UID})
-						n++
-					}
-				}
-				if n == 0 {
-					acts = append(acts, action{kind: aOrphanDone, uid: u})
-				}
-			case sFG:
-				if !blocked(u) {
-					acts = append(acts, action{kind: aFGDone, uid: u})
-				}
-			case sLive:
-				if p, ok := decide(s); ok {
-					acts = append(acts, action{kind: aDependentAct, uid: u, remove: p.remove})
-				}
-			}
-		}
+		acts := s.actions()
 		fired := 0
 		for _, i := range order(acts) {
-			a := acts[i]
-			if !enabled(a) {
-				continue
-			}
-			fired++
-			s := st[a.uid]
-			switch a.kind {
-			case aBGGone, aOrphanDone, aFGDone:
-				s.state = sGone
-			case aOrphanRemoveRef:
-				d := st[a.dep]
-				kept := d.refs[:0:0]
-				for _, r := range d.refs {
-					if r.UID != a.uid {
-						kept = append(kept, r)
-					}
-				}
-				d.refs = kept
-			case aDependentAct:
-				p, _ := decide(s)
-				switch {
-				case p.remove:
-					s.refs = p.keepRefs
-				case p.del && p.waiting && len(liveDependents(a.uid)) > 0 && !(mayPrecedeDependents(s) && rng.IntN(2) == 0):
-					// Deleted in the foreground; a dependent itself waiting in the foreground
-					// means a cycle: unblock the references to the waiting owners first.
-					cycle := false
-					for _, d := range liveDependents(a.uid) {
-						if d.state == sFG {
-							cycle = true
-						}
-					}
-					if cycle {
-						refs := append([]Ref(nil), s.refs...)
-						for i, r := range refs {
-							if c, o := or.resolve(s.o, r); c == refOwner && st[o.UID].state == sFG {
-								refs[i].Block = false
-							}
-						}
-						s.refs = refs
-					}
-					s.state = sFG
-				case s.o.Own == "orphan":
-					s.state = sOrphan
-				case s.o.Own == "foregroundDeletion":
-					s.state = sFG
-				default:
-					s.state = sBG
-				}
+			if a := acts[i]; s.enabled(a) {
+				s.fire(a)
+				fired++
 			}
 		}
 		if fired == 0 {
 			break
 		}
 	}
-	final := make(map[string]simState, len(st))
-	for u, s := range st {
-		final[u] = s.state
+	return s.final()
+}
+
+// sim is one run of the rules: every object's state and remaining references.
+type sim struct {
+	or   *Oracle
+	uids []string
+	deps map[string][]string // owner UID -> dependents (Verdicts' index)
+	rng  *rand.Rand
+	st   map[string]*simObj
+	// mismatchedOrphaned: a reference that names an orphaned owner's UID with other
+	// coordinates (another namespace, a kind or version no API serves, another name) is
+	// removed when orphaning. The in-tree collector links dependents to owners by UID and
+	// removes such a reference too; cascade judges the claim and may leave it (dangling or
+	// unresolvable). Either is safe, so each run picks one, and an object whose fate hangs on
+	// it is "either".
+	mismatchedOrphaned bool
+}
+
+// newSim is a run's start: the run's picks (mismatchedOrphaned, the oracle's goneAbsent), then
+// each object's state from its deletion as the driver knew it.
+func (or *Oracle) newSim(uids []string, deps map[string][]string, rng *rand.Rand, observed func() bool) *sim {
+	s := &sim{or: or, uids: uids, deps: deps, rng: rng, st: make(map[string]*simObj, len(uids))}
+	s.mismatchedOrphaned = rng.IntN(2) == 0
+	or.goneAbsent = rng.IntN(2) == 0
+	for _, u := range uids {
+		o := or.Objs[u]
+		so := &simObj{o: o, refs: append([]Ref(nil), o.Refs...), lingers: o.MayLinger && rng.IntN(2) == 0}
+		del := o.Deletion
+		if o.DeletionObserved && !observed() {
+			del = NotDeleted
+		}
+		so.state = startState(del, rng)
+		s.st[u] = so
+	}
+	return s
+}
+
+// startState is the state a deletion puts an object in; a deletion the driver cannot tell
+// apart takes one of its possible states at random.
+func startState(del Deletion, rng *rand.Rand) simState {
+	switch del {
+	case DeletedBackground:
+		return sBG
+	case DeletedOrphan:
+		return sOrphan
+	case DeletedForeground:
+		return sFG
+	case DeletedUnknown:
+		return []simState{sBG, sOrphan, sFG}[rng.IntN(3)]
+	case DeletedMaybeForeground:
+		return []simState{sBG, sFG}[rng.IntN(2)]
+	case Gone:
+		return sGone
+	}
+	return sLive // NotDeleted
+}
+
+// final is every object's state at the end of the run.
+func (s *sim) final() map[string]simState {
+	final := make(map[string]simState, len(s.st))
+	for u, so := range s.st {
+		final[u] = so.state
 	}
 	return final
+}
+
+// --- what the references say ---
+
+func hasRefTo(d *simObj, owner string) bool {
+	for _, r := range d.refs {
+		if r.UID == owner {
+			return true
+		}
+	}
+	return false
+}
+
+// orphanRemoves says whether orphaning owner removes a reference of d.
+func (s *sim) orphanRemoves(d *simObj, owner string) bool {
+	for _, r := range d.refs {
+		if r.UID != owner {
+			continue
+		}
+		if c, o := s.or.resolve(d.o, r); (c == refOwner && o.UID == owner) || s.mismatchedOrphaned {
+			return true
+		}
+	}
+	return false
+}
+
+// liveDependents are the dependents of owner not gone that still reference it.
+func (s *sim) liveDependents(owner string) []*simObj {
+	var out []*simObj
+	for _, du := range s.deps[owner] {
+		d := s.st[du]
+		if d.state != sGone && hasRefTo(d, owner) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// blocked says whether a live dependent of u references it with blockOwnerDeletion.
+func (s *sim) blocked(u string) bool {
+	for _, d := range s.liveDependents(u) {
+		for _, r := range d.refs {
+			if r.UID == u && r.Block {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// removable counts the live dependents of u whose reference orphaning u removes.
+func (s *sim) removable(u string) int {
+	n := 0
+	for _, d := range s.liveDependents(u) {
+		if s.orphanRemoves(d, u) {
+			n++
+		}
+	}
+	return n
+}
+
+// plan is what the collector does with a live dependent.
+type plan struct {
+	keepRefs []Ref
+	remove   bool // remove the dangling and waiting refs (a present owner remains)
+	del      bool
+	waiting  bool
+}
+
+// decide classifies the references of a live dependent and returns what it does, and whether
+// it acts at all.
+func (s *sim) decide(d *simObj) (plan, bool) {
+	if d.state != sLive || len(d.refs) == 0 {
+		return plan{}, false
+	}
+	var solid, dangling, waiting []Ref
+	for _, r := range d.refs {
+		c, o := s.or.resolve(d.o, r)
+		switch c {
+		case refUnresolvable:
+			return plan{}, false
+		case refAbsent:
+			dangling = append(dangling, r)
+		case refOwner:
+			switch s.st[o.UID].state {
+			case sGone:
+				dangling = append(dangling, r)
+			case sFG:
+				waiting = append(waiting, r)
+			default:
+				solid = append(solid, r)
+			}
+		}
+	}
+	if len(solid) > 0 {
+		if len(dangling)+len(waiting) == 0 {
+			return plan{}, false
+		}
+		return plan{keepRefs: solid, remove: true}, true
+	}
+	return plan{del: true, waiting: len(waiting) > 0}, true
+}
+
+// mayPrecedeDependents says whether the collector may have decided on d before any of its
+// live dependents referenced it: then it had no dependents and was deleted in the
+// background, not in the foreground. The decision cannot come before every owner of d was
+// being deleted or gone (the latest of their deletions the driver sent; unknown counts as
+// any time); a dependent whose reference to d was written after that may have come after
+// the decision (found by the chaos suite: rc-775, collected in the background when its
+// owner was deleted in the foreground, then referenced by a new object that can never go;
+// deleted in the foreground, it would have waited for that object for ever).
+func (s *sim) mayPrecedeDependents(d *simObj) bool {
+	var earliest time.Time
+	for _, r := range d.refs {
+		if c, o := s.or.resolve(d.o, r); c == refOwner && o.DeletedAt.After(earliest) {
+			earliest = o.DeletedAt
+		}
+	}
+	for _, dep := range s.liveDependents(d.o.UID) {
+		added, ok := dep.o.RefAdded[d.o.UID]
+		if !ok || !added.After(earliest) {
+			return false
+		}
+	}
+	return true
+}
+
+// --- actions ---
+
+// actions are the actions enabled at the start of a pass, by object.
+func (s *sim) actions() []action {
+	var acts []action
+	for _, u := range s.uids {
+		so := s.st[u]
+		switch so.state {
+		case sBG:
+			if !so.lingers {
+				acts = append(acts, action{kind: aBGGone, uid: u})
+			}
+		case sOrphan:
+			n := 0
+			for _, d := range s.liveDependents(u) {
+				if s.orphanRemoves(d, u) {
+					acts = append(acts, action{kind: aOrphanRemoveRef, uid: u, dep: d.o.UID})
+					n++
+				}
+			}
+			if n == 0 {
+				acts = append(acts, action{kind: aOrphanDone, uid: u})
+			}
+		case sFG:
+			if !s.blocked(u) {
+				acts = append(acts, action{kind: aFGDone, uid: u})
+			}
+		case sLive:
+			if p, ok := s.decide(so); ok {
+				acts = append(acts, action{kind: aDependentAct, uid: u, remove: p.remove})
+			}
+		}
+	}
+	return acts
+}
+
+// enabled says whether a can fire now (an earlier action of the same pass may have disabled
+// it).
+func (s *sim) enabled(a action) bool {
+	so := s.st[a.uid]
+	switch a.kind {
+	case aBGGone:
+		return so.state == sBG && !so.lingers
+	case aOrphanRemoveRef:
+		d := s.st[a.dep]
+		return so.state == sOrphan && d.state != sGone && s.orphanRemoves(d, a.uid)
+	case aOrphanDone:
+		return so.state == sOrphan && s.removable(a.uid) == 0
+	case aFGDone:
+		return so.state == sFG && !s.blocked(a.uid)
+	case aDependentAct:
+		_, ok := s.decide(so)
+		return ok
+	}
+	return false
+}
+
+// fire carries out a, enabled.
+func (s *sim) fire(a action) {
+	so := s.st[a.uid]
+	switch a.kind {
+	case aBGGone, aOrphanDone, aFGDone:
+		so.state = sGone
+	case aOrphanRemoveRef:
+		d := s.st[a.dep]
+		kept := d.refs[:0:0]
+		for _, r := range d.refs {
+			if r.UID != a.uid {
+				kept = append(kept, r)
+			}
+		}
+		d.refs = kept
+	case aDependentAct:
+		s.act(so)
+	}
+}
+
+// act carries out the collector's decision on a live dependent: its dangling and waiting
+// references removed, or its deletion started with the propagation that applies.
+func (s *sim) act(d *simObj) {
+	p, _ := s.decide(d)
+	switch {
+	case p.remove:
+		d.refs = p.keepRefs
+	case p.del && p.waiting && len(s.liveDependents(d.o.UID)) > 0 && !(s.mayPrecedeDependents(d) && s.rng.IntN(2) == 0):
+		s.unblockCycle(d)
+		d.state = sFG
+	case d.o.Own == "orphan":
+		d.state = sOrphan
+	case d.o.Own == "foregroundDeletion":
+		d.state = sFG
+	default:
+		d.state = sBG
+	}
+}
+
+// unblockCycle prepares d's deletion in the foreground: a dependent of d itself waiting in the
+// foreground means a cycle, so d's references to the owners waiting in the foreground stop
+// blocking first.
+func (s *sim) unblockCycle(d *simObj) {
+	cycle := false
+	for _, dd := range s.liveDependents(d.o.UID) {
+		if dd.state == sFG {
+			cycle = true
+		}
+	}
+	if !cycle {
+		return
+	}
+	refs := append([]Ref(nil), d.refs...)
+	for i, r := range refs {
+		if c, o := s.or.resolve(d.o, r); c == refOwner && s.st[o.UID].state == sFG {
+			refs[i].Block = false
+		}
+	}
+	d.refs = refs
 }
 
 // groupKind is r's group and kind, whatever the version ("group/Kind"; "" for an apiVersion

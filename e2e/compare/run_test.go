@@ -177,7 +177,7 @@ func (r *comparison) measureTree(sc treeScenario, subject string, bud report.Bud
 		return m
 	}
 	// Requests still in flight when the last event arrived are the subject's too.
-	time.Sleep(2 * time.Second)
+	framework.MeasurementPause(2 * time.Second)
 	after := framework.APIServerRequests(r.b, r.cs)
 	reqs, detail := framework.ObjectRequests(before, after, "configmaps")
 	reqs -= float64(len(roots)) // the root deletions stand for the user's
@@ -235,7 +235,7 @@ func (r *comparison) measureLatency(subject string, bud report.Budget, run int) 
 			return m
 		}
 		lat = append(lat, float64(end.Sub(start).Microseconds())/1000)
-		time.Sleep(latencyPause(r.cfg, bud))
+		framework.MeasurementPause(latencyPause(r.cfg, bud)) // the subject's rate limiter refills
 	}
 	m.P50Ms, m.P99Ms = percentile(lat, 0.50), percentile(lat, 0.99)
 	return m
@@ -280,11 +280,11 @@ func (r *comparison) measureMemory(subject string, bud report.Budget, run int, n
 	}
 	defer gc.stop()
 	m.SyncSeconds = gc.synced.Seconds()
-	time.Sleep(time.Duration(r.cfg.MemorySettleSeconds) * time.Second)
+	framework.MeasurementPause(time.Duration(r.cfg.MemorySettleSeconds) * time.Second) // memory settles after the sync
 	var rss, heap []float64
 	for i := range r.cfg.MemorySamples {
 		if i > 0 {
-			time.Sleep(time.Second)
+			framework.MeasurementPause(time.Second) // samples a second apart
 		}
 		v, err := gc.residentBytes()
 		if err != nil {

@@ -61,6 +61,13 @@ func Consistently(t testing.TB, d time.Duration, what string, cond func() error)
 	}
 }
 
+// MeasurementPause waits d where a measurement's protocol says to, and no condition can stand
+// in for it: the window after a run's last event in which the subject's requests still count
+// as the run's, the time memory is left to settle before it is sampled, the spacing of
+// samples, a client's rate limiter refilling between timed repetitions. A wait for a state
+// polls for it (Eventually); what must not happen is checked for a while (Consistently).
+func MeasurementPause(d time.Duration) { time.Sleep(d) }
+
 // WaitGone polls get until it answers NotFound; another error is retried and reported if the
 // wait times out.
 func WaitGone(t testing.TB, what string, timeout time.Duration, get func() error) {

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // The test binary re-executes itself as a "harness process" that starts a child (sleep) and
@@ -36,7 +39,7 @@ func runHarnessProcess(mode string) {
 		panic("test panics with a child running")
 	case "sigkill":
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		time.Sleep(time.Minute)
+		select {} // the SIGKILL ends the process: nothing after it runs
 	case "stop":
 		_ = p.Stop(5 * time.Second)
 		os.Exit(0)
@@ -70,13 +73,11 @@ func TestChildrenNeverOutliveTheHarness(t *testing.T) {
 			if pid == 0 {
 				t.Fatalf("harness process did not start a child:\n%s", out)
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for alive(pid) {
-				if time.Now().After(deadline) {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-					t.Fatalf("child %d still running after its harness process ended (%s)", pid, mode)
-				}
-				time.Sleep(20 * time.Millisecond)
+			if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+				return !alive(pid), nil
+			}); err != nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				t.Fatalf("child %d still running after its harness process ended (%s)", pid, mode)
 			}
 		})
 	}

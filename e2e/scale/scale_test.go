@@ -497,11 +497,11 @@ func (s *scale) measure(subject string, run int) (m Measurement) {
 	}
 	m.PeakRSSBytes = float64(peak)
 	fmt.Printf("scale: %s synced in %.1fs, peak RSS %.0f MiB\n", subject, m.SyncSeconds, m.PeakRSSBytes/(1<<20))
-	time.Sleep(time.Duration(s.cfg.SettleSeconds) * time.Second)
+	framework.MeasurementPause(time.Duration(s.cfg.SettleSeconds) * time.Second) // memory settles after the sync
 	var rss, heap []float64
 	for i := range 5 {
 		if i > 0 {
-			time.Sleep(time.Second)
+			framework.MeasurementPause(time.Second) // samples a second apart
 		}
 		v, err := harness.ResidentBytes(r.proc.Pid())
 		if err != nil {
@@ -569,7 +569,7 @@ func (s *scale) collect(m *Measurement) error {
 	case <-time.After(timeout):
 		return fmt.Errorf("%d dependents not all collected within %s", len(deps), timeout)
 	}
-	time.Sleep(2 * time.Second) // requests in flight when the last event came are the collector's
+	framework.MeasurementPause(2 * time.Second) // requests in flight when the last event came are the collector's
 	after := framework.APIServerRequests(s.b, s.cs)
 	reqs, detail := framework.ObjectRequests(before, after, "configmaps")
 	reqs -= float64(s.owners())

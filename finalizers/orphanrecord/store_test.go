@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -162,14 +163,12 @@ func TestRecordSharesWrites(t *testing.T) {
 		wg.Go(func() { errs <- s.Record(ctx, owner(i)) })
 	}
 	inHeld := <-held
-	for {
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		s.mu.Lock()
-		queued := len(s.pending)
-		s.mu.Unlock()
-		if queued+inHeld == n {
-			break
-		}
-		time.Sleep(time.Millisecond)
+		defer s.mu.Unlock()
+		return len(s.pending)+inHeld == n, nil
+	}); err != nil {
+		t.Fatal("the other owners never queued behind the held write")
 	}
 	close(release)
 	wg.Wait()
@@ -438,8 +437,11 @@ func TestPrune(t *testing.T) {
 		_ = s.Run(runCtx)
 	}()
 	waitForRun := func() {
-		for !clk.HasWaiters() {
-			time.Sleep(time.Millisecond)
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return clk.HasWaiters(), nil
+		}); err != nil {
+			t.Fatal("Run never waited on the clock")
 		}
 	}
 	tick := func(d time.Duration) {
@@ -474,8 +476,10 @@ func TestPrune(t *testing.T) {
 		t.Fatal(err)
 	}
 	tick(5 * time.Minute) // synced for 10 min: owners 0 and 1 are 33 and 25 min old, 2 is 5 min
-	for loadN() != 1 {
-		time.Sleep(time.Millisecond)
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return loadN() == 1, nil
+	}); err != nil {
+		t.Fatalf("never pruned: %d entries left, want 1", loadN())
 	}
 	if got, _ := s.Load(ctx); !slices.Equal(got, []graph.Ref{young}) {
 		t.Errorf("after pruning: %v, want only %v", got, young)

@@ -1,7 +1,8 @@
 // Package gctest is the scenario harness that the scenario tests of packages gc and finalizers
-// share, in the style of in-tree TestConflictingData: numbered steps, the rendering and
-// assertion of a fake client's API calls, of Events and of metrics, and assertions on a
-// collector's graph through its read-only queries. It is for tests only.
+// share, in the style of in-tree TestConflictingData: numbered steps, the assertion of a fake
+// client's API calls (rendered by clienttest.Action), of Events (drained by clienttest.Events)
+// and of metrics, and assertions on a collector's graph through its read-only queries. It is
+// for tests only.
 //
 // It does not import package gc (gc's own tests use it): the graph is read through Graph, which
 // gc.View and *gc.Controller satisfy.
@@ -20,10 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	metadatafake "k8s.io/client-go/metadata/fake"
-	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/internal/client/clienttest"
 	"github.com/cascade-gc/cascade/internal/work"
 	"github.com/cascade-gc/cascade/internal/work/worktest"
 )
@@ -245,46 +246,19 @@ func (h *Harness) AssertActionsUnordered(unordered int, want ...string) {
 	}
 }
 
-// Actions renders and clears the fake's actions but lists and watches (a reflector's):
-// "DELETE widgets ns/dep uid=u-dep rv=3", "GET configmaps ns/cm",
-// "PATCH widgets ns/dep strategic {...}".
+// Actions renders (clienttest.Action) and clears the fake's actions but lists and watches (a
+// reflector's): "DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Background",
+// "GET configmaps.v1 ns/cm", "PATCH widgets.v1.example.com ns/dep strategic {...}".
 func (h *Harness) Actions() []string {
 	var out []string
 	for _, a := range h.Fake.Actions() {
-		verb := a.GetVerb()
-		if verb == "list" || verb == "watch" {
+		if verb := a.GetVerb(); verb == "list" || verb == "watch" {
 			continue
 		}
-		line := fmt.Sprintf("%s %s %s/", strings.ToUpper(verb), a.GetResource().Resource, a.GetNamespace())
-		switch a := a.(type) {
-		case clienttesting.PatchAction:
-			pt := map[types.PatchType]string{types.StrategicMergePatchType: "strategic", types.MergePatchType: "merge"}[a.GetPatchType()]
-			line += fmt.Sprintf("%s %s %s", a.GetName(), pt, a.GetPatch())
-		case clienttesting.DeleteAction:
-			line += a.GetName() + deleteOptions(a.GetDeleteOptions())
-		case clienttesting.GetAction:
-			line += a.GetName()
-		}
-		out = append(out, line)
+		out = append(out, clienttest.Action(a))
 	}
 	h.Fake.ClearActions()
 	return out
-}
-
-func deleteOptions(o metav1.DeleteOptions) string {
-	var s string
-	if p := o.Preconditions; p != nil {
-		if p.UID != nil {
-			s += " uid=" + string(*p.UID)
-		}
-		if p.ResourceVersion != nil {
-			s += " rv=" + *p.ResourceVersion
-		}
-	}
-	if o.PropagationPolicy != nil {
-		s += " propagation=" + string(*o.PropagationPolicy)
-	}
-	return s
 }
 
 // AssertEvents checks the Events emitted since the last call, in order.
@@ -297,17 +271,7 @@ func (h *Harness) AssertEvents(want ...string) {
 }
 
 // Events returns and consumes the Events emitted since the last call.
-func (h *Harness) Events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-h.Rec.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+func (h *Harness) Events() []string { return clienttest.Events(h.Rec) }
 
 // AssertMetric checks one sample of the registry; labels are name, value pairs. A counter never
 // incremented reads 0.

@@ -13,9 +13,9 @@ import (
 // live object already carries the value.
 func TestSetAnnotation(t *testing.T) {
 	const (
-		smp = `patch example.com/v1, Resource=widgets ns=ns1 name=dep application/strategic-merge-patch+json {"metadata":{"uid":"dep-uid","annotations":{"cascade.dev/orphaned-at":"v"}}}`
-		get = "get example.com/v1, Resource=widgets ns=ns1 name=dep"
-		jmp = `patch example.com/v1, Resource=widgets ns=ns1 name=dep application/merge-patch+json {"metadata":{"resourceVersion":"7","annotations":{"cascade.dev/orphaned-at":"v"}}}`
+		smp = `PATCH widgets.v1.example.com ns1/dep strategic {"metadata":{"uid":"dep-uid","annotations":{"cascade.dev/orphaned-at":"v"}}}`
+		get = "GET widgets.v1.example.com ns1/dep"
+		jmp = `PATCH widgets.v1.example.com ns1/dep merge {"metadata":{"resourceVersion":"7","annotations":{"cascade.dev/orphaned-at":"v"}}}`
 	)
 	for _, tt := range []struct {
 		name    string

@@ -48,11 +48,11 @@ func TestMetadataClient(t *testing.T) {
 	}
 
 	want := []string{
-		"get example.com/v1, Resource=widgets ns=ns1 name=w1",
-		`patch example.com/v1, Resource=widgets ns=ns1 name=w1 application/merge-patch+json {"metadata":{"ownerReferences":null}}`,
-		"delete example.com/v1, Resource=widgets ns=ns1 name=w1",
-		"get example.com/v1, Resource=widgets ns=ns1 name=w1",
-		"get example.com/v1, Resource=widgets ns=ns2 name=w1",
+		"GET widgets.v1.example.com ns1/w1",
+		`PATCH widgets.v1.example.com ns1/w1 merge {"metadata":{"ownerReferences":null}}`,
+		"DELETE widgets.v1.example.com ns1/w1 uid=w1-uid rv=3 propagation=Background",
+		"GET widgets.v1.example.com ns1/w1",
+		"GET widgets.v1.example.com ns2/w1",
 	}
 	if got := actions(fake); !slices.Equal(got, want) {
 		t.Errorf("actions:\n%q\nwant\n%q", got, want)

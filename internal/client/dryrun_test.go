@@ -43,8 +43,8 @@ func TestDryRunWritesNothing(t *testing.T) {
 		}
 	}
 	if got := clienttest.Actions(fake); !slices.Equal(got, []string{
-		"get example.com/v1, Resource=widgets ns=ns1 name=owner",
-		"get example.com/v1, Resource=widgets ns=ns1 name=owner",
+		"GET widgets.v1.example.com ns1/owner",
+		"GET widgets.v1.example.com ns1/owner",
 	}) {
 		t.Errorf("requests that reached the server: %q, want only the reads", got)
 	}

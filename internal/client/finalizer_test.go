@@ -97,7 +97,7 @@ func TestRemoveFinalizerFrom(t *testing.T) {
 	if removed, err := RemoveFinalizerFrom(ctx, New(fake), target, metav1.FinalizerOrphanDependents, read); !removed || err != nil {
 		t.Fatalf("RemoveFinalizerFrom = %t, %v; want removed", removed, err)
 	}
-	if got := clienttest.Actions(fake); len(got) != 1 || !strings.HasPrefix(got[0], "patch") {
+	if got := clienttest.Actions(fake); len(got) != 1 || !strings.HasPrefix(got[0], "PATCH ") {
 		t.Errorf("requests %q, want only the patch", got)
 	}
 

@@ -160,9 +160,9 @@ func liveRefs(t *testing.T, c *metadatafake.FakeMetadataClient, gvr schema.Group
 
 func TestRemoveOwnerRefs(t *testing.T) {
 	const (
-		smpType = "application/strategic-merge-patch+json"
-		jmpType = "application/merge-patch+json"
-		res     = "example.com/v1, Resource=widgets"
+		smpType = "strategic"
+		jmpType = "merge"
+		res     = "widgets.v1.example.com"
 	)
 	three := []metav1.OwnerReference{ownerRef("o1", nil), ownerRef("o2", boolPtr(true)), ownerRef("o3", nil)}
 	tests := []struct {
@@ -179,7 +179,7 @@ func TestRemoveOwnerRefs(t *testing.T) {
 			objs:   []runtime.Object{widget("ns1", "dep", "dep-uid", "7", three...)},
 			owners: []types.UID{"o1", "o3"},
 			wantActions: []string{
-				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"},{"$patch":"delete","uid":"o3"}]}}`,
+				"PATCH " + res + " ns1/dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"},{"$patch":"delete","uid":"o3"}]}}`,
 			},
 			wantRefs: []types.UID{"o2"},
 		},
@@ -193,7 +193,7 @@ func TestRemoveOwnerRefs(t *testing.T) {
 			name:   "object gone is done",
 			owners: []types.UID{"o1"},
 			wantActions: []string{
-				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
+				"PATCH " + res + " ns1/dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
 			},
 		},
 		{
@@ -202,9 +202,9 @@ func TestRemoveOwnerRefs(t *testing.T) {
 			setup:  unsupportSMP,
 			owners: []types.UID{"o2"},
 			wantActions: []string{
-				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o2"}]}}`,
-				"get " + res + " ns=ns1 name=dep",
-				"patch " + res + " ns=ns1 name=dep " + jmpType + ` {"metadata":{"resourceVersion":"7","ownerReferences":[` +
+				"PATCH " + res + " ns1/dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o2"}]}}`,
+				"GET " + res + " ns1/dep",
+				"PATCH " + res + " ns1/dep " + jmpType + ` {"metadata":{"resourceVersion":"7","ownerReferences":[` +
 					`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o1","uid":"o1"},` +
 					`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o3","uid":"o3"}]}}`,
 			},
@@ -216,9 +216,9 @@ func TestRemoveOwnerRefs(t *testing.T) {
 			setup:  unsupportSMP,
 			owners: []types.UID{"o1"},
 			wantActions: []string{
-				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
-				"get " + res + " ns=ns1 name=dep",
-				"patch " + res + " ns=ns1 name=dep " + jmpType + ` {"metadata":{"resourceVersion":"7","ownerReferences":[]}}`,
+				"PATCH " + res + " ns1/dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
+				"GET " + res + " ns1/dep",
+				"PATCH " + res + " ns1/dep " + jmpType + ` {"metadata":{"resourceVersion":"7","ownerReferences":[]}}`,
 			},
 			wantRefs: []types.UID{},
 		},
@@ -228,8 +228,8 @@ func TestRemoveOwnerRefs(t *testing.T) {
 			setup:  unsupportSMP,
 			owners: []types.UID{"o1"},
 			wantActions: []string{
-				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
-				"get " + res + " ns=ns1 name=dep",
+				"PATCH " + res + " ns1/dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
+				"GET " + res + " ns1/dep",
 			},
 			wantRefs: []types.UID{"o1", "o2", "o3"},
 		},
@@ -239,8 +239,8 @@ func TestRemoveOwnerRefs(t *testing.T) {
 			setup:  unsupportSMP,
 			owners: []types.UID{"o1"},
 			wantActions: []string{
-				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
-				"get " + res + " ns=ns1 name=dep",
+				"PATCH " + res + " ns1/dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
+				"GET " + res + " ns1/dep",
 			},
 			wantRefs: []types.UID{"o2"},
 		},
@@ -249,8 +249,8 @@ func TestRemoveOwnerRefs(t *testing.T) {
 			setup:  unsupportSMP,
 			owners: []types.UID{"o1"},
 			wantActions: []string{
-				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
-				"get " + res + " ns=ns1 name=dep",
+				"PATCH " + res + " ns1/dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
+				"GET " + res + " ns1/dep",
 			},
 		},
 		{
@@ -263,8 +263,8 @@ func TestRemoveOwnerRefs(t *testing.T) {
 			owners:  []types.UID{"o1"},
 			wantErr: apierrors.IsServiceUnavailable,
 			wantActions: []string{
-				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
-				"get " + res + " ns=ns1 name=dep",
+				"PATCH " + res + " ns1/dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
+				"GET " + res + " ns1/dep",
 			},
 		},
 		{
@@ -277,9 +277,9 @@ func TestRemoveOwnerRefs(t *testing.T) {
 			owners:  []types.UID{"o1"},
 			wantErr: apierrors.IsConflict,
 			wantActions: []string{
-				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
-				"get " + res + " ns=ns1 name=dep",
-				"patch " + res + " ns=ns1 name=dep " + jmpType + ` {"metadata":{"resourceVersion":"7","ownerReferences":[` +
+				"PATCH " + res + " ns1/dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
+				"GET " + res + " ns1/dep",
+				"PATCH " + res + " ns1/dep " + jmpType + ` {"metadata":{"resourceVersion":"7","ownerReferences":[` +
 					`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o2","uid":"o2","blockOwnerDeletion":true},` +
 					`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o3","uid":"o3"}]}}`,
 			},
@@ -295,7 +295,7 @@ func TestRemoveOwnerRefs(t *testing.T) {
 			owners:  []types.UID{"o1"},
 			wantErr: apierrors.IsInvalid,
 			wantActions: []string{
-				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
+				"PATCH " + res + " ns1/dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
 			},
 			wantRefs: []types.UID{"o1", "o2", "o3"},
 		},
@@ -308,7 +308,7 @@ func TestRemoveOwnerRefs(t *testing.T) {
 			owners:  []types.UID{"o1"},
 			wantErr: apierrors.IsForbidden,
 			wantActions: []string{
-				"patch " + res + " ns=ns1 name=dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
+				"PATCH " + res + " ns1/dep " + smpType + ` {"metadata":{"uid":"dep-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`,
 			},
 			wantRefs: []types.UID{"o1", "o2", "o3"},
 		},
@@ -349,7 +349,7 @@ func TestRemoveOwnerRefsClusterScoped(t *testing.T) {
 	if err := RemoveOwnerRefs(context.Background(), New(fake), Target{GVR: clusterRoles, Name: "r", UID: "r-uid"}, []types.UID{"o1"}); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{`patch rbac.authorization.k8s.io/v1, Resource=clusterroles ns= name=r application/strategic-merge-patch+json {"metadata":{"uid":"r-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`}
+	want := []string{`PATCH clusterroles.v1.rbac.authorization.k8s.io /r strategic {"metadata":{"uid":"r-uid","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`}
 	if got := actions(fake); !slices.Equal(got, want) {
 		t.Errorf("actions:\n%q\nwant\n%q", got, want)
 	}
@@ -399,7 +399,7 @@ func TestUnblockOwnerRefs(t *testing.T) {
 		if !errors.Is(err, ErrRefsChanged) {
 			t.Fatalf("err = %v, want ErrRefsChanged", err)
 		}
-		if got := actions(fake); len(got) != 2 || !strings.HasPrefix(got[1], "get ") {
+		if got := actions(fake); len(got) != 2 || !strings.HasPrefix(got[1], "GET ") {
 			t.Errorf("actions = %q, want the strategic merge patch and the get only", got)
 		}
 		if got := blockingOf(t, fake); !slices.Equal(got, []bool{true, false, true}) {
@@ -429,7 +429,7 @@ func TestUnblockOwnerRefs(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := actions(fake)
-		want := `patch example.com/v1, Resource=widgets ns=ns1 name=dep application/merge-patch+json {"metadata":{"resourceVersion":"8","ownerReferences":[` +
+		want := `PATCH widgets.v1.example.com ns1/dep merge {"metadata":{"resourceVersion":"8","ownerReferences":[` +
 			`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o1","uid":"o1","blockOwnerDeletion":false},` +
 			`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o1","uid":"o1","blockOwnerDeletion":false},` +
 			`{"apiVersion":"example.com/v1","kind":"Widget","name":"w-o2","uid":"o2","blockOwnerDeletion":false}]}}`
@@ -469,9 +469,9 @@ func TestUnblockOwnerRefs(t *testing.T) {
 // TestRemoveStaleOwnerRefs: the stale references go only while the object still references an
 // owner that kept it; otherwise nothing is sent and ErrKeepersGone says to decide again.
 func TestRemoveStaleOwnerRefs(t *testing.T) {
-	const res = "example.com/v1, Resource=widgets"
-	smp := "patch " + res + ` ns=ns1 name=dep application/strategic-merge-patch+json {"metadata":{"uid":"dep-uid","resourceVersion":"7","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`
-	get := "get " + res + " ns=ns1 name=dep"
+	const res = "widgets.v1.example.com"
+	smp := "PATCH " + res + ` ns1/dep strategic {"metadata":{"uid":"dep-uid","resourceVersion":"7","ownerReferences":[{"$patch":"delete","uid":"o1"}]}}`
+	get := "GET " + res + " ns1/dep"
 	conflict := func(c *metadatafake.FakeMetadataClient) {
 		rejectPatch(c, types.StrategicMergePatchType, apierrors.NewConflict(widgets.GroupResource(), "dep", fmt.Errorf("the object has been modified")))
 	}
@@ -493,7 +493,7 @@ func TestRemoveStaleOwnerRefs(t *testing.T) {
 			name:        "409 and the keeper is still referenced: merge patch at the live resourceVersion",
 			live:        []metav1.OwnerReference{ownerRef("o1", nil), ownerRef("keeper", nil)},
 			setup:       conflict,
-			wantActions: []string{smp, get, "patch " + res + ` ns=ns1 name=dep application/merge-patch+json {"metadata":{"resourceVersion":"8","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"w-keeper","uid":"keeper"}]}}`},
+			wantActions: []string{smp, get, "PATCH " + res + ` ns1/dep merge {"metadata":{"resourceVersion":"8","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Widget","name":"w-keeper","uid":"keeper"}]}}`},
 			wantRefs:    []types.UID{"keeper"},
 		},
 		{

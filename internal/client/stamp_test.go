@@ -19,7 +19,7 @@ import (
 // resourceVersion; every other finalizer and annotation stays; an object being deleted,
 // replaced or gone is never written to.
 func TestStampDefault(t *testing.T) {
-	const get = "get example.com/v1, Resource=widgets ns=ns1 name=w"
+	const get = "GET widgets.v1.example.com ns1/w"
 	now := metav1.Now()
 	for _, tt := range []struct {
 		name       string
@@ -71,7 +71,7 @@ func TestStampDefault(t *testing.T) {
 			}
 			want := []string{get}
 			if tt.wantPatch != "" {
-				want = append(want, "patch example.com/v1, Resource=widgets ns=ns1 name=w application/merge-patch+json "+tt.wantPatch)
+				want = append(want, "PATCH widgets.v1.example.com ns1/w merge "+tt.wantPatch)
 			}
 			if got := clienttest.Actions(fake); !slices.Equal(got, want) {
 				t.Errorf("actions:\n%q\nwant\n%q", got, want)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/go-logr/logr/funcr"
@@ -159,25 +160,26 @@ func TestRunStopsWithContext(t *testing.T) {
 }
 
 // TestAddAfter: an item added for later is processed once the queue's clock passed the delay,
-// not before.
+// not before. The queue's goroutines run in a synctest bubble: synctest.Wait returns once they
+// have handled the clock's step (they wait on the clock again), so "not before" is checked, not
+// slept on.
 func TestAddAfter(t *testing.T) {
-	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	q := NewQueue("later", Options[string]{Clock: clk})
-	defer q.ShutDown()
-	q.AddAfter("a", time.Minute)
-	clk.Step(59 * time.Second)
-	time.Sleep(20 * time.Millisecond)
-	if n := q.Len(); n != 0 {
-		t.Fatalf("%d items ready before the delay", n)
-	}
-	clk.Step(time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for q.Len() == 0 {
-		if time.Now().After(deadline) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		q := NewQueue("later", Options[string]{Clock: clk})
+		defer q.ShutDown()
+		q.AddAfter("a", time.Minute)
+		clk.Step(59 * time.Second)
+		synctest.Wait()
+		if n := q.Len(); n != 0 {
+			t.Fatalf("%d items ready before the delay", n)
+		}
+		clk.Step(time.Second)
+		synctest.Wait()
+		if q.Len() == 0 {
 			t.Fatal("the item never became ready after its delay")
 		}
-		time.Sleep(time.Millisecond)
-	}
+	})
 }
 
 // TestDefaultRateLimiterCapped: however often an item failed, its next try is at most

@@ -1,13 +1,15 @@
 // Package clienttest holds the fakes the unit tests of packages client, gc and finalizers
-// share: a metadata fake client that knows PartialObjectMetadata, ways to make it fail, and the
-// rendering of its actions as strings ("delete example.com/v1, Resource=widgets ns=ns1
-// name=w1"), so tests assert the exact API calls. It is for tests only.
+// share: a metadata fake client that knows PartialObjectMetadata, ways to make it fail, the one
+// rendering of its actions as strings ("DELETE widgets.v1.example.com ns1/w1 uid=u1 rv=3
+// propagation=Background"), so tests assert the exact API calls, and the one drain of a fake
+// Event recorder. It is for tests only.
 package clienttest
 
 import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
 )
 
 // Widgets is the namespaced custom resource the tests use (kind Widget, example.com/v1).
@@ -87,20 +90,77 @@ func UnsupportedMediaType(name string) error {
 	return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", Widgets.GroupResource(), name, "", 0, false)
 }
 
-// Actions renders the client's actions as strings, patches with their type and body.
+// Actions renders the client's actions (Action), in order; the fake keeps them.
 func Actions(c *metadatafake.FakeMetadataClient) []string {
 	var out []string
 	for _, a := range c.Actions() {
-		s := fmt.Sprintf("%s %s ns=%s", a.GetVerb(), a.GetResource(), a.GetNamespace())
-		switch a := a.(type) {
-		case clienttesting.PatchAction: // before GetAction, which every action with a name satisfies
-			s += fmt.Sprintf(" name=%s %s %s", a.GetName(), a.GetPatchType(), a.GetPatch())
-		case clienttesting.GetAction:
-			s += " name=" + a.GetName()
-		}
-		out = append(out, s)
+		out = append(out, Action(a))
 	}
 	return out
+}
+
+// Action renders one API call: the verb in capitals, the resource as resource.version.group
+// (configmaps.v1 for the core group), namespace/name (an empty namespace for a cluster-scoped
+// object), then what the call carries: a patch's type (strategic, merge, or its media type)
+// and body, a delete's preconditions and propagation policy.
+//
+//	GET configmaps.v1 ns/cm
+//	GET things.v1.example.com /th
+//	PATCH widgets.v1.example.com ns/dep strategic {"metadata":{...}}
+//	DELETE widgets.v1.example.com ns/dep uid=u-dep rv=3 propagation=Background
+func Action(a clienttesting.Action) string {
+	r := a.GetResource()
+	res := r.Resource + "." + r.Version
+	if r.Group != "" {
+		res += "." + r.Group
+	}
+	line := fmt.Sprintf("%s %s %s/", strings.ToUpper(a.GetVerb()), res, a.GetNamespace())
+	switch a := a.(type) {
+	case clienttesting.PatchAction: // before GetAction, which every action with a name satisfies
+		pt := string(a.GetPatchType())
+		if short, ok := patchTypeNames[a.GetPatchType()]; ok {
+			pt = short
+		}
+		line += fmt.Sprintf("%s %s %s", a.GetName(), pt, a.GetPatch())
+	case clienttesting.DeleteAction:
+		line += a.GetName() + deleteOptions(a.GetDeleteOptions())
+	case clienttesting.GetAction:
+		line += a.GetName()
+	}
+	return line
+}
+
+// patchTypeNames are the short names of the patch types cascade sends; Action renders any
+// other as its media type.
+var patchTypeNames = map[types.PatchType]string{types.StrategicMergePatchType: "strategic", types.MergePatchType: "merge"}
+
+func deleteOptions(o metav1.DeleteOptions) string {
+	var s string
+	if p := o.Preconditions; p != nil {
+		if p.UID != nil {
+			s += " uid=" + string(*p.UID)
+		}
+		if p.ResourceVersion != nil {
+			s += " rv=" + *p.ResourceVersion
+		}
+	}
+	if o.PropagationPolicy != nil {
+		s += " propagation=" + string(*o.PropagationPolicy)
+	}
+	return s
+}
+
+// Events returns and consumes the Events rec holds, oldest first, without waiting for more.
+func Events(rec *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
 }
 
 // Live reads one object from the fake without recording an action the caller asserts on
