@@ -85,7 +85,7 @@ func TestScenarioExplainAgreesUnmappedOwner(t *testing.T) {
 		ExplainedDecision{Action: "RemoveRefs", Reason: "StaleOwnerRefs", Owners: []types.UID{"u-other"}, Unmapped: []types.UID{"u-g"}})
 	s.processDeletes()
 	s.AssertOutcomes("delete u-alone: Retry error", "delete u-kept: Done")
-	s.AssertActions(`PATCH widgets ns/kept strategic {"metadata":{"uid":"u-kept","resourceVersion":"4","ownerReferences":[{"$patch":"delete","uid":"u-other"}]}}`)
+	s.AssertActions(`PATCH widgets.v1.example.com ns/kept strategic {"metadata":{"uid":"u-kept","resourceVersion":"4","ownerReferences":[{"$patch":"delete","uid":"u-other"}]}}`)
 	s.AssertLiveOwners(alone, "u-g")
 	s.AssertLiveOwners(kept, "u-g", "u-w")
 	s.AssertMetric("cascade_rest_mapping_errors_total", 2) // one kept reference in each decision
@@ -101,8 +101,8 @@ func TestScenarioExplainAgreesUnmappedOwner(t *testing.T) {
 	s.retryPending()
 	s.processDeletes()
 	s.AssertOutcomes("delete u-kept: Done", "delete u-alone: Done")
-	s.AssertActions(`PATCH widgets ns/kept strategic {"metadata":{"uid":"u-kept","resourceVersion":"4","ownerReferences":[{"$patch":"delete","uid":"u-g"}]}}`,
-		"DELETE widgets ns/alone uid=u-alone rv=3 propagation=Background")
+	s.AssertActions(`PATCH widgets.v1.example.com ns/kept strategic {"metadata":{"uid":"u-kept","resourceVersion":"4","ownerReferences":[{"$patch":"delete","uid":"u-g"}]}}`,
+		"DELETE widgets.v1.example.com ns/alone uid=u-alone rv=3 propagation=Background")
 }
 
 // TestScenarioExplainAgreesUnmappedOwnerCollectAfter: with the policy's collect: After, the

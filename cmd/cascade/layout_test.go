@@ -15,7 +15,7 @@ var mayImport = map[string][]string{
 	"policy":                     {},
 	"policy/watch":               {"policy"},
 	"gc":                         {"graph", "policy", "internal/client", "internal/work", "internal/leader"},
-	"gc/gctest":                  {"graph", "internal/work", "internal/work/worktest"},
+	"gc/gctest":                  {"graph", "internal/client/clienttest", "internal/work", "internal/work/worktest"},
 	"finalizers":                 {"gc", "graph", "finalizers/orphanrecord", "internal/client", "internal/work"},
 	"finalizers/orphanrecord":    {"graph", "internal/client"},
 	"finalizers/stamp":           {"gc", "graph", "policy", "internal/client", "internal/work"},
