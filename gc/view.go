@@ -99,7 +99,6 @@ func (c *Controller) ResourceFor(apiVersion, kind string) (Resource, bool) {
 	return c.monitors.resourceFor(apiVersion, kind)
 }
 
-
 func (c *Controller) UnsyncedKind(apiVersion, kind string) (Resource, bool) {
 	return c.monitors.kindUnsynced(apiVersion, kind)
 }
