@@ -37,8 +37,8 @@
 //     the collector's policy removes it instead of deleting the dependent
 //     (policy.ReasonOwnerOrphaned). Nothing flows back from this package to the collector.
 //  3. Before removing the orphan finalizer, the owner is recorded in a ConfigMap
-//     (Options.Records, package orphanrecord). A leader loads the record before it collects
-//     anything (gc.Deps.OrphanRecords), so a process that did not see the owner being deleted
+//     (Options.OrphanRecord, package orphanrecord). A leader loads the record before it collects
+//     anything (gc.Options.OrphanRecords), so a process that did not see the owner being deleted
 //     (a new leader after a failover, or a restart) still finds references to it
 //     OwnerOrphaned. Without it (--orphan-record-configmap=""), such a process collects a
 //     dependent created just before the owner's deletion whose watch event it had not

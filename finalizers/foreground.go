@@ -38,8 +38,8 @@ func (p *Processor) foreground(ctx context.Context, logger klog.Logger, owner cl
 			names = append(names, gc.GVRString(u.Resource.GVR))
 		}
 		logger.Info("Finishing a foreground deletion while resources are not synced: blocking dependents there, if any, are not waited for", "unsynced", names)
-		if p.opts.Recorder != nil {
-			p.opts.Recorder.Eventf(ownerObject(owner, p.view), corev1.EventTypeWarning, EventReasonFinishedUnsynced,
+		if p.opts.Events != nil {
+			p.opts.Events.Eventf(ownerObject(owner, p.view), corev1.EventTypeWarning, EventReasonFinishedUnsynced,
 				"No known dependent blocks this owner, but %s cannot be listed or watched: blocking dependents there, if any, are not waited for", strings.Join(names, ", "))
 		}
 	}
@@ -79,8 +79,8 @@ func (p *Processor) reportUnsyncedBlockers(logger klog.Logger, owner client.Targ
 		pr.reported[name] = struct{}{}
 		logger.Info("A blocking dependent's resource is not synced: the owner waits until it recovers", "dependent", d.String(), "resource", name)
 		p.opts.Metrics.blockedByUnsynced(name)
-		if p.opts.Recorder != nil {
-			p.opts.Recorder.Eventf(ownerObject(owner, p.view), corev1.EventTypeWarning, EventReasonBlockedByUnsynced,
+		if p.opts.Events != nil {
+			p.opts.Events.Eventf(ownerObject(owner, p.view), corev1.EventTypeWarning, EventReasonBlockedByUnsynced,
 				"Waiting for dependent %s/%s of resource %s, which cascade cannot list or watch; foreground deletion finishes once it syncs", d.Namespace, d.Name, name)
 		}
 	}

@@ -71,7 +71,7 @@ func TestForegroundBlockedByUnsyncedResource(t *testing.T) {
 	view.blocking["u-owner"] = 2
 	view.unsynced["example.com/v1/Gizmo"] = true
 	rec := record.NewFakeRecorder(10)
-	p := newTestProcessor(t, view, fake, Options{Metrics: NewMetrics(prometheus.NewRegistry()), Recorder: rec})
+	p := newTestProcessor(t, view, fake, Options{Metrics: NewMetrics(prometheus.NewRegistry()), Events: rec})
 
 	for range 3 {
 		if got, err := p.process(context.Background(), "u-owner"); got != work.Retry || err != nil {
@@ -100,7 +100,7 @@ func TestForegroundFinishedWithUnsyncedResources(t *testing.T) {
 	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerForeground)
 	view.unsynced["example.com/v1/Gizmo"] = true
 	rec := record.NewFakeRecorder(10)
-	p := newTestProcessor(t, view, fake, Options{Recorder: rec})
+	p := newTestProcessor(t, view, fake, Options{Events: rec})
 	if got, err := p.process(context.Background(), "u-owner"); got != work.Done || err != nil {
 		t.Fatalf("process() = %v, %v; want Done", got, err)
 	}

@@ -34,7 +34,7 @@ const (
 
 // orphan removes owner's reference from every dependent the graph knows of, re-reading the
 // dependents until no new one appears (bounded by maxOrphanRounds), then records the owner
-// when its dependents may need it (Options.Records; see record) and removes the orphan
+// when its dependents may need it (Options.OrphanRecord; see record) and removes the orphan
 // finalizer. Any failed patch fails the pass before the finalizer is touched, so the owner is
 // retried and never finished with a dependent still referencing it; a record that cannot be
 // written degrades instead, within a bounded time (record). A dependent the graph learns of
@@ -63,7 +63,7 @@ func (p *Processor) orphan(ctx context.Context, logger klog.Logger, owner client
 		logger.V(4).Info("Orphaned dependents", "count", ok)
 	}
 	var read *metav1.PartialObjectMetadata // the owner as record read it, if it did
-	if p.opts.Records != nil {
+	if p.opts.OrphanRecord != nil {
 		var err error
 		if read, err = p.record(ctx, logger, owner, ref, pr); err != nil {
 			return err
@@ -96,7 +96,7 @@ func (p *Processor) record(ctx context.Context, logger klog.Logger, owner client
 		logger.V(4).Info("Not recording the orphaned owner: no dependent of it seen, and it was not deleted within the record window of its creation", "window", p.opts.RecordWindow)
 		return read, nil
 	}
-	err = p.opts.Records.Record(ctx, ref)
+	err = p.opts.OrphanRecord.Record(ctx, ref)
 	if err == nil {
 		pr.recordFailedSince = time.Time{}
 		return read, nil
@@ -158,8 +158,8 @@ func (p *Processor) degradeRecord(logger klog.Logger, owner client.Target, pr *p
 		why = fmt.Sprintf("writing the orphan record kept failing for %s: %v", recordRetryFor, err)
 	}
 	logger.Info("Removing the orphan finalizer without recording the owner; protection of its late dependents across a failover is reduced", "reason", reason, "err", err)
-	if p.opts.Recorder != nil {
-		p.opts.Recorder.Eventf(ownerObject(owner, p.view), corev1.EventTypeWarning, EventReasonRecordUnavailable,
+	if p.opts.Events != nil {
+		p.opts.Events.Eventf(ownerObject(owner, p.view), corev1.EventTypeWarning, EventReasonRecordUnavailable,
 			"Orphaning without the orphan record: %s. Protection across a failover is reduced: a dependent that gained its reference just before this deletion and that cascade has not seen yet may be deleted if another cascade process takes over before it does", why)
 	}
 }

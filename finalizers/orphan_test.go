@@ -156,7 +156,7 @@ func TestOrphanRecordsBeforeRemovingFinalizer(t *testing.T) {
 	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerOrphan)
 	view.deps["u-owner"] = [][]graph.Ref{{wref("d1", "u-d1")}}
 	rec := &fakeRecords{fake: fake, err: errors.New("configmaps is forbidden")}
-	p := newTestProcessor(t, view, fake, Options{Records: rec})
+	p := newTestProcessor(t, view, fake, Options{OrphanRecord: rec})
 
 	if got, err := p.process(context.Background(), "u-owner"); got != work.Retry || err == nil || !strings.Contains(err.Error(), "forbidden") {
 		t.Fatalf("process() with the record failing = %v, %v; want a retry with the error", got, err)

@@ -61,17 +61,17 @@ type Options struct {
 	// StuckAfter is how long an owner waits on its GC finalizer before a Warning Event names
 	// what holds it (and again at most every StuckAfter).
 	StuckAfter time.Duration
-	// Recorder, when set, emits Warning Events on owners (a foreground owner blocked by a
+	// Events, when set, emits Warning Events on owners (a foreground owner blocked by a
 	// dependent of an unsynced resource).
-	Recorder record.EventRecorder
-	// Records, when set, records owners before their orphan finalizer is removed
+	Events record.EventRecorder
+	// OrphanRecord, when set, records owners before their orphan finalizer is removed
 	// (orphanrecord.Store), so that a process that did not see the owner being deleted
 	// (a new leader, a restart) still treats references to it as orphaned. Only owners whose
 	// dependents may need it are recorded (a dependent was seen, or the owner was young: see
 	// RecordWindow). A full record, or a write failing for longer than a bound, degrades:
 	// the finalizer is removed anyway, with a Warning Event and
 	// cascade_orphan_record_degraded_total.
-	Records Recorder
+	OrphanRecord OrphanRecord
 	// RecordWindow: an owner deleted less than this after its creation is recorded even when
 	// no dependent of it was seen (its first dependent may be in flight). Zero: every owner
 	// deleted with the orphan policy is recorded. cascade passes the record's TTL.
@@ -80,9 +80,9 @@ type Options struct {
 	Clock clock.WithTicker
 }
 
-// Recorder records an owner deleted with the orphan policy (orphanrecord.Store). An error
+// OrphanRecord records an owner deleted with the orphan policy (orphanrecord.Store). An error
 // wrapping orphanrecord.ErrFull means the owner cannot be recorded until entries are pruned.
-type Recorder interface {
+type OrphanRecord interface {
 	Record(ctx context.Context, owner graph.Ref) error
 }
 

@@ -52,7 +52,7 @@ func newRecordCase(t *testing.T, err error) *recordCase {
 	c.view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerOrphan)
 	c.view.deps["u-owner"] = [][]graph.Ref{{wref("d1", "u-d1")}}
 	c.rec = &fakeRecords{fake: c.fake, err: err}
-	c.p = newTestProcessor(t, c.view, c.fake, Options{Records: c.rec, RecordWindow: 10 * time.Minute, Recorder: c.events, Metrics: c.metrics, Clock: c.clk})
+	c.p = newTestProcessor(t, c.view, c.fake, Options{OrphanRecord: c.rec, RecordWindow: 10 * time.Minute, Events: c.events, Metrics: c.metrics, Clock: c.clk})
 	return c
 }
 
@@ -183,7 +183,7 @@ func TestOrphanRecordOnlyWhenNeeded(t *testing.T) {
 			}
 			rec := &fakeRecords{fake: fake}
 			m := NewMetrics(prometheus.NewRegistry())
-			p := newTestProcessor(t, view, fake, Options{Records: rec, RecordWindow: 10 * time.Minute, Metrics: m})
+			p := newTestProcessor(t, view, fake, Options{OrphanRecord: rec, RecordWindow: 10 * time.Minute, Metrics: m})
 			if got, err := p.process(context.Background(), "u-owner"); got != work.Done || err != nil {
 				t.Fatalf("process() = %v, %v; want done", got, err)
 			}
@@ -219,7 +219,7 @@ func TestOrphanRecordWindowZeroRecordsAll(t *testing.T) {
 	view := newFakeView()
 	view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerOrphan)
 	rec := &fakeRecords{fake: fake}
-	p := newTestProcessor(t, view, fake, Options{Records: rec})
+	p := newTestProcessor(t, view, fake, Options{OrphanRecord: rec})
 	if got, err := p.process(context.Background(), "u-owner"); got != work.Done || err != nil {
 		t.Fatalf("process() = %v, %v; want done", got, err)
 	}

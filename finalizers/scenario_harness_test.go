@@ -131,18 +131,18 @@ func newScenarioWith(t *testing.T, setup scenarioSetup) *scenario {
 	}
 	s.p = New(Options{
 		Client: client.New(s.Fake), PatchWorkers: 1, Metrics: NewMetrics(s.Reg), WorkMetrics: work.NewMetrics(s.Reg),
-		Recorder: s.Rec, Clock: clocktesting.NewFakeClock(scT0),
+		Events: s.Rec, Clock: clocktesting.NewFakeClock(scT0),
 	})
 	syncTimeout := time.Duration(0) // the default: every resource lists
 	if len(setup.unlisted) > 0 {
 		syncTimeout = time.Nanosecond // synced at the first check after discovery
 	}
-	s.c = gc.New(gc.Deps{
+	s.c = gc.New(gc.Options{
 		SyncTimeout:     syncTimeout,
 		Discovery:       scDiscovery{},
 		Metadata:        s.Fake,
 		Client:          client.New(s.Fake),
-		Recorder:        record.NewFakeRecorder(100),
+		Events:          record.NewFakeRecorder(100),
 		Metrics:         gc.NewMetrics(s.Reg),
 		DiscoveryPeriod: time.Hour,
 		Workers:         1,

@@ -57,8 +57,8 @@ func (p *Processor) reportStuck(ctx context.Context, logger klog.Logger, owner c
 		msg += fmt.Sprintf("; and %d more", total-len(holds))
 	}
 	logger.Info("Deletion stuck", "finalizer", finalizer, "waited", waited.Round(time.Second), "dependents", total, "holds", holds)
-	if p.opts.Recorder != nil {
-		p.opts.Recorder.Event(ownerObject(owner, p.view), corev1.EventTypeWarning, EventReasonStuck, msg)
+	if p.opts.Events != nil {
+		p.opts.Events.Event(ownerObject(owner, p.view), corev1.EventTypeWarning, EventReasonStuck, msg)
 	}
 }
 

@@ -33,7 +33,7 @@ func TestStuckDeletionReported(t *testing.T) {
 	view.blocking["u-owner"] = 1
 	rec := record.NewFakeRecorder(10)
 	m := NewMetrics(prometheus.NewRegistry())
-	p := newTestProcessor(t, view, fake, Options{Clock: clk, StuckAfter: time.Minute, Recorder: rec, Metrics: m})
+	p := newTestProcessor(t, view, fake, Options{Clock: clk, StuckAfter: time.Minute, Events: rec, Metrics: m})
 	process := func() {
 		t.Helper()
 		if got, _ := p.process(context.Background(), "u-owner"); got != work.Retry {

@@ -32,10 +32,10 @@ func (c *Controller) apply(ev graph.Event) {
 	for _, inv := range eff.InvalidNamespace {
 		c.reportInvalidNamespace(inv)
 	}
-	if c.deps.Finalizers != nil {
+	if c.opts.Finalizers != nil {
 		for _, uids := range [][]types.UID{eff.AttemptOrphan, eff.Foreground, eff.RecheckOwner} {
 			for _, uid := range uids {
-				c.deps.Finalizers.Enqueue(uid)
+				c.opts.Finalizers.Enqueue(uid)
 			}
 		}
 	}

@@ -26,8 +26,8 @@ import (
 	"github.com/cascade-gc/cascade/policy"
 )
 
-// Deps are what the controller needs from the outside world.
-type Deps struct {
+// Options are what the controller needs from the outside world.
+type Options struct {
 	Discovery Discoverer
 	// Metadata is the client the reflectors list and watch with.
 	Metadata metadata.Interface
@@ -40,8 +40,8 @@ type Deps struct {
 	// Mapper resolves owner references (apiVersion, kind) to resources; reset when discovery
 	// sees a change.
 	Mapper meta.ResettableRESTMapper
-	// Recorder emits OwnerRefInvalidNamespace events.
-	Recorder record.EventRecorder
+	// Events emits OwnerRefInvalidNamespace (and policy) Events; nil: none.
+	Events record.EventRecorder
 	// Metrics are updated; nil: a set registered nowhere.
 	Metrics *Metrics
 	// WorkMetrics count the workers' failed attempts; nil: a set registered nowhere.
@@ -68,7 +68,7 @@ type Deps struct {
 	AbsentCacheSize int
 	// Leader holds the workers back until it opens (leader election): a standby keeps its
 	// watches and graph warm but acts on nothing. Nil means act at once. (Its Events wait
-	// too: cascade's Recorder is an internal/client.HeldRecorder on the same gate.)
+	// too: cascade's Events is an internal/client.HeldRecorder on the same gate.)
 	Leader *leader.Gate
 	// Finalizers, when set, receives owners being deleted with a GC finalizer (orphan and
 	// foreground processing). Without it such owners are left to whoever handles them. Data
@@ -89,9 +89,9 @@ type Deps struct {
 }
 
 const (
-	// DefaultForegroundResyncPeriod is the default of Deps.ForegroundResyncPeriod.
+	// DefaultForegroundResyncPeriod is the default of Options.ForegroundResyncPeriod.
 	DefaultForegroundResyncPeriod = 30 * time.Second
-	// DefaultSyncTimeout is the default of Deps.SyncTimeout (in-tree waits as long, PR #125796).
+	// DefaultSyncTimeout is the default of Options.SyncTimeout (in-tree waits as long, PR #125796).
 	DefaultSyncTimeout = 30 * time.Second
 )
 
@@ -131,7 +131,7 @@ type OrphanRecords interface {
 // verifying owners), foreground.go, orphanrecords.go, invalidns.go (the
 // OwnerRefInvalidNamespace Events), view.go (read access).
 type Controller struct {
-	deps Deps
+	opts Options
 
 	mu sync.RWMutex
 	g  *graph.Graph // guarded by mu
@@ -140,7 +140,7 @@ type Controller struct {
 	resources ResourceSet // guarded by resMu; written by the discovery loop only
 
 	monitors *monitors
-	api      *apiWatch // nil without Deps.Dynamic (apiwatch.go)
+	api      *apiWatch // nil without Options.Dynamic (apiwatch.go)
 	// failedGroups are the groups the last discovery round could not discover ("" when the
 	// round failed as a whole): no kind of theirs is taken for gone (gonekinds.go).
 	failedGroups atomic.Pointer[map[string]struct{}]
@@ -163,47 +163,47 @@ type Controller struct {
 }
 
 // New builds a controller; nothing runs until Run.
-func New(deps Deps) *Controller {
-	if deps.Ignored == nil {
-		deps.Ignored = DefaultIgnoredResources()
+func New(opts Options) *Controller {
+	if opts.Ignored == nil {
+		opts.Ignored = DefaultIgnoredResources()
 	}
-	if deps.Client == nil && deps.Metadata != nil {
-		deps.Client = client.New(deps.Metadata)
+	if opts.Client == nil && opts.Metadata != nil {
+		opts.Client = client.New(opts.Metadata)
 	}
-	if deps.ForegroundResyncPeriod <= 0 {
-		deps.ForegroundResyncPeriod = DefaultForegroundResyncPeriod
+	if opts.ForegroundResyncPeriod <= 0 {
+		opts.ForegroundResyncPeriod = DefaultForegroundResyncPeriod
 	}
-	if deps.SyncTimeout <= 0 {
-		deps.SyncTimeout = DefaultSyncTimeout
+	if opts.SyncTimeout <= 0 {
+		opts.SyncTimeout = DefaultSyncTimeout
 	}
-	if deps.OwnerReverifyPeriod <= 0 {
-		deps.OwnerReverifyPeriod = DefaultOwnerReverifyPeriod
+	if opts.OwnerReverifyPeriod <= 0 {
+		opts.OwnerReverifyPeriod = DefaultOwnerReverifyPeriod
 	}
-	if deps.Clock == nil {
-		deps.Clock = clock.RealClock{}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
-	if deps.Leader == nil {
-		deps.Leader = leader.Open()
+	if opts.Leader == nil {
+		opts.Leader = leader.Open()
 	}
-	if deps.Metrics == nil {
-		deps.Metrics = NewMetrics(prometheus.NewRegistry())
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
 	c := &Controller{
-		deps:        deps,
+		opts:        opts,
 		g:           graph.New(),
 		resources:   ResourceSet{},
 		mappings:    newMappingCache(),
-		absent:      NewAbsentCache(deps.AbsentCacheSize),
-		nsLabels:    client.NewNamespaceLabels(deps.Clock),
-		deleteQueue: work.NewQueue("attempt_to_delete", work.Options[types.UID]{Metrics: deps.WorkMetrics, Clock: deps.Clock}),
-		verifyQueue: work.NewQueue("verify_owner", work.Options[graph.Ref]{Metrics: deps.WorkMetrics}),
+		absent:      NewAbsentCache(opts.AbsentCacheSize),
+		nsLabels:    client.NewNamespaceLabels(opts.Clock),
+		deleteQueue: work.NewQueue("attempt_to_delete", work.Options[types.UID]{Metrics: opts.WorkMetrics, Clock: opts.Clock}),
+		verifyQueue: work.NewQueue("verify_owner", work.Options[graph.Ref]{Metrics: opts.WorkMetrics}),
 	}
-	c.monitors = newMonitors(deps.Metadata, c)
-	if deps.Dynamic != nil && deps.Metadata != nil {
-		c.api = newAPIWatch(deps.Dynamic, deps.Metadata)
+	c.monitors = newMonitors(opts.Metadata, c)
+	if opts.Dynamic != nil && opts.Metadata != nil {
+		c.api = newAPIWatch(opts.Dynamic, opts.Metadata)
 	}
-	c.deps.Metrics.registerGraph(c)
-	c.latency = newLatencyTracker(c.deps.Metrics.CollectionDuration, time.Now)
+	c.opts.Metrics.registerGraph(c)
+	c.latency = newLatencyTracker(c.opts.Metrics.CollectionDuration, time.Now)
 	return c
 }
 
@@ -213,21 +213,21 @@ func New(deps Deps) *Controller {
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	switch {
-	case c.deps.Discovery == nil:
+	case c.opts.Discovery == nil:
 		return errors.New("gc: no discovery client")
-	case c.deps.DiscoveryPeriod <= 0:
-		return fmt.Errorf("gc: discovery period %v must be positive", c.deps.DiscoveryPeriod)
-	case c.deps.Workers < 1:
-		return fmt.Errorf("gc: %d workers; at least one is needed", c.deps.Workers)
-	case c.deps.Client == nil:
+	case c.opts.DiscoveryPeriod <= 0:
+		return fmt.Errorf("gc: discovery period %v must be positive", c.opts.DiscoveryPeriod)
+	case c.opts.Workers < 1:
+		return fmt.Errorf("gc: %d workers; at least one is needed", c.opts.Workers)
+	case c.opts.Client == nil:
 		return errors.New("gc: no API client")
 	}
 	logger := klog.FromContext(ctx)
-	logger.Info("Starting collector", "discoveryPeriod", c.deps.DiscoveryPeriod, "workers", c.deps.Workers)
+	logger.Info("Starting collector", "discoveryPeriod", c.opts.DiscoveryPeriod, "workers", c.opts.Workers)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if !c.deps.Leader.IsOpen() {
-			if !c.deps.Leader.Wait(ctx) {
+		if !c.opts.Leader.IsOpen() {
+			if !c.opts.Leader.Wait(ctx) {
 				return
 			}
 			logger.Info("Elected leader: starting workers")
@@ -236,8 +236,8 @@ func (c *Controller) Run(ctx context.Context) error {
 			return
 		}
 		c.lead()
-		wg.Go(func() { c.deleteQueue.Run(ctx, c.deps.Workers, c.attemptToDelete) })
-		wg.Go(func() { c.verifyQueue.Run(ctx, c.deps.Workers, c.verifyOwner) })
+		wg.Go(func() { c.deleteQueue.Run(ctx, c.opts.Workers, c.attemptToDelete) })
+		wg.Go(func() { c.verifyQueue.Run(ctx, c.opts.Workers, c.verifyOwner) })
 		wg.Go(func() { c.runForegroundResync(ctx) })
 		wg.Go(func() { c.runReverify(ctx) })
 	})
@@ -250,7 +250,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		rediscover = c.api.rediscover
 		wg.Go(func() { c.api.run(ctx) })
 	}
-	t := time.NewTicker(c.deps.DiscoveryPeriod)
+	t := time.NewTicker(c.opts.DiscoveryPeriod)
 	defer t.Stop()
 	for {
 		c.syncResources(ctx)

@@ -92,7 +92,7 @@ func TestScenarioExplainAgreesUnmappedOwner(t *testing.T) {
 
 	// The kind comes back (its CRD created again, discovery maps it): the retry and the next
 	// event decide as explain says now, and the references are judged as any other.
-	s.c.deps.Mapper.(fixedMapper).Add(scGadgets.GVR.GroupVersion().WithKind(scGadgets.Kind), meta.RESTScopeNamespace)
+	s.c.opts.Mapper.(fixedMapper).Add(scGadgets.GVR.GroupVersion().WithKind(scGadgets.Kind), meta.RESTScopeNamespace)
 	s.deliver(kept)
 	assertExplained(t, s.explainDecision("u-alone"),
 		ExplainedDecision{Action: "Delete", Reason: "OwnersGone", Propagation: "Background"})

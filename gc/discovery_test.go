@@ -62,7 +62,7 @@ func TestFailedGroupKeepsItsResources(t *testing.T) {
 		resourceList("v1", metav1.APIResource{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: allVerbs}),
 		resourceList("example.com/v1", metav1.APIResource{Name: "widgets", Kind: "Widget", Namespaced: true, Verbs: allVerbs}),
 	}}
-	c := New(Deps{Discovery: d, Metrics: NewMetrics(prometheus.NewRegistry())})
+	c := New(Options{Discovery: d, Metrics: NewMetrics(prometheus.NewRegistry())})
 	ctx := context.Background()
 	c.syncResources(ctx)
 	widgets := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
@@ -112,7 +112,7 @@ func TestRESTMapperRefreshedEveryRound(t *testing.T) {
 		resourceList("v1", metav1.APIResource{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: allVerbs}),
 	}}
 	m := &countingMapper{}
-	c := New(Deps{Discovery: d, Mapper: m, Metrics: NewMetrics(prometheus.NewRegistry())})
+	c := New(Options{Discovery: d, Mapper: m, Metrics: NewMetrics(prometheus.NewRegistry())})
 	ctx := context.Background()
 	for range 3 {
 		c.syncResources(ctx)

@@ -14,19 +14,19 @@
 //     preconditions, ownerReference patches); the queues and workers are
 //     package internal/work's.
 //   - Data flows one way to package finalizers: owners being deleted with a
-//     GC finalizer are handed over (Deps.Finalizers), and finalizers reads the
+//     GC finalizer are handed over (Options.Finalizers), and finalizers reads the
 //     graph through View, which is read-only. Nothing flows back: that an
 //     owner was deleted while orphaning is recorded by the graph itself
 //     (graph.OwnerOrphaned), and the dependents of owners deleted in the
 //     foreground are handed to the workers again every
 //     ForegroundResyncPeriod by gc, not by finalizers.
-//   - The policy (Deps.Policy, swapped whole by package policy/watch) is read,
+//   - The policy (Options.Policy, swapped whole by package policy/watch) is read,
 //     never written: its ignoredResources every discovery round, its collect
 //     rules on every dependent about to be decided (policy.go). A collect: After
 //     rule is the one case that reads the live dependent before deciding (its
 //     cascade.dev/orphaned-at annotation, so the delay survives a restart).
 //   - AbsentCache is safe for concurrent use.
-//   - CRDs and APIServices are watched (apiwatch.go, with Deps.Dynamic): a change asks the
+//   - CRDs and APIServices are watched (apiwatch.go, with Options.Dynamic): a change asks the
 //     discovery loop for a round at once, and a kind whose CRD was seen deleted, confirmed by a
 //     live check to be served by nothing, owns nothing (gonekinds.go). A restarted process does
 //     not know which CRDs went before it started: references to their kinds stay kept.

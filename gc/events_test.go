@@ -57,7 +57,7 @@ func TestToGraphObjectKeepsWhatGCNeeds(t *testing.T) {
 // on (only resourceVersion, as a label or status change would): the store's cost per event,
 // including conversion and the graph's no-op path.
 func BenchmarkHandlerNoopUpdate(b *testing.B) {
-	c := New(Deps{Metrics: NewMetrics(prometheus.NewRegistry())})
+	c := New(Options{Metrics: NewMetrics(prometheus.NewRegistry())})
 	h := &graphStore{res: cmResource, graph: c}
 	owner := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "o", Namespace: "ns", UID: "11111111-1111-1111-1111-111111111111", ResourceVersion: "1"}}
 	_ = h.Add(owner)

@@ -202,7 +202,7 @@ func (c *Controller) Explain(ctx context.Context, uid types.UID) (Explanation, b
 			if !res.Namespaced {
 				ns = ""
 			}
-			if live, err := c.deps.Client.Get(ctx, res.GVR, ns, d.Name); err == nil && live.UID == d.UID {
+			if live, err := c.opts.Client.Get(ctx, res.GVR, ns, d.Name); err == nil && live.UID == d.UID {
 				ed.Deleting, ed.Finalizers = live.DeletionTimestamp != nil, live.Finalizers
 			}
 		}

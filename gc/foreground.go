@@ -14,7 +14,7 @@ import (
 // foreground deletion; this makes that level-driven, so nothing depends on one effect having
 // led anywhere. Deciding on a dependent that needs nothing costs no API call.
 func (c *Controller) runForegroundResync(ctx context.Context) {
-	t := time.NewTicker(c.deps.ForegroundResyncPeriod)
+	t := time.NewTicker(c.opts.ForegroundResyncPeriod)
 	defer t.Stop()
 	for {
 		select {

@@ -45,7 +45,7 @@ func (c *Controller) unwatchStopped(ctx context.Context) {
 		_, g := c.api.seenGone(gk)
 		return g
 	}
-	for _, r := range c.monitors.unwatchDue(c.deps.Clock.Now(), GhostGrace, gone) {
+	for _, r := range c.monitors.unwatchDue(c.opts.Clock.Now(), GhostGrace, gone) {
 		apiVersion := r.GVR.GroupVersion().String()
 		ghosts := c.GraphStats().PerResource[apiVersion+", Kind="+r.Kind]
 		c.apply(graph.Event{Type: graph.EventUnwatched, Object: graph.Object{Ref: graph.Ref{APIVersion: apiVersion, Kind: r.Kind}}})

@@ -57,7 +57,7 @@ func newGhostController(t *testing.T, objs ...runtime.Object) (*Controller, *gho
 		mapper.AddSpecific(r.GVR.GroupVersion().WithKind(r.Kind), r.GVR, r.GVR.GroupVersion().WithResource(r.GVR.Resource[:len(r.GVR.Resource)-1]), meta.RESTScopeNamespace)
 	}
 	owners := &ghostOwners{}
-	c := New(Deps{Client: client.New(fake), Mapper: resettable{mapper}, Metrics: NewMetrics(prometheus.NewRegistry()), Finalizers: owners,
+	c := New(Options{Client: client.New(fake), Mapper: resettable{mapper}, Metrics: NewMetrics(prometheus.NewRegistry()), Finalizers: owners,
 		Clock: clocktesting.NewFakeClock(ghostT0)})
 	t.Cleanup(func() { c.deleteQueue.ShutDown(); c.verifyQueue.ShutDown() })
 	return c, owners, func() []string { return clienttest.Actions(fake) }
@@ -161,14 +161,14 @@ func TestKindGoneOwnersAreVerified(t *testing.T) {
 		t.Fatalf("work queued before anything happened: %d verifications, %d decisions", c.verifyQueue.Len(), c.deleteQueue.Len())
 	}
 
-	c.monitors.stop(ghostWidgetsV1.GVR, c.deps.Clock.Now())
+	c.monitors.stop(ghostWidgetsV1.GVR, c.opts.Clock.Now())
 	// Missing from discovery, the kind not known gone (no CRD seen deleted): the widgets stay
 	// observed for the grace; a blip of discovery changes nothing.
 	c.unwatchStopped(context.Background())
 	if n, ok := c.Node("u-gone"); !ok || n.Virtual {
 		t.Errorf("widget u-gone right after its resource stopped being watched: %+v (found %t), want still observed", n, ok)
 	}
-	c.deps.Clock.(*clocktesting.FakeClock).Step(GhostGrace)
+	c.opts.Clock.(*clocktesting.FakeClock).Step(GhostGrace)
 	c.unwatchStopped(context.Background())
 	for _, uid := range []types.UID{"u-gone", "u-live"} {
 		if n, ok := c.Node(uid); !ok || !n.Virtual {
@@ -197,7 +197,7 @@ func TestKindGoneOwnersAreVerified(t *testing.T) {
 	}
 
 	// Nothing is left to tell the graph.
-	if due := c.monitors.unwatchDue(c.deps.Clock.Now(), GhostGrace, func(schema.GroupKind) bool { return true }); len(due) != 0 {
+	if due := c.monitors.unwatchDue(c.opts.Clock.Now(), GhostGrace, func(schema.GroupKind) bool { return true }); len(due) != 0 {
 		t.Errorf("still due after the event: %v", due)
 	}
 }
@@ -237,7 +237,7 @@ func TestVersionSwitchWaitsForTheNewList(t *testing.T) {
 	handedBefore := len(handed.handed())
 
 	// The switch: v1 stopped, v2 started; its list is not in yet.
-	c.monitors.stop(ghostWidgetsV1.GVR, c.deps.Clock.Now())
+	c.monitors.stop(ghostWidgetsV1.GVR, c.opts.Clock.Now())
 	v2 := ghostWatch(c, ghostWidgetsV2, false)
 	c.unwatchStopped(context.Background())
 	if n, ok := c.Node("u-gone"); !ok || n.Virtual || n.APIVersion != "example.com/v1" {

@@ -17,8 +17,8 @@ const EventReasonInvalidNamespace = "OwnerRefInvalidNamespace"
 // ownerRef [apiVersion/Kind, namespace: ns, name: n, uid: u] does not exist in namespace "ns".
 // (A standby's Events wait in the HeldRecorder cascade passes as Recorder.)
 func (c *Controller) reportInvalidNamespace(inv graph.InvalidRef) {
-	c.deps.Metrics.InvalidNamespaceRefs.Inc()
-	if c.deps.Recorder == nil {
+	c.opts.Metrics.InvalidNamespaceRefs.Inc()
+	if c.opts.Events == nil {
 		return
 	}
 	c.emitInvalidNamespace(inv)
@@ -33,6 +33,6 @@ func (c *Controller) emitInvalidNamespace(inv graph.InvalidRef) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: inv.Dependent.APIVersion, Kind: inv.Dependent.Kind},
 		ObjectMeta: metav1.ObjectMeta{Namespace: inv.Dependent.Namespace, Name: inv.Dependent.Name, UID: inv.Dependent.UID},
 	}
-	c.deps.Recorder.Eventf(involved, "Warning", EventReasonInvalidNamespace,
+	c.opts.Events.Eventf(involved, "Warning", EventReasonInvalidNamespace,
 		"ownerRef %s does not exist in namespace %q", owner.String(), inv.Dependent.Namespace)
 }

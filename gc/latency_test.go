@@ -41,7 +41,7 @@ func TestCollectionDuration(t *testing.T) {
 		sum         float64
 	}{{"Background", 1, 3}, {"Foreground", 1, 5}} {
 		var m dto.Metric
-		if err := c.deps.Metrics.CollectionDuration.WithLabelValues(tt.propagation).(interface{ Write(*dto.Metric) error }).Write(&m); err != nil {
+		if err := c.opts.Metrics.CollectionDuration.WithLabelValues(tt.propagation).(interface{ Write(*dto.Metric) error }).Write(&m); err != nil {
 			t.Fatal(err)
 		}
 		if h := m.GetHistogram(); h.GetSampleCount() != tt.count || h.GetSampleSum() != tt.sum {

@@ -77,7 +77,7 @@ func listedCMs(n int) []*metav1.PartialObjectMetadata {
 func TestStreamListerStreamsIntoTheGraph(t *testing.T) {
 	for _, refuse := range []bool{false, true} {
 		t.Run(fmt.Sprintf("refuse=%t", refuse), func(t *testing.T) {
-			c := New(Deps{Metrics: NewMetrics(prometheus.NewRegistry())})
+			c := New(Options{Metrics: NewMetrics(prometheus.NewRegistry())})
 			s := &graphStore{res: cmResource, graph: c}
 			gone := cm("gone", "00000000-0000-0000-0000-0000000000ff", "1")
 			if err := s.Replace([]any{gone}, "1"); err != nil { // an earlier list held it
@@ -127,7 +127,7 @@ func TestStreamListerStreamsIntoTheGraph(t *testing.T) {
 // TestStreamListerEndedEarly: a stream that ends before its bookmark is an error (the reflector
 // lists again), recorded on the store; nothing is marked synced and nothing is deleted.
 func TestStreamListerEndedEarly(t *testing.T) {
-	c := New(Deps{Metrics: NewMetrics(prometheus.NewRegistry())})
+	c := New(Options{Metrics: NewMetrics(prometheus.NewRegistry())})
 	s := &graphStore{res: cmResource, graph: c}
 	w := watch.NewFakeWithChanSize(2, false)
 	w.Add(listedCMs(1)[0])

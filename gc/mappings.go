@@ -72,10 +72,10 @@ func (c *mappingCache) clear() {
 
 // restMapping is the REST mapping of gk at version (mappingCache's answer, or the mapper's).
 func (c *Controller) restMapping(gk schema.GroupKind, version string) (*meta.RESTMapping, error) {
-	if c.deps.Mapper == nil {
+	if c.opts.Mapper == nil {
 		return nil, errors.New("no REST mapper")
 	}
-	m, err := c.mappings.get(c.deps.Mapper, gk, version)
+	m, err := c.mappings.get(c.opts.Mapper, gk, version)
 	if err != nil {
 		return nil, fmt.Errorf("REST mapping of %s/%s: %w", gk, version, err)
 	}

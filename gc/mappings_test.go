@@ -125,7 +125,7 @@ func TestDiscoveryRoundRefreshesMappings(t *testing.T) {
 		resourceList("v1", metav1.APIResource{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: allVerbs}),
 	}}
 	m := &switchingMapper{cur: mapperWith(configMapKind, widgetKind)}
-	c := New(Deps{Discovery: d, Mapper: m, Metrics: NewMetrics(prometheus.NewRegistry())})
+	c := New(Options{Discovery: d, Mapper: m, Metrics: NewMetrics(prometheus.NewRegistry())})
 	if _, err := c.restMapping(widgetKind.GroupKind(), "v1"); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func BenchmarkRESTMapping(b *testing.B) {
 	gk := configMapKind.GroupKind()
 	for _, cached := range []bool{false, true} {
 		b.Run(fmt.Sprintf("cached=%v", cached), func(b *testing.B) {
-			c := New(Deps{Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))})
+			c := New(Options{Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))})
 			b.ReportAllocs()
 			for b.Loop() {
 				if !cached {

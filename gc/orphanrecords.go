@@ -12,13 +12,13 @@ import (
 // loadOrphanRecords hands the recorded orphaned owners to the graph, retrying until it works;
 // false when ctx ended first.
 func (c *Controller) loadOrphanRecords(ctx context.Context) bool {
-	if c.deps.OrphanRecords == nil {
+	if c.opts.OrphanRecords == nil {
 		return true
 	}
 	logger := klog.FromContext(ctx)
 	backoff := time.Second
 	for {
-		refs, err := c.deps.OrphanRecords.Load(ctx)
+		refs, err := c.opts.OrphanRecords.Load(ctx)
 		if err == nil {
 			for _, r := range refs {
 				c.apply(graph.Event{Type: graph.EventOrphanRecorded, Object: graph.Object{Ref: r}})
@@ -30,7 +30,7 @@ func (c *Controller) loadOrphanRecords(ctx context.Context) bool {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-c.deps.Clock.After(backoff):
+		case <-c.opts.Clock.After(backoff):
 		}
 		backoff = min(2*backoff, 30*time.Second)
 	}

@@ -32,12 +32,12 @@ const (
 	EventReasonCollectAfter = "PolicyCollectAfter"
 )
 
-// currentPolicy is the policy in force: nil (built in) without Deps.Policy.
+// currentPolicy is the policy in force: nil (built in) without Options.Policy.
 func (c *Controller) currentPolicy() *policy.Compiled {
-	if c.deps.Policy == nil {
+	if c.opts.Policy == nil {
 		return nil
 	}
-	return c.deps.Policy()
+	return c.opts.Policy()
 }
 
 // ignored is --ignored-resources plus the policy's ignoredResources, read every discovery
@@ -45,10 +45,10 @@ func (c *Controller) currentPolicy() *policy.Compiled {
 func (c *Controller) ignored() map[schema.GroupResource]struct{} {
 	extra := c.currentPolicy().Ignored()
 	if len(extra) == 0 {
-		return c.deps.Ignored
+		return c.opts.Ignored
 	}
-	out := make(map[schema.GroupResource]struct{}, len(c.deps.Ignored)+len(extra))
-	for gr := range c.deps.Ignored {
+	out := make(map[schema.GroupResource]struct{}, len(c.opts.Ignored)+len(extra))
+	for gr := range c.opts.Ignored {
 		out[gr] = struct{}{}
 	}
 	for _, gr := range extra {
@@ -67,7 +67,7 @@ func (c *Controller) collectInput(ctx context.Context, res Resource, n graph.Nod
 	}
 	var nsLabels labels.Set
 	if rules.NeedNamespaceLabels() && n.Namespace != "" {
-		l, err := c.nsLabels.Get(ctx, c.deps.Client, n.Namespace)
+		l, err := c.nsLabels.Get(ctx, c.opts.Client, n.Namespace)
 		if err != nil {
 			return fmt.Errorf("reading the labels of namespace %s for the policy's namespace selector: %w", n.Namespace, err)
 		}
@@ -75,7 +75,7 @@ func (c *Controller) collectInput(ctx context.Context, res Resource, n graph.Nod
 	}
 	in.Collect = rules.For(n.Namespace, nsLabels)
 	if in.Collect.Mode == policy.CollectAfter {
-		in.Now = c.deps.Clock.Now()
+		in.Now = c.opts.Clock.Now()
 	}
 	return nil
 }
@@ -86,7 +86,7 @@ func (c *Controller) collectInput(ctx context.Context, res Resource, n graph.Nod
 // is not there for these owners, now is recorded. Then the decision is taken again: wait for
 // what is left of the delay, or delete, with the live resourceVersion.
 func (c *Controller) recordOrphanedAt(ctx context.Context, logger klog.Logger, t client.Target, n graph.NodeView, in policy.Input) (work.Outcome, error) {
-	live, err := c.deps.Client.Get(ctx, t.GVR, t.Namespace, t.Name)
+	live, err := c.opts.Client.Get(ctx, t.GVR, t.Namespace, t.Name)
 	switch {
 	case apierrors.IsNotFound(err):
 		return work.Done, nil
@@ -108,7 +108,7 @@ func (c *Controller) recordOrphanedAt(ctx context.Context, logger klog.Logger, t
 	at, ok := policy.ParseOrphanedAt(live.Annotations[policy.OrphanedAtAnnotation], owners)
 	if !ok {
 		value := policy.FormatOrphanedAt(in.Now, owners)
-		if err := client.SetAnnotation(ctx, c.deps.Client, t, policy.OrphanedAtAnnotation, value); err != nil {
+		if err := client.SetAnnotation(ctx, c.opts.Client, t, policy.OrphanedAtAnnotation, value); err != nil {
 			return work.Retry, fmt.Errorf("recording %s: %w", policy.OrphanedAtAnnotation, err)
 		}
 		at, _ = policy.ParseOrphanedAt(value, owners)
@@ -152,12 +152,12 @@ func (c *Controller) reportCollectNever(n graph.NodeView, d policy.Decision, rul
 }
 
 func (c *Controller) policyEvent(n graph.NodeView, reason, format string, args ...any) {
-	if c.deps.Recorder == nil {
+	if c.opts.Events == nil {
 		return
 	}
 	involved := &metav1.PartialObjectMetadata{
 		TypeMeta:   metav1.TypeMeta{APIVersion: n.APIVersion, Kind: n.Kind},
 		ObjectMeta: metav1.ObjectMeta{Namespace: n.Namespace, Name: n.Name, UID: n.UID},
 	}
-	c.deps.Recorder.Eventf(involved, "Normal", reason, format, args...)
+	c.opts.Events.Eventf(involved, "Normal", reason, format, args...)
 }

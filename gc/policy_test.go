@@ -46,9 +46,9 @@ func policyController(t *testing.T, fake *metadatafake.FakeMetadataClient, pol *
 	clk := clocktesting.NewFakeClock(policyT0)
 	rec := record.NewFakeRecorder(10)
 	c := newControllerOver(t, fake)
-	c.deps.Policy = func() *policy.Compiled { return pol }
-	c.deps.Clock = clk
-	c.deps.Recorder = rec
+	c.opts.Policy = func() *policy.Compiled { return pol }
+	c.opts.Clock = clk
+	c.opts.Events = rec
 	c.nsLabels = client.NewNamespaceLabels(clk)
 	c.deleteQueue.ShutDown() // New's, replaced by one on the fake clock (newControllerOver's cleanup shuts that one)
 	c.deleteQueue = work.NewQueue("attempt_to_delete", work.Options[types.UID]{Clock: clk})
@@ -260,20 +260,20 @@ func TestCollectAfterStaleView(t *testing.T) {
 
 // TestPolicyIgnoredResources: the policy's ignoredResources add to --ignored-resources.
 func TestPolicyIgnoredResources(t *testing.T) {
-	c := New(Deps{Ignored: map[schema.GroupResource]struct{}{{Resource: "events"}: {}}})
+	c := New(Options{Ignored: map[schema.GroupResource]struct{}{{Resource: "events"}: {}}})
 	if got := c.ignored(); len(got) != 1 {
 		t.Errorf("without a policy: %v", got)
 	}
 	pol := compiledPolicy(t, "ignoredResources: [podtemplates, widgets.example.com]\n")
-	c.deps.Policy = func() *policy.Compiled { return pol }
+	c.opts.Policy = func() *policy.Compiled { return pol }
 	got := c.ignored()
 	for _, gr := range []schema.GroupResource{{Resource: "events"}, {Resource: "podtemplates"}, {Group: "example.com", Resource: "widgets"}} {
 		if _, ok := got[gr]; !ok {
 			t.Errorf("%s not ignored: %v", gr, got)
 		}
 	}
-	if len(c.deps.Ignored) != 1 {
-		t.Errorf("the flag's set was modified: %v", c.deps.Ignored)
+	if len(c.opts.Ignored) != 1 {
+		t.Errorf("the flag's set was modified: %v", c.opts.Ignored)
 	}
 }
 
@@ -283,7 +283,7 @@ func TestNamespaceLabelsCache(t *testing.T) {
 	clk := clocktesting.NewFakeClock(policyT0)
 	l := client.NewNamespaceLabels(clk)
 	ctx := context.Background()
-	c := newControllerOver(t, fake).deps.Client
+	c := newControllerOver(t, fake).opts.Client
 	for range 2 {
 		if got, err := l.Get(ctx, c, "a"); err != nil || got["team"] != "a" {
 			t.Fatalf("labels of a: %v, %v", got, err)

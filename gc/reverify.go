@@ -14,7 +14,7 @@ import (
 // kubernetes#56121). The work is bounded: one entry per claim the graph lists, dropped as soon
 // as the graph stops listing it, and at most one GET per claim per interval.
 
-// DefaultOwnerReverifyPeriod is the default of Deps.OwnerReverifyPeriod.
+// DefaultOwnerReverifyPeriod is the default of Options.OwnerReverifyPeriod.
 const DefaultOwnerReverifyPeriod = 30 * time.Second
 
 // maxReverifyFactor bounds the backoff: a claim found present again and again is checked at
@@ -65,8 +65,8 @@ func (s *reverifySchedule) due(now time.Time, claims []graph.Ref) []graph.Ref {
 // runReverify lists the present-but-unobserved claims every OwnerReverifyPeriod and hands the
 // due ones to the verify workers, whose answer goes to the graph like any other.
 func (c *Controller) runReverify(ctx context.Context) {
-	s := newReverifySchedule(c.deps.OwnerReverifyPeriod)
-	t := time.NewTicker(c.deps.OwnerReverifyPeriod)
+	s := newReverifySchedule(c.opts.OwnerReverifyPeriod)
+	t := time.NewTicker(c.opts.OwnerReverifyPeriod)
 	defer t.Stop()
 	for {
 		select {

@@ -79,7 +79,7 @@ func TestVirtualOwnerReverified(t *testing.T) {
 	c := newControllerOver(t, fake)
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Version: "v1"}})
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, meta.RESTScopeNamespace)
-	c.deps.Mapper = resettable{mapper}
+	c.opts.Mapper = resettable{mapper}
 	ctx := context.Background()
 
 	d := widgetObj("dep", "u-dep")

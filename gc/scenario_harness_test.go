@@ -68,9 +68,9 @@ type scenarioSetup struct {
 	unlisted []Resource
 	// objects are in the fake API (not in the graph: observe them).
 	objects []runtime.Object
-	// standby keeps Deps.Leader closed: the replica does not lead until lead().
+	// standby keeps Options.Leader closed: the replica does not lead until lead().
 	standby bool
-	// reverifyPeriod is Deps.OwnerReverifyPeriod (default when zero).
+	// reverifyPeriod is Options.OwnerReverifyPeriod (default when zero).
 	reverifyPeriod time.Duration
 	// policy is the policy in force (built in when nil); its clock stands at scT0.
 	policy *policy.Compiled
@@ -96,7 +96,7 @@ type scenario struct {
 	reverify        *reverifySchedule
 }
 
-// ownerRecorder is Deps.Finalizers: it records the owners handed over.
+// ownerRecorder is Options.Finalizers: it records the owners handed over.
 type ownerRecorder struct{ uids []types.UID }
 
 func (r *ownerRecorder) Enqueue(uid types.UID) { r.uids = append(r.uids, uid) }
@@ -126,10 +126,10 @@ func newScenario(t *testing.T, setup scenarioSetup) *scenario {
 		Harness: h, t: t, handed: &ownerRecorder{}, universe: map[types.UID]struct{}{},
 		pendingDeletes: &gctest.Pending[types.UID]{}, pendingVerifies: &gctest.Pending[graph.Ref]{},
 	}
-	deps := Deps{
+	deps := Options{
 		Client:              client.New(fake),
 		Mapper:              fixedMapper{mapper},
-		Recorder:            s.Rec,
+		Events:              s.Rec,
 		Metrics:             NewMetrics(s.Reg),
 		WorkMetrics:         work.NewMetrics(s.Reg),
 		Finalizers:          s.handed,
@@ -142,14 +142,14 @@ func newScenario(t *testing.T, setup scenarioSetup) *scenario {
 	if setup.standby {
 		s.gate = &leader.Gate{}
 		s.held = client.NewHeldRecorder(s.Rec, s.gate)
-		deps.Leader, deps.Recorder = s.gate, s.held
+		deps.Leader, deps.Events = s.gate, s.held
 	}
 	s.c = New(deps)
 	if !setup.standby {
 		s.c.lead() // as Run does once the (open) gate lets it
 	}
 	s.Graph = s.c
-	s.reverify = newReverifySchedule(s.c.deps.OwnerReverifyPeriod)
+	s.reverify = newReverifySchedule(s.c.opts.OwnerReverifyPeriod)
 	// Queues whose delayed adds (Retry, WaitForSync) wait on a clock that never moves.
 	clk := clocktesting.NewFakeClock(scT0)
 	s.c.deleteQueue.ShutDown()

@@ -26,7 +26,7 @@ func TestStandbyEmitsNoEvents(t *testing.T) {
 	gate := &leader.Gate{}
 	held := client.NewHeldRecorder(rec, gate)
 	m := NewMetrics(prometheus.NewRegistry())
-	c := New(Deps{Client: client.New(clienttest.NewFake()), Metrics: m, Recorder: held, Leader: gate})
+	c := New(Options{Client: client.New(clienttest.NewFake()), Metrics: m, Events: held, Leader: gate})
 	t.Cleanup(func() { c.deleteQueue.ShutDown(); c.verifyQueue.ShutDown() })
 
 	owner := graph.Object{Ref: graph.Ref{APIVersion: "example.com/v1", Kind: "Widget", Namespace: "ns2", Name: "w-u-owner", UID: "u-owner"}, ResourceVersion: "1"}
@@ -80,7 +80,7 @@ func orphanRecordsLoadedBeforeCollecting(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	owner := widgetObj("w-u-owner", "u-owner")
 	rec := &fakeOrphanRecords{fails: 2, refs: []graph.Ref{owner.Ref}}
-	c := New(Deps{Client: client.New(clienttest.NewFake()), OrphanRecords: rec, Clock: clk, Leader: &leader.Gate{}})
+	c := New(Options{Client: client.New(clienttest.NewFake()), OrphanRecords: rec, Clock: clk, Leader: &leader.Gate{}})
 	t.Cleanup(func() { c.deleteQueue.ShutDown(); c.verifyQueue.ShutDown() })
 	observe(c, owner, widgetObj("dep", "u-dep", "u-owner"))
 	observeDeleted(c, "u-owner")

@@ -16,7 +16,7 @@ func cm(name string, uid types.UID, rv string, owners ...metav1.OwnerReference) 
 // TestGraphStoreRelistDeletesWhatVanished: a relist that no longer holds an object deletes it
 // from the graph (its watched delete was missed), and its dependents become candidates.
 func TestGraphStoreRelistDeletesWhatVanished(t *testing.T) {
-	c := New(Deps{Metrics: NewMetrics(prometheus.NewRegistry())})
+	c := New(Options{Metrics: NewMetrics(prometheus.NewRegistry())})
 	s := &graphStore{res: cmResource, graph: c}
 	owner := cm("owner", "00000000-0000-0000-0000-000000000001", "1")
 	dep := cm("dep", "00000000-0000-0000-0000-000000000002", "2", metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: owner.UID})

@@ -26,7 +26,7 @@ func (c *Controller) watchInitialSync(ctx context.Context) {
 	start := time.Now()
 	for {
 		all := c.discovered.Load() && c.monitors.allSynced()
-		if all || (c.discovered.Load() && time.Since(start) >= c.deps.SyncTimeout) {
+		if all || (c.discovered.Load() && time.Since(start) >= c.opts.SyncTimeout) {
 			c.synced.Store(true)
 			c.mu.RLock()
 			st := c.g.Stats()
@@ -35,13 +35,13 @@ func (c *Controller) watchInitialSync(ctx context.Context) {
 			if !all {
 				for _, u := range c.monitors.unsynced() {
 					logger.Error(nil, "Resource not synced; proceeding without it: decisions that need it wait, and it is retried with backoff",
-						"resource", GVRString(u.Resource.GVR), "syncTimeout", c.deps.SyncTimeout, "lastError", u.Err)
+						"resource", GVRString(u.Resource.GVR), "syncTimeout", c.opts.SyncTimeout, "lastError", u.Err)
 				}
 			}
 			// The initial lists were decoded in full and are garbage now; the graph keeps a
 			// fraction of them. Hand the peak back to the OS once instead of holding it.
 			debug.FreeOSMemory()
-			c.deps.Metrics.GraphSyncSeconds.Set(time.Since(start).Seconds())
+			c.opts.Metrics.GraphSyncSeconds.Set(time.Since(start).Seconds())
 			return
 		}
 		select {
@@ -68,7 +68,7 @@ func (c *Controller) Resources() ResourceSet {
 // watched nor stops collection elsewhere.
 func (c *Controller) syncResources(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	res, err := DiscoverDeletable(ctx, c.deps.Discovery, c.ignored())
+	res, err := DiscoverDeletable(ctx, c.opts.Discovery, c.ignored())
 	failed := map[string]struct{}{}
 	for gv := range res.FailedGroups {
 		failed[gv.Group] = struct{}{}
@@ -78,14 +78,14 @@ func (c *Controller) syncResources(ctx context.Context) {
 	}
 	c.failedGroups.Store(&failed)
 	if err != nil {
-		c.deps.Metrics.DiscoveryErrors.WithLabelValues("all").Inc()
+		c.opts.Metrics.DiscoveryErrors.WithLabelValues("all").Inc()
 		logger.Error(err, "Discovery failed; keeping the resources already watched")
 		return
 	}
 	old := c.Resources()
 	next := res.Resources
 	for gv, gerr := range res.FailedGroups {
-		c.deps.Metrics.DiscoveryErrors.WithLabelValues(gv.String()).Inc()
+		c.opts.Metrics.DiscoveryErrors.WithLabelValues(gv.String()).Inc()
 		logger.Error(gerr, "Failed to discover API group; keeping its resources and collecting the others", "groupVersion", gv.String())
 		for gvr, r := range old {
 			if gvr.Group == gv.Group {
@@ -97,25 +97,25 @@ func (c *Controller) syncResources(ctx context.Context) {
 	// The REST mapper is refreshed every round, as in-tree: a kind can change scope or gain a
 	// version without the set of deletable resources changing (and a mapping error for an
 	// owner kind is retried against fresh discovery).
-	if c.deps.Mapper != nil {
-		c.deps.Mapper.Reset()
+	if c.opts.Mapper != nil {
+		c.opts.Mapper.Reset()
 		c.mappings.clear()
 	}
 	for _, gvr := range removed {
-		c.monitors.stop(gvr, c.deps.Clock.Now())
-		c.deps.Metrics.ResourceWatched.DeleteLabelValues(gvr.Group, gvr.Version, gvr.Resource)
+		c.monitors.stop(gvr, c.opts.Clock.Now())
+		c.opts.Metrics.ResourceWatched.DeleteLabelValues(gvr.Group, gvr.Version, gvr.Resource)
 		logger.Info("Stopped watching resource", "resource", GVRString(gvr))
 	}
 	for _, gvr := range added {
 		r := next[gvr]
-		if c.deps.Metadata != nil {
+		if c.opts.Metadata != nil {
 			if err := c.monitors.start(ctx, r); err != nil {
 				logger.Error(err, "Cannot watch resource", "resource", GVRString(gvr))
 				delete(next, gvr)
 				continue
 			}
 		}
-		c.deps.Metrics.ResourceWatched.WithLabelValues(gvr.Group, gvr.Version, gvr.Resource).Set(1)
+		c.opts.Metrics.ResourceWatched.WithLabelValues(gvr.Group, gvr.Version, gvr.Resource).Set(1)
 		logger.V(2).Info("Watching resource", "resource", GVRString(gvr), "kind", r.Kind, "namespaced", r.Namespaced)
 	}
 	// The objects of resources stopped now or in an earlier round (ghosts.go).

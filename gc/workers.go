@@ -70,15 +70,15 @@ func (c *Controller) decidable(uid types.UID) (graph.NodeView, []graph.OwnerView
 // removeRefs carries out policy.RemoveRefs: one patch removes the references to d.Owners.
 // References whose kind has no REST mapping (d.Unmapped) stay, as in-tree.
 func (c *Controller) removeRefs(ctx context.Context, logger klog.Logger, target client.Target, n graph.NodeView, in policy.Input, d policy.Decision) (work.Outcome, error) {
-	c.deps.Metrics.RESTMappingErrors.Add(float64(len(d.Unmapped)))
+	c.opts.Metrics.RESTMappingErrors.Add(float64(len(d.Unmapped)))
 	var err error
 	if d.Reason == policy.ReasonStaleOwnerRefs {
 		// Kept for its solid owners: valid only while the object still references one.
-		err = client.RemoveStaleOwnerRefs(ctx, c.deps.Client, target, n.ResourceVersion, d.Owners, solidOwners(in))
+		err = client.RemoveStaleOwnerRefs(ctx, c.opts.Client, target, n.ResourceVersion, d.Owners, solidOwners(in))
 	} else {
 		// An orphaned owner's references go whatever else the object references; with
 		// collect: Never, the object is kept whatever it references.
-		err = client.RemoveOwnerRefs(ctx, c.deps.Client, target, d.Owners)
+		err = client.RemoveOwnerRefs(ctx, c.opts.Client, target, d.Owners)
 	}
 	if errors.Is(err, client.ErrKeepersGone) {
 		// The watch is about to deliver the change; decide again on it.
@@ -88,7 +88,7 @@ func (c *Controller) removeRefs(ctx context.Context, logger klog.Logger, target 
 	if err != nil {
 		return work.Retry, fmt.Errorf("removing owner references %v (%s): %w", d.Owners, d.Reason, err)
 	}
-	c.deps.Metrics.Collected.WithLabelValues("remove_refs").Inc()
+	c.opts.Metrics.Collected.WithLabelValues("remove_refs").Inc()
 	logger.V(2).Info("Removed owner references", "owners", d.Owners, "reason", d.Reason)
 	if d.Reason == policy.ReasonCollectNever {
 		c.reportCollectNever(n, d, in.Collect.Rule)
@@ -105,7 +105,7 @@ func (c *Controller) removeRefs(ctx context.Context, logger klog.Logger, target 
 // mapping (policy/unmapped.go). The dependent is kept and retried with backoff, as the kind may
 // appear (a CRD created again); the error is counted and logged once per item.
 func (c *Controller) retryUnmapped(d policy.Decision) (work.Outcome, error) {
-	c.deps.Metrics.RESTMappingErrors.Add(float64(len(d.Unmapped)))
+	c.opts.Metrics.RESTMappingErrors.Add(float64(len(d.Unmapped)))
 	return work.Retry, fmt.Errorf("not collected: the references to owners %v name a kind without REST mapping", d.Unmapped)
 }
 
@@ -126,7 +126,7 @@ func (c *Controller) collect(ctx context.Context, logger klog.Logger, target cli
 			o.BlockOwnerDeletion = false
 			expect = append(expect, o)
 		}
-		err := client.UnblockOwnerRefs(ctx, c.deps.Client, target, n.ResourceVersion, refs)
+		err := client.UnblockOwnerRefs(ctx, c.opts.Client, target, n.ResourceVersion, refs)
 		if errors.Is(err, client.ErrRefsChanged) {
 			// A reference came or went after the decision: unblocking the live list would
 			// unblock what the decision never saw. Decide again on the watch event.
@@ -163,9 +163,9 @@ func (c *Controller) deleteDependent(ctx context.Context, logger klog.Logger, t 
 		// precondition still holds.
 		logger.Info("Deleting with a UID precondition only: the object has no resourceVersion")
 	}
-	err := client.Delete(ctx, c.deps.Client, t, n.ResourceVersion, prop)
+	err := client.Delete(ctx, c.opts.Client, t, n.ResourceVersion, prop)
 	if apierrors.IsConflict(err) {
-		live, gerr := c.deps.Client.Get(ctx, t.GVR, t.Namespace, t.Name)
+		live, gerr := c.opts.Client.Get(ctx, t.GVR, t.Namespace, t.Name)
 		switch {
 		case apierrors.IsNotFound(gerr):
 			return work.Done, nil
@@ -180,11 +180,11 @@ func (c *Controller) deleteDependent(ctx context.Context, logger klog.Logger, t 
 			logger.V(2).Info("Not deleting: the live object is no longer what the decision saw; deciding again")
 			return work.Retry, nil
 		}
-		err = client.Delete(ctx, c.deps.Client, t, live.ResourceVersion, prop)
+		err = client.Delete(ctx, c.opts.Client, t, live.ResourceVersion, prop)
 	}
 	switch {
 	case err == nil:
-		c.deps.Metrics.Collected.WithLabelValues("delete").Inc()
+		c.opts.Metrics.Collected.WithLabelValues("delete").Inc()
 		logger.V(2).Info("Deleted dependent whose owners are gone", "propagation", prop)
 		return work.Done, nil
 	case apierrors.IsNotFound(err):
@@ -205,7 +205,7 @@ func (c *Controller) verifyOwner(ctx context.Context, ref graph.Ref) (work.Outco
 	if !made {
 		// Its dependents went or changed their references while it waited (or backed off for
 		// lack of a REST mapping): the queue holds no item nobody needs.
-		c.deps.Metrics.OwnerVerifications.WithLabelValues("unreferenced").Inc()
+		c.opts.Metrics.OwnerVerifications.WithLabelValues("unreferenced").Inc()
 		return work.Done, nil
 	}
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
@@ -216,12 +216,12 @@ func (c *Controller) verifyOwner(ctx context.Context, ref graph.Ref) (work.Outco
 	gk := gv.WithKind(ref.Kind).GroupKind()
 	mapping, err := c.restMapping(gk, gv.Version)
 	if err != nil && c.kindGone(ctx, gk, ref.Namespace) { // its CRD was deleted: no such owner can exist (gonekinds.go)
-		c.deps.Metrics.OwnerVerifications.WithLabelValues("gone_kind").Inc()
+		c.opts.Metrics.OwnerVerifications.WithLabelValues("gone_kind").Inc()
 		c.apply(graph.Event{Type: graph.EventOwnerVerified, Owner: ref, Present: false})
 		return work.Done, nil
 	}
 	if err != nil {
-		c.deps.Metrics.RESTMappingErrors.Inc()
+		c.opts.Metrics.RESTMappingErrors.Inc()
 		return work.Retry, err
 	}
 	ns := ref.Namespace
@@ -237,30 +237,30 @@ func (c *Controller) verifyOwner(ctx context.Context, ref graph.Ref) (work.Outco
 	answer := graph.Ref{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: ns, Name: ref.Name, UID: ref.UID}
 	key := AbsentKey{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: ns, Name: ref.Name, UID: ref.UID}
 	if c.absent.Has(key) {
-		c.deps.Metrics.OwnerVerifications.WithLabelValues("cached_absent").Inc()
+		c.opts.Metrics.OwnerVerifications.WithLabelValues("cached_absent").Inc()
 		c.apply(graph.Event{Type: graph.EventOwnerVerified, Owner: answer, Present: false})
 		return work.Done, nil
 	}
-	live, err := c.deps.Client.Get(ctx, mapping.Resource, ns, ref.Name)
+	live, err := c.opts.Client.Get(ctx, mapping.Resource, ns, ref.Name)
 	switch {
 	case apierrors.IsNotFound(err) && !namesObject(err, ref.Name):
 		// A 404 for the path itself (the resource is gone from the server, or the mapping is
 		// stale) says nothing about the owner: an error, retried, never absence.
-		c.deps.Metrics.OwnerVerifications.WithLabelValues("error").Inc()
+		c.opts.Metrics.OwnerVerifications.WithLabelValues("error").Inc()
 		return work.Retry, fmt.Errorf("verifying owner %s: the server does not know %s: %w", ref.String(), GVRString(mapping.Resource), err)
 	case apierrors.IsNotFound(err):
 		c.absent.Add(key)
-		c.deps.Metrics.OwnerVerifications.WithLabelValues("absent").Inc()
+		c.opts.Metrics.OwnerVerifications.WithLabelValues("absent").Inc()
 		c.apply(graph.Event{Type: graph.EventOwnerVerified, Owner: answer, Present: false})
 	case err != nil:
-		c.deps.Metrics.OwnerVerifications.WithLabelValues("error").Inc()
+		c.opts.Metrics.OwnerVerifications.WithLabelValues("error").Inc()
 		return work.Retry, fmt.Errorf("verifying owner %s: %w", ref.String(), err)
 	case live.UID != ref.UID:
 		c.absent.Add(key)
-		c.deps.Metrics.OwnerVerifications.WithLabelValues("absent").Inc()
+		c.opts.Metrics.OwnerVerifications.WithLabelValues("absent").Inc()
 		c.apply(graph.Event{Type: graph.EventOwnerVerified, Owner: answer, Present: false})
 	default:
-		c.deps.Metrics.OwnerVerifications.WithLabelValues("present").Inc()
+		c.opts.Metrics.OwnerVerifications.WithLabelValues("present").Inc()
 		c.apply(graph.Event{Type: graph.EventOwnerVerified, Owner: answer, Present: true})
 	}
 	return work.Done, nil

@@ -38,7 +38,7 @@ func BenchmarkAttemptToDelete(b *testing.B) {
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, meta.RESTScopeNamespace)
 	nop := &nopClient{}
-	c := New(Deps{Client: nop, Mapper: resettable{mapper}, Metrics: NewMetrics(prometheus.NewRegistry())})
+	c := New(Options{Client: nop, Mapper: resettable{mapper}, Metrics: NewMetrics(prometheus.NewRegistry())})
 	m := &monitor{res: Resource{GVR: widgets, Kind: "Widget", Namespaced: true}, store: &graphStore{}}
 	m.store.synced.Store(true)
 	c.monitors.byR[widgets] = m

@@ -40,7 +40,7 @@ func newControllerOver(t *testing.T, fake *metadatafake.FakeMetadataClient) *Con
 	t.Helper()
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, meta.RESTScopeNamespace)
-	c := New(Deps{Client: client.New(fake), Mapper: resettable{mapper}, Metrics: NewMetrics(prometheus.NewRegistry())})
+	c := New(Options{Client: client.New(fake), Mapper: resettable{mapper}, Metrics: NewMetrics(prometheus.NewRegistry())})
 	m := &monitor{res: Resource{GVR: widgets, Kind: "Widget", Namespaced: true}, store: &graphStore{}}
 	m.store.synced.Store(true)
 	c.monitors.byR[widgets] = m
@@ -204,7 +204,7 @@ func TestForegroundResyncHandsDependentsOver(t *testing.T) {
 // verification waits), so nothing is deleted on its view.
 func TestSyncIsJudgedPerResource(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	c := New(Deps{Client: client.New(clienttest.NewFake()), Metrics: NewMetrics(reg), SyncTimeout: 50 * time.Millisecond})
+	c := New(Options{Client: client.New(clienttest.NewFake()), Metrics: NewMetrics(reg), SyncTimeout: 50 * time.Millisecond})
 	gizmos := schema.GroupVersionResource{Group: "example.com", Version: "v2", Resource: "gizmos"}
 	good := &monitor{res: Resource{GVR: widgets, Kind: "Widget", Namespaced: true}, store: &graphStore{}}
 	good.store.synced.Store(true)
@@ -252,7 +252,7 @@ cascade_resource_unsynced{group="example.com",resource="gizmos",version="v2"} 1
 	observe(c, d)
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{gizmos.GroupVersion()})
 	mapper.Add(gizmos.GroupVersion().WithKind("Gizmo"), meta.RESTScopeNamespace)
-	c.deps.Mapper = resettable{mapper}
+	c.opts.Mapper = resettable{mapper}
 	if got, err := c.verifyOwner(ctx, graph.Ref{APIVersion: "example.com/v2", Kind: "Gizmo", Namespace: "ns", Name: "g", UID: "u-g"}); got != work.WaitForSync || err != nil {
 		t.Errorf("verifyOwner of an unsynced kind = %v, %v; want WaitForSync", got, err)
 	}
@@ -291,7 +291,7 @@ func TestVerify404ForThePathIsNotAbsence(t *testing.T) {
 			gizmos := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}
 			mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{gizmos.GroupVersion()})
 			mapper.Add(gizmos.GroupVersion().WithKind("Gizmo"), meta.RESTScopeNamespace)
-			c.deps.Mapper = resettable{mapper}
+			c.opts.Mapper = resettable{mapper}
 			d := widgetObj("dep", "u-dep")
 			d.Owners = []graph.OwnerRef{{APIVersion: "example.com/v1", Kind: "Gizmo", Name: "g", UID: "u-g"}}
 			observe(c, d)
@@ -317,7 +317,7 @@ func TestVerify404ForThePathIsNotAbsence(t *testing.T) {
 func TestVerifyDropsClaimsNobodyMakes(t *testing.T) {
 	fake := clienttest.NewFake()
 	c := newControllerOver(t, fake)
-	c.deps.Mapper = resettable{meta.NewDefaultRESTMapper(nil)} // knows no kind
+	c.opts.Mapper = resettable{meta.NewDefaultRESTMapper(nil)} // knows no kind
 	d := widgetObj("dep", "u-dep")
 	d.Owners = []graph.OwnerRef{{APIVersion: "example.com/v1", Kind: "Unknown", Name: "x", UID: "u-x"}}
 	observe(c, d)
@@ -335,7 +335,7 @@ func TestVerifyDropsClaimsNobodyMakes(t *testing.T) {
 	if a := clienttest.Actions(fake); len(a) != 0 {
 		t.Errorf("API calls %q, want none", a)
 	}
-	if v := testutil.ToFloat64(c.deps.Metrics.OwnerVerifications.WithLabelValues("unreferenced")); v != 1 {
+	if v := testutil.ToFloat64(c.opts.Metrics.OwnerVerifications.WithLabelValues("unreferenced")); v != 1 {
 		t.Errorf("unreferenced verifications = %v, want 1", v)
 	}
 }

@@ -104,7 +104,7 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 	if opts.PolicyConfigMap != "" {
 		ns, name, _ := watch.ParseName(opts.PolicyConfigMap) // validated with the flags
 		a.policy = watch.New(watch.Options{
-			Client: cs.kube, Namespace: ns, Name: name, Recorder: events, Metrics: ms.policy,
+			Client: cs.kube, Namespace: ns, Name: name, Events: events, Metrics: ms.policy,
 			Served: watch.ServedBy(disco), Timeout: max(opts.StartupTimeout, time.Second),
 		})
 		inForce, authoritative = a.policy.Policy, a.policy.Authoritative
@@ -113,11 +113,11 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 	// The orphan record: written before an orphan finalizer is removed, loaded once elected.
 	// Parts that read each other are declared first: nothing runs before all are set.
 	var (
-		ctrl     *gc.Controller
-		fin      *finalizers.Processor
-		records  *orphanrecord.Store
-		loader   gc.OrphanRecords
-		recorder finalizers.Recorder
+		ctrl    *gc.Controller
+		fin     *finalizers.Processor
+		records *orphanrecord.Store
+		loader  gc.OrphanRecords
+		orphans finalizers.OrphanRecord
 	)
 	if opts.OrphanRecordConfigMap != "" {
 		ns, name, _ := watch.ParseName(opts.OrphanRecordConfigMap) // validated with the flags
@@ -125,14 +125,14 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 			ConfigMaps: edge.ConfigMaps(ns), Name: name, TTL: opts.OrphanRecordTTL, Metrics: ms.orphanRecord,
 			Synced: func() bool { return ctrl.Synced() },
 		})
-		loader, recorder = records, records
+		loader, orphans = records, records
 	} else {
 		logger.Info("No orphan record (--orphan-record-configmap is empty): after a restart or failover, a dependent created just before its owner's orphan deletion may be collected")
 	}
 
 	// Data flows one way: the collector hands owners being deleted with a GC finalizer to the
 	// processor, which reads the collector's graph.
-	ctrl = gc.New(gc.Deps{
+	ctrl = gc.New(gc.Options{
 		Policy:                 inForce,
 		Leader:                 a.gate,
 		Discovery:              disco,
@@ -140,7 +140,7 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 		Dynamic:                cs.dynamic,
 		Client:                 edge.Objects,
 		Mapper:                 restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
-		Recorder:               events,
+		Events:                 events,
 		Metrics:                ms.gc,
 		WorkMetrics:            ms.work,
 		Ignored:                opts.IgnoredGroupResources(),
@@ -157,13 +157,13 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 		Client:       edge.Objects,
 		View:         ctrl,
 		Workers:      opts.Workers,
-		Records:      recorder,
+		OrphanRecord: orphans,
 		RecordWindow: opts.OrphanRecordTTL,
 		ResyncPeriod: opts.FinalizerResyncPeriod,
 		PatchWorkers: opts.Workers,
 		Metrics:      ms.finalizers,
 		WorkMetrics:  ms.work,
-		Recorder:     events,
+		Events:       events,
 		StuckAfter:   opts.StuckAfter,
 	})
 	servers, err := newServers(opts, reg, ctrl, ctrl.DebugGraph)

@@ -41,8 +41,8 @@ func cascadeMetrics(t *testing.T) []metricDoc {
 	t.Helper()
 	r := &recorder{}
 	ms := newMetricSet(r)
-	gc.New(gc.Deps{Metrics: ms.gc}) // the graph's scrape-time collector
-	client.NewDryRun(nil, r)        // --dry-run only
+	gc.New(gc.Options{Metrics: ms.gc}) // the graph's scrape-time collector
+	client.NewDryRun(nil, r)           // --dry-run only
 	var out []metricDoc
 	for _, c := range r.cs {
 		typ := "gauge" // scrape-time collectors (the graph's) export gauges

@@ -43,9 +43,9 @@ type Options struct {
 	Client kubernetes.Interface
 	// Namespace and Name are the policy ConfigMap's.
 	Namespace, Name string
-	// Recorder, when set, receives the Events on the ConfigMap (cascade's is
+	// Events, when set, receives the Events on the ConfigMap (cascade's is
 	// internal/client.HeldRecorder: a standby's Events wait until it leads).
-	Recorder record.EventRecorder
+	Events record.EventRecorder
 	// Metrics count loads; nil: a set registered nowhere.
 	Metrics *Metrics
 	// Timeout bounds Run's wait for the first read of the ConfigMap; 30 s when zero.
@@ -279,13 +279,13 @@ func (w *Watcher) missing(ctx context.Context, how string) {
 
 // event reports on the ConfigMap. Call it with mu held.
 func (w *Watcher) event(cm *corev1.ConfigMap, typ, reason, msg string) {
-	if w.opts.Recorder == nil {
+	if w.opts.Events == nil {
 		return
 	}
 	if len(msg) > maxEventMessage {
 		msg = msg[:maxEventMessage-3] + "..."
 	}
-	w.opts.Recorder.Event(cm, typ, reason, msg)
+	w.opts.Events.Event(cm, typ, reason, msg)
 }
 
 // ParseName reads --policy-configmap: NAMESPACE/NAME.

@@ -101,7 +101,7 @@ func start(t *testing.T, objs ...runtime.Object) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	h.ctx = h.logs.ctx(ctx)
-	h.w = New(Options{Client: h.cs, Namespace: "cascade-system", Name: "cascade-policy", Recorder: h.rec, Metrics: h.m})
+	h.w = New(Options{Client: h.cs, Namespace: "cascade-system", Name: "cascade-policy", Events: h.rec, Metrics: h.m})
 	if err := h.w.Start(h.ctx, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestNotesAndWarnings(t *testing.T) {
 		{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "podtemplates"}, {Name: "pods/status"}}},
 	}
 	rec := record.NewFakeRecorder(5)
-	w := New(Options{Client: cs, Namespace: "cascade-system", Name: "cascade-policy", Recorder: rec, Served: ServedBy(cs.Discovery())})
+	w := New(Options{Client: cs, Namespace: "cascade-system", Name: "cascade-policy", Events: rec, Served: ServedBy(cs.Discovery())})
 	if err := w.Start(context.Background(), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestEventsWaitForElection(t *testing.T) {
 	m := NewMetrics(prometheus.NewRegistry())
 	gate := &leader.Gate{}
 	held := client.NewHeldRecorder(rec, gate)
-	w := New(Options{Client: fake.NewClientset(policyCM(badDoc)), Namespace: "cascade-system", Name: "cascade-policy", Recorder: held, Metrics: m})
+	w := New(Options{Client: fake.NewClientset(policyCM(badDoc)), Namespace: "cascade-system", Name: "cascade-policy", Events: held, Metrics: m})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = held.Run(ctx) }()
