@@ -107,7 +107,7 @@ $(TOOLS_STAMP): e2e/tools/go.mod e2e/tools/go.sum e2e/tools/etcd/main.go
 	@touch $@
 
 .PHONY: run
-run: build tools ## @HELP start the local control plane and cascade against it (Ctrl-C stops all); ARGS="--v=2" passes flags
+run: build tools ## @HELP start the local control plane and cascade against it (Ctrl-C stops all), its /metrics and /debug plain HTTP without authentication (--metrics-secure=false); ARGS="--v=2" passes flags
 	$(BIN)/localrun --cascade $(BIN)/cascade -- $(ARGS)
 
 .PHONY: test

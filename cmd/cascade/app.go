@@ -166,7 +166,7 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 		Events:       events,
 		StuckAfter:   opts.StuckAfter,
 	})
-	servers, err := newServers(opts, reg, ctrl, ctrl.DebugGraph)
+	servers, err := newServers(ctx, opts, reg, ctrl, ctrl.DebugGraph, cs.kube)
 	if err != nil {
 		return nil, err
 	}

@@ -52,7 +52,18 @@ type Options struct {
 	// StartupTimeout bounds the first contact with the API server.
 	StartupTimeout time.Duration
 
-	MetricsBindAddress     string
+	// MetricsBindAddress serves /metrics, /debug/graph and /debug/pprof (with EnableProfiling).
+	MetricsBindAddress string
+	// MetricsSecure serves the metrics address over TLS with every request authenticated
+	// (TokenReview) and authorized (SubjectAccessReview on its path) by the API server; false
+	// serves plain HTTP to anyone, for local runs only (`make run`).
+	MetricsSecure bool
+	// TLSCertFile and TLSPrivateKeyFile are the metrics address's serving certificate, reloaded
+	// when the files change; both empty: a self-signed certificate made at start.
+	TLSCertFile       string
+	TLSPrivateKeyFile string
+	// HealthProbeBindAddress serves /healthz and /readyz, plain and to anyone: they reveal
+	// nothing but whether cascade is up and synced.
 	HealthProbeBindAddress string
 	// EnableProfiling serves /debug/pprof on the metrics address.
 	EnableProfiling bool
@@ -115,7 +126,8 @@ func NewOptions() *Options {
 		RetryPeriod:                  2 * time.Second,
 		LeaderElectResourceName:      "cascade",
 		LeaderElectResourceNamespace: defaultLeaseNamespace(),
-		MetricsBindAddress:           ":8080",
+		MetricsBindAddress:           ":8443",
+		MetricsSecure:                true,
 		HealthProbeBindAddress:       ":8081",
 	}
 }
@@ -129,12 +141,15 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.DiscoveryPeriod, "discovery-period", o.DiscoveryPeriod, "How often to re-discover deletable resources (new CRDs are watched within one period).")
 	fs.StringSliceVar(&o.IgnoredResources, "ignored-resources", o.IgnoredResources, "Resources never watched nor collected, as resource.group (core group: just resource).")
 	fs.IntVar(&o.AbsentOwnerCacheSize, "absent-owner-cache-size", o.AbsentOwnerCacheSize, "Entries in the cache of owners verified absent.")
-	fs.DurationVar(&o.SyncTimeout, "sync-timeout", o.SyncTimeout, "How long to wait for every resource's initial list before proceeding with those that synced; the others are named in /readyz, the metrics and the log, and decisions that need them wait.")
+	fs.DurationVar(&o.SyncTimeout, "sync-timeout", o.SyncTimeout, "How long to wait for every resource's initial list before proceeding with those that synced; the others are counted in /readyz, named in the metrics (cascade_resource_unsynced) and the log, and decisions that need them wait.")
 	fs.DurationVar(&o.OwnerReverifyPeriod, "owner-reverify-period", o.OwnerReverifyPeriod, "How often an owner cascade never observes (ignored or unwatchable kind), once found present by a live GET, is checked again while dependents reference it; the interval doubles after each check up to 16 periods.")
 	fs.DurationVar(&o.StuckAfter, "stuck-deletion-threshold", o.StuckAfter, "How long an owner may wait on its orphan or foregroundDeletion finalizer before a Warning Event names up to 5 dependents it waits for and what holds each (repeated at most as often).")
 	fs.DurationVar(&o.FinalizerResyncPeriod, "finalizer-resync-period", o.FinalizerResyncPeriod, "How often every owner being deleted with the orphan or foregroundDeletion finalizer is re-checked, whatever events arrived.")
 	fs.DurationVar(&o.StartupTimeout, "startup-timeout", o.StartupTimeout, "How long to try reaching the API server at start before giving up.")
-	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address for /metrics (host:port, or 0 to disable).")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address for /metrics, /debug/graph and /debug/pprof (host:port, or 0 to disable); HTTPS with authentication and authorization unless --metrics-secure=false.")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "Serve --metrics-bind-address over TLS, every request authenticated by the API server (TokenReview of its bearer token) and authorized (SubjectAccessReview: verb get on the path, such as /metrics or /debug/graph), both answers cached 10s. false: plain HTTP with no authentication, for local runs only (make run uses it).")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "PEM certificate (chain) served on --metrics-bind-address, reloaded when the file changes; with --tls-private-key-file. Empty: a self-signed certificate made at start, held in memory only.")
+	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "PEM private key of --tls-cert-file.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Take a Lease before collecting, so that only one of several replicas acts (standbys keep their graph warm).")
 	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long a standby waits after the last renewal before taking over.")
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader keeps trying to renew before it gives up (and exits).")
@@ -235,6 +250,20 @@ func (o *Options) Validate() field.ErrorList {
 	} {
 		if err := validateBindAddress(a.addr); err != nil {
 			errs = append(errs, field.Invalid(field.NewPath(a.flag), a.addr, err.Error()))
+		}
+	}
+	if (o.TLSCertFile == "") != (o.TLSPrivateKeyFile == "") {
+		errs = append(errs, field.Required(field.NewPath("--tls-private-key-file"), "--tls-cert-file and --tls-private-key-file go together"))
+	}
+	if !o.MetricsSecure && (o.TLSCertFile != "" || o.TLSPrivateKeyFile != "") {
+		errs = append(errs, field.Invalid(field.NewPath("--metrics-secure"), false, "serves plain HTTP: --tls-cert-file and --tls-private-key-file would not be used"))
+	}
+	for _, f := range []struct{ flag, path string }{{"--tls-cert-file", o.TLSCertFile}, {"--tls-private-key-file", o.TLSPrivateKeyFile}} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath(f.flag), f.path, "cannot read the file: "+unwrapPathError(err)))
 		}
 	}
 	if o.MetricsBindAddress != "0" && o.MetricsBindAddress == o.HealthProbeBindAddress {

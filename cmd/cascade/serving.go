@@ -1,18 +1,31 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	authorizationcel "k8s.io/apiserver/pkg/authorization/cel"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/client-go/kubernetes"
+	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/klog/v2"
 
 	"github.com/cascade-gc/cascade/gc"
@@ -22,11 +35,12 @@ import (
 const shutdownGrace = 10 * time.Second
 
 // server is one HTTP listener; it listens when built, so a taken port is an error before any
-// work starts, and Run serves until ctx ends.
+// work starts, and Run serves until ctx ends. With tls set it serves HTTPS only.
 type server struct {
 	flag string
 	l    net.Listener
 	s    *http.Server
+	tls  *servingCert
 }
 
 // newServer listens on addr for the flag named flagName; nil for "0" (disabled).
@@ -44,7 +58,6 @@ func newServer(flagName, addr string, h http.Handler) (*server, error) {
 // Run serves until ctx ends, then lets requests in flight finish (at most shutdownGrace).
 func (s *server) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	logger.Info("Serving", "flag", s.flag, "address", s.l.Addr().String())
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -53,7 +66,18 @@ func (s *server) Run(ctx context.Context) error {
 		defer cancel()
 		_ = s.s.Shutdown(shutdownCtx)
 	}()
-	if err := s.s.Serve(s.l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	var err error
+	if s.tls != nil {
+		if s.tls.files != nil {
+			go s.tls.files.Run(ctx, 1) // reloads the certificate when its files change
+		}
+		logger.Info("Serving HTTPS, every request authenticated and authorized by the API server", "flag", s.flag, "address", s.l.Addr().String(), "certificate", s.tls.source)
+		err = s.s.ServeTLS(s.l, "", "")
+	} else {
+		logger.Info("Serving", "flag", s.flag, "address", s.l.Addr().String())
+		err = s.s.Serve(s.l)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		logger.Error(err, "Server failed", "flag", s.flag)
 	}
 	<-stopped
@@ -61,8 +85,12 @@ func (s *server) Run(ctx context.Context) error {
 }
 
 // newServers builds the /metrics (and /debug) server and the /healthz,/readyz server on their
-// own ports (either may be disabled with "0").
-func newServers(opts *Options, reg *prometheus.Registry, ready readiness, debugGraph http.HandlerFunc) ([]*server, error) {
+// own ports (either may be disabled with "0"). With --metrics-secure (the default) the first
+// serves HTTPS only and lets a request through only when reviews, the API server's answers to
+// a TokenReview and a SubjectAccessReview sent with cascade's own credentials, say that its
+// bearer token is valid and that its user may get the path; the health server stays plain HTTP
+// and reveals nothing but whether cascade is alive and synced.
+func newServers(ctx context.Context, opts *Options, reg *prometheus.Registry, ready readiness, debugGraph http.HandlerFunc, reviews kubernetes.Interface) ([]*server, error) {
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	metricsMux.HandleFunc("/debug/graph", debugGraph)
@@ -72,6 +100,25 @@ func newServers(opts *Options, reg *prometheus.Registry, ready readiness, debugG
 		metricsMux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		metricsMux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
+	var (
+		metricsHandler http.Handler = metricsMux
+		cert           *servingCert
+	)
+	if opts.MetricsBindAddress != "0" {
+		if opts.MetricsSecure {
+			gate, err := newAccessGate(reviews)
+			if err != nil {
+				return nil, err
+			}
+			metricsHandler = gate.wrap(metricsMux)
+			if cert, err = newServingCert(opts.TLSCertFile, opts.TLSPrivateKeyFile); err != nil {
+				return nil, err
+			}
+		} else {
+			klog.FromContext(ctx).Info("WARNING: --metrics-secure=false: /metrics and /debug are served over plain HTTP to anyone who can reach " +
+				opts.MetricsBindAddress + ", with no authentication; for local runs only")
+		}
+	}
 	healthMux := http.NewServeMux()
 	healthMux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	healthMux.HandleFunc("/readyz", readyz(ready))
@@ -79,9 +126,10 @@ func newServers(opts *Options, reg *prometheus.Registry, ready readiness, debugG
 	for _, s := range []struct {
 		flag, addr string
 		h          http.Handler
+		tls        *servingCert
 	}{
-		{"--metrics-bind-address", opts.MetricsBindAddress, metricsMux},
-		{"--health-probe-bind-address", opts.HealthProbeBindAddress, healthMux},
+		{"--metrics-bind-address", opts.MetricsBindAddress, metricsHandler, cert},
+		{"--health-probe-bind-address", opts.HealthProbeBindAddress, healthMux, nil},
 	} {
 		srv, err := newServer(s.flag, s.addr, s.h)
 		if err != nil {
@@ -91,10 +139,185 @@ func newServers(opts *Options, reg *prometheus.Registry, ready readiness, debugG
 			return nil, err
 		}
 		if srv != nil {
+			if s.tls != nil {
+				srv.tls = s.tls
+				srv.s.TLSConfig = s.tls.config()
+				// HTTP/1.1 only: scrapes and debug requests gain nothing from HTTP/2, whose
+				// stream handling is the larger surface (the 2023 rapid-reset attacks).
+				srv.s.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+			}
 			servers = append(servers, srv)
 		}
 	}
 	return servers, nil
+}
+
+// reviewCacheTTL is how long the API server's answer about a token (TokenReview) and about a
+// user's access to a path (SubjectAccessReview), allowed or denied, is reused: as
+// kube-controller-manager and kube-scheduler do for their secure port. A variable for tests.
+var reviewCacheTTL = 10 * time.Second
+
+// accessGate lets a request through when the API server says its bearer token is valid and
+// its user may get (head, post...) its path. The reviews are k8s.io/apiserver's delegating
+// authenticator and authorizer, the ones every Kubernetes component serves its secure port
+// with: TokenReview and SubjectAccessReview webhooks, cached and retried.
+type accessGate struct {
+	authn authenticator.Request
+	authz authorizer.Authorizer
+}
+
+func newAccessGate(kube kubernetes.Interface) (*accessGate, error) {
+	// The API server's retry schedule for its own webhooks (k8s.io/apiserver's
+	// DefaultAuthWebhookRetryBackoff): 5 tries over about 4 s.
+	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
+	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
+		Anonymous:                nil, // no anonymous requests: no token, no answer
+		TokenAccessReviewClient:  kube.AuthenticationV1(),
+		TokenAccessReviewTimeout: 10 * time.Second,
+		WebhookRetryBackoff:      &backoff,
+		CacheTTL:                 reviewCacheTTL,
+	}.New()
+	if err != nil {
+		return nil, fmt.Errorf("delegated authentication (TokenReview): %w", err)
+	}
+	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
+		SubjectAccessReviewClient: kube.AuthorizationV1(),
+		AllowCacheTTL:             reviewCacheTTL,
+		DenyCacheTTL:              reviewCacheTTL,
+		WebhookRetryBackoff:       &backoff,
+		Compiler:                  noMatchConditions{},
+	}.New()
+	if err != nil {
+		return nil, fmt.Errorf("delegated authorization (SubjectAccessReview): %w", err)
+	}
+	return &accessGate{authn: authn, authz: authz}, nil
+}
+
+// noMatchConditions is the CEL compiler of an authorizer without match conditions: it is never
+// asked to compile, and spares cascade the default compiler's environment, built at start.
+type noMatchConditions struct{}
+
+func (noMatchConditions) CompileCELExpression(authorizationcel.ExpressionAccessor) (authorizationcel.CompilationResult, error) {
+	return authorizationcel.CompilationResult{}, errors.New("cascade's authorizer has no match conditions")
+}
+
+// wrap answers 401 to a request without a valid bearer token, 403 to one whose user may not
+// use the method on the path (verb get for GET and HEAD, as kube-apiserver names verbs of
+// non-resource URLs), 500 when the API server could not say, and passes the others to h.
+func (g *accessGate) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		logger := klog.FromContext(r.Context()).WithValues("path", r.URL.Path, "remote", r.RemoteAddr)
+		res, ok, err := g.authn.AuthenticateRequest(r)
+		if err != nil || !ok {
+			if err != nil {
+				logger.V(2).Info("Request not authenticated", "err", err)
+			}
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		verb := nonResourceVerb(r.Method)
+		decision, reason, err := g.authz.Authorize(r.Context(), authorizer.AttributesRecord{User: res.User, Verb: verb, Path: r.URL.Path})
+		if err != nil {
+			logger.Error(err, "Cannot authorize a request", "user", res.User.GetName())
+			http.Error(w, "Internal Server Error: authorization failed", http.StatusInternalServerError)
+			return
+		}
+		if decision != authorizer.DecisionAllow {
+			logger.V(2).Info("Request forbidden", "user", res.User.GetName(), "verb", verb, "reason", reason)
+			msg := fmt.Sprintf("Forbidden: user %q cannot %s path %q", res.User.GetName(), verb, r.URL.Path)
+			if reason != "" {
+				msg += ": " + reason
+			}
+			http.Error(w, msg, http.StatusForbidden)
+			return
+		}
+		r.Header.Del("Authorization") // the handlers never need the token
+		h.ServeHTTP(w, r)
+	})
+}
+
+// nonResourceVerb is the verb kube-apiserver authorizes an HTTP method on a non-resource URL
+// with (k8s.io/apiserver's RequestInfoFactory).
+func nonResourceVerb(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead:
+		return "get"
+	case http.MethodPost:
+		return "post"
+	case http.MethodPut:
+		return "put"
+	case http.MethodPatch:
+		return "patch"
+	case http.MethodDelete:
+		return "delete"
+	}
+	return strings.ToLower(method)
+}
+
+// servingCert is the metrics address's certificate: from --tls-cert-file and
+// --tls-private-key-file, reloaded when they change (k8s.io/apiserver's dynamic serving
+// content, as kube-apiserver's own), or self-signed at start and held in memory only.
+type servingCert struct {
+	source string // for the log: the files, or "self-signed"
+	files  *dynamiccertificates.DynamicCertKeyPairContent
+
+	mu              sync.Mutex
+	certPEM, keyPEM []byte
+	cert            *tls.Certificate
+}
+
+func newServingCert(certFile, keyFile string) (*servingCert, error) {
+	if certFile != "" {
+		files, err := dynamiccertificates.NewDynamicServingContentFromFiles("metrics serving certificate", certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert-file, --tls-private-key-file: %w", err)
+		}
+		c := &servingCert{source: certFile, files: files}
+		if _, err := c.current(); err != nil {
+			return nil, fmt.Errorf("--tls-cert-file, --tls-private-key-file: %w", err)
+		}
+		return c, nil
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(host, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, []string{"localhost"})
+	if err != nil {
+		return nil, fmt.Errorf("self-signed serving certificate: %w", err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("self-signed serving certificate: %w", err)
+	}
+	return &servingCert{source: "self-signed", cert: &pair}, nil
+}
+
+// current is the certificate to serve: the files' content as last loaded, parsed again only
+// when it changed.
+func (c *servingCert) current() (*tls.Certificate, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.files == nil {
+		return c.cert, nil
+	}
+	certPEM, keyPEM := c.files.CurrentCertKeyContent()
+	if c.cert != nil && bytes.Equal(certPEM, c.certPEM) && bytes.Equal(keyPEM, c.keyPEM) {
+		return c.cert, nil
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	c.cert, c.certPEM, c.keyPEM = &pair, certPEM, keyPEM
+	return c.cert, nil
+}
+
+func (c *servingCert) config() *tls.Config {
+	return &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return c.current() },
+	}
 }
 
 // readiness is what /readyz reports on (gc.Controller).
@@ -104,28 +327,24 @@ type readiness interface {
 }
 
 // readyz answers 503 until the graph counts as synced (every initial list in, or
-// --sync-timeout passed), then 200. Either way it names the resources whose view is
-// incomplete, with their last error.
+// --sync-timeout passed), then 200. Either way it counts the resources whose view is
+// incomplete, but never names them nor says why: the health port answers anyone who reaches
+// it, unauthenticated, and the names (the APIs the cluster serves) and errors (text of the API
+// server, of conversion webhooks) are for cascade_resource_unsynced on the authenticated
+// metrics port and the log.
 func readyz(r readiness) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
-		var names []string
-		for _, u := range r.Unsynced() {
-			name := gc.GVRString(u.Resource.GVR)
-			if u.Err != "" {
-				name += " (" + u.Err + ")"
-			}
-			names = append(names, name)
-		}
+		n := len(r.Unsynced())
 		if !r.Synced() {
 			msg := "not ready: the dependency graph has not synced"
-			if len(names) > 0 {
-				msg += "; waiting for: " + strings.Join(names, "; ")
+			if n > 0 {
+				msg += fmt.Sprintf("; waiting for %d resources (cascade_resource_unsynced names them)", n)
 			}
 			http.Error(w, msg, http.StatusServiceUnavailable)
 			return
 		}
-		if len(names) > 0 {
-			_, _ = fmt.Fprintf(w, "ok; unsynced resources (decisions that need them wait): %s\n", strings.Join(names, "; "))
+		if n > 0 {
+			_, _ = fmt.Fprintf(w, "ok; %d resources unsynced, decisions that need them wait (cascade_resource_unsynced names them)\n", n)
 			return
 		}
 		_, _ = w.Write([]byte("ok"))

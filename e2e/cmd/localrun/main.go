@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -42,7 +43,7 @@ func run() error {
 		return fmt.Errorf("%s not found: run `make build` (or just `make run`)", cascadeBin)
 	}
 	fmt.Println("Starting etcd and kube-apiserver ...")
-	start := time.Now()
+	started := time.Now()
 	cp, err := harness.Start(ctx, harness.Options{Dir: *dir, KeepDir: *dir != ""})
 	if err != nil {
 		return err
@@ -61,13 +62,25 @@ Try, from another terminal:
   %s --kubeconfig %s api-resources
 Press Ctrl-C to stop everything.
 
-`, time.Since(start).Round(100*time.Millisecond), cp.KubeconfigPath, cp.Dir, kubectl, cp.KubeconfigPath, kubectl, cp.KubeconfigPath)
+`, time.Since(started).Round(100*time.Millisecond), cp.KubeconfigPath, cp.Dir, kubectl, cp.KubeconfigPath, kubectl, cp.KubeconfigPath)
 
-	c, err := cp.StartCascade("cascade", cascadeBin, os.Stderr, cascadeArgs...)
+	// A local run serves /metrics and /debug as plain HTTP with no authentication
+	// (--metrics-secure=false), unless ARGS turn secure serving back on.
+	start := cp.StartCascadeWith
+	if secureServing(cascadeArgs) {
+		start = cp.StartSecureCascade
+	}
+	c, err := start("cascade", cascadeBin, harness.ProcessOptions{Tee: os.Stderr}, cascadeArgs...)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("cascade: metrics at %s, health at %s/healthz\n", c.MetricsURL, c.HealthURL)
+	if c.TLS == nil {
+		fmt.Printf("cascade: metrics at %s, health at %s/healthz\n"+
+			"  /metrics and /debug are plain HTTP with no authentication (--metrics-secure=false), for this local run only;\n"+
+			"  cascade serves them over HTTPS to authorized users by default (docs/security.md)\n", c.MetricsURL, c.HealthURL)
+	} else {
+		fmt.Printf("cascade: metrics at %s (HTTPS, self-signed unless --tls-cert-file; send a bearer token: the admin's is in the kubeconfig), health at %s/healthz\n", c.MetricsURL, c.HealthURL)
+	}
 	select {
 	case <-ctx.Done():
 		return nil
@@ -75,4 +88,16 @@ Press Ctrl-C to stop everything.
 		_, werr := c.Exited()
 		return fmt.Errorf("cascade exited: %v (log: %s)", werr, c.LogPath)
 	}
+}
+
+// secureServing reports whether cascade's flags turn --metrics-secure on (the last one wins,
+// as in pflag).
+func secureServing(args []string) bool {
+	secure := false
+	for _, a := range args {
+		if a == "--metrics-secure" || strings.HasPrefix(a, "--metrics-secure=") {
+			secure = a == "--metrics-secure" || a == "--metrics-secure=true"
+		}
+	}
+	return secure
 }

@@ -1,0 +1,348 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	certutil "k8s.io/client-go/util/cert"
+)
+
+// reviewServer is a fake API server that answers TokenReviews from a token → user table and
+// SubjectAccessReviews from a user → allowed paths table (verb get only), and records them.
+type reviewServer struct {
+	users  map[string]string   // token → user name
+	paths  map[string][]string // user → paths it may get
+	mu     sync.Mutex
+	tokens int // TokenReviews received
+	access []authorizationv1.SubjectAccessReviewSpec
+}
+
+func (f *reviewServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	switch r.URL.Path {
+	case "/apis/authentication.k8s.io/v1/tokenreviews":
+		var tr authenticationv1.TokenReview
+		if err := json.NewDecoder(r.Body).Decode(&tr); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		f.tokens++
+		tr.TypeMeta = metav1.TypeMeta{APIVersion: "authentication.k8s.io/v1", Kind: "TokenReview"}
+		if name, ok := f.users[tr.Spec.Token]; ok {
+			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: name, Groups: []string{"system:authenticated"}}}
+		}
+		_ = json.NewEncoder(w).Encode(tr)
+	case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
+		var sar authorizationv1.SubjectAccessReview
+		if err := json.NewDecoder(r.Body).Decode(&sar); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		f.access = append(f.access, sar.Spec)
+		sar.TypeMeta = metav1.TypeMeta{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview"}
+		if a := sar.Spec.NonResourceAttributes; a != nil && a.Verb == "get" && slices.Contains(f.paths[sar.Spec.User], a.Path) {
+			sar.Status.Allowed = true
+		}
+		_ = json.NewEncoder(w).Encode(sar)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (f *reviewServer) counts() (tokens, access int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tokens, len(f.access)
+}
+
+// startServers builds cascade's servers with opts against a fake API server, runs them until
+// the test ends, and returns the metrics and health addresses.
+func startServers(t *testing.T, opts *Options, api *reviewServer) (metrics, health string) {
+	t.Helper()
+	apiServer := httptest.NewServer(api)
+	t.Cleanup(apiServer.Close)
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: apiServer.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "cascade_test_metric", Help: "A metric of the test."}))
+	graph := func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "graph of "+r.URL.Query().Get("uid")+" "+r.Header.Get("Authorization"))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	servers, err := newServers(ctx, opts, reg, fakeReadiness{ready: true}, graph, kube)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, s := range servers {
+		wg.Go(func() { _ = s.Run(ctx) })
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	if len(servers) != 2 {
+		t.Fatalf("%d servers, want metrics and health", len(servers))
+	}
+	return servers[0].l.Addr().String(), servers[1].l.Addr().String()
+}
+
+func get(t *testing.T, c *http.Client, url, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+func secureOptions() *Options {
+	o := NewOptions()
+	o.MetricsBindAddress, o.HealthProbeBindAddress, o.EnableProfiling = "127.0.0.1:0", "127.0.0.1:0", true
+	return o
+}
+
+func reviews() *reviewServer {
+	return &reviewServer{
+		users: map[string]string{"t-none": "nobody", "t-metrics": "prometheus", "t-debug": "operator"},
+		paths: map[string][]string{"prometheus": {"/metrics"}, "operator": {"/debug/graph", "/debug/pprof/"}},
+	}
+}
+
+// TestSecureServing: by default the metrics address serves HTTPS only (a self-signed
+// certificate for localhost), and answers 401 without a valid bearer token, 403 when the API
+// server says the token's user may not get the path, and the handler's answer when it may;
+// the health port stays plain HTTP and answers anyone.
+func TestSecureServing(t *testing.T) {
+	defer func(ttl time.Duration) { reviewCacheTTL = ttl }(reviewCacheTTL)
+	reviewCacheTTL = time.Hour // the cache's check below must not depend on the machine's speed
+	api := reviews()
+	metrics, health := startServers(t, secureOptions(), api)
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the self-signed certificate is checked below
+	base := "https://" + metrics
+
+	type want struct {
+		code int
+		body string
+	}
+	for _, tc := range []struct {
+		token, path string
+		want        want
+	}{
+		{"", "/metrics", want{401, "Unauthorized"}},
+		{"", "/debug/graph?uid=u1", want{401, "Unauthorized"}},
+		{"", "/debug/pprof/", want{401, "Unauthorized"}},
+		{"", "/nothing-here", want{401, "Unauthorized"}},
+		{"not-a-token", "/metrics", want{401, "Unauthorized"}},
+		{"t-none", "/metrics", want{403, `Forbidden: user "nobody" cannot get path "/metrics"`}},
+		{"t-none", "/debug/graph?uid=u1", want{403, `Forbidden: user "nobody" cannot get path "/debug/graph"`}},
+		{"t-metrics", "/metrics", want{200, "cascade_test_metric 0"}},
+		{"t-metrics", "/debug/graph?uid=u1", want{403, `Forbidden: user "prometheus" cannot get path "/debug/graph"`}},
+		{"t-debug", "/metrics", want{403, `Forbidden: user "operator" cannot get path "/metrics"`}},
+		{"t-debug", "/debug/graph?uid=u1", want{200, "graph of u1 "}}, // the token is not passed on
+		{"t-debug", "/debug/pprof/", want{200, "Types of profiles available"}},
+	} {
+		code, body := get(t, insecure, base+tc.path, tc.token)
+		if code != tc.want.code || !strings.Contains(body, tc.want.body) {
+			t.Errorf("GET %s with token %q = %d %q, want %d containing %q", tc.path, tc.token, code, body, tc.want.code, tc.want.body)
+		}
+		if tc.want.code != 200 && strings.Contains(body, "cascade_test_metric") {
+			t.Errorf("GET %s with token %q revealed the metrics: %q", tc.path, tc.token, body)
+		}
+	}
+	api.mu.Lock()
+	for _, spec := range api.access {
+		if spec.NonResourceAttributes == nil || spec.ResourceAttributes != nil || spec.NonResourceAttributes.Verb != "get" ||
+			!slices.Contains(spec.Groups, "system:authenticated") {
+			t.Errorf("SubjectAccessReview %+v: want verb get on a non-resource path, with the user's groups", spec)
+		}
+	}
+	api.mu.Unlock()
+
+	// Answers are cached: asking again sends no new review.
+	tokens, access := api.counts()
+	for range 3 {
+		if code, _ := get(t, insecure, base+"/metrics", "t-metrics"); code != 200 {
+			t.Fatalf("cached scrape: %d", code)
+		}
+	}
+	if t2, a2 := api.counts(); t2 != tokens || a2 != access {
+		t.Errorf("3 more scrapes sent %d TokenReviews and %d SubjectAccessReviews, want none (cached)", t2-tokens, a2-access)
+	}
+
+	// Plain HTTP to the TLS port gets Go's refusal, never a metric.
+	code, body := get(t, http.DefaultClient, "http://"+metrics+"/metrics", "t-metrics")
+	if code != http.StatusBadRequest || strings.Contains(body, "cascade_test_metric") {
+		t.Errorf("plain HTTP to the metrics port = %d %q, want 400 and no metric", code, body)
+	}
+
+	// The certificate is self-signed, for localhost, and not for anything else.
+	conn, err := tls.Dial("tcp", metrics, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // inspecting the certificate
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := conn.ConnectionState()
+	_ = conn.Close()
+	if state.Version < tls.VersionTLS12 || state.NegotiatedProtocol == "h2" {
+		t.Errorf("TLS version %x, protocol %q: want TLS 1.2 or later, HTTP/1.1", state.Version, state.NegotiatedProtocol)
+	}
+	leaf := state.PeerCertificates[0]
+	if err := leaf.VerifyHostname("localhost"); err != nil {
+		t.Errorf("self-signed certificate: %v", err)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: "localhost"}); err == nil {
+		t.Error("the self-signed certificate verifies against the system's roots")
+	}
+
+	// Health probes: plain HTTP, no credentials, nothing revealed.
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if code, body := get(t, http.DefaultClient, "http://"+health+p, ""); code != 200 || body != "ok" {
+			t.Errorf("GET %s = %d %q, want 200 ok", p, code, body)
+		}
+	}
+}
+
+// TestSecureServingCertificateFiles: --tls-cert-file and --tls-private-key-file are served,
+// so a client that trusts their CA verifies the connection; a new certificate written to the
+// files is served without a restart.
+func TestSecureServingCertificateFiles(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	write := func(host string) *x509.CertPool {
+		t.Helper()
+		certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(host, nil, []string{"localhost"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Key first: the files are watched, and a certificate without its key is not loaded.
+		if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(certPEM)
+		return pool
+	}
+	first := write("first.example")
+	opts := secureOptions()
+	opts.TLSCertFile, opts.TLSPrivateKeyFile = certFile, keyFile
+	metrics, _ := startServers(t, opts, reviews())
+	url := "https://localhost:" + metrics[strings.LastIndex(metrics, ":")+1:] + "/metrics"
+
+	trusting := func(pool *x509.CertPool) *http.Client {
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}}
+	}
+	if code, body := get(t, trusting(first), url, "t-metrics"); code != 200 || !strings.Contains(body, "cascade_test_metric") {
+		t.Fatalf("scrape verified with the files' CA = %d %q", code, body)
+	}
+
+	second := write("second.example")
+	deadline := time.Now().Add(2 * time.Minute) // the files are watched; a resync every minute is the backstop
+	for {
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+		req.Header.Set("Authorization", "Bearer t-metrics")
+		resp, err := trusting(second).Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("scrape after the new certificate = %d", resp.StatusCode)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new certificate was never served: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestInsecureServing: --metrics-secure=false serves plain HTTP to anyone, with no review sent.
+func TestInsecureServing(t *testing.T) {
+	api := reviews()
+	opts := secureOptions()
+	opts.MetricsSecure = false
+	metrics, _ := startServers(t, opts, api)
+	if code, body := get(t, http.DefaultClient, "http://"+metrics+"/metrics", ""); code != 200 || !strings.Contains(body, "cascade_test_metric") {
+		t.Errorf("plain scrape = %d %q", code, body)
+	}
+	if tokens, access := api.counts(); tokens+access != 0 {
+		t.Errorf("%d TokenReviews and %d SubjectAccessReviews sent, want none", tokens, access)
+	}
+}
+
+// TestValidateServingFlags: the TLS files go together, must exist, and are refused with
+// --metrics-secure=false, which they would not serve.
+func TestValidateServingFlags(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		set        func(o *Options)
+		wantErrors []string
+	}{
+		{"cert without key", func(o *Options) { o.TLSCertFile = file }, []string{"--tls-cert-file and --tls-private-key-file go together"}},
+		{"missing files", func(o *Options) { o.TLSCertFile, o.TLSPrivateKeyFile = file+"-no", file }, []string{"invalid --tls-cert-file=" + file + "-no: cannot read the file"}},
+		{"files with plain HTTP", func(o *Options) { o.TLSCertFile, o.TLSPrivateKeyFile, o.MetricsSecure = file, file, false }, []string{"invalid --metrics-secure=false"}},
+		{"both files", func(o *Options) { o.TLSCertFile, o.TLSPrivateKeyFile = file, file }, nil},
+		{"plain HTTP", func(o *Options) { o.MetricsSecure = false }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			tc.set(o)
+			errs := o.Validate()
+			line := oneLine(errs)
+			if len(errs) != len(tc.wantErrors) {
+				t.Fatalf("errors %q, want %d", line, len(tc.wantErrors))
+			}
+			for _, w := range tc.wantErrors {
+				if !strings.Contains(line, w) {
+					t.Errorf("errors %q lack %q", line, w)
+				}
+			}
+		})
+	}
+}
+
+func TestNonResourceVerb(t *testing.T) {
+	for method, verb := range map[string]string{"GET": "get", "HEAD": "get", "POST": "post", "PUT": "put", "PATCH": "patch", "DELETE": "delete", "OPTIONS": "options"} {
+		if got := nonResourceVerb(method); got != verb {
+			t.Errorf("nonResourceVerb(%s) = %s, want %s", method, got, verb)
+		}
+	}
+}
