@@ -10,7 +10,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -120,3 +122,101 @@ func TestBaseMatchesImage(t *testing.T) {
 }
 
 func itoa[T int | int64](i T) string { return strconv.FormatInt(int64(i), 10) }
+
+// TestBaseSecuresTheMetricsPort: the Deployment serves the metrics port with cascade's secure
+// default (never --metrics-secure=false), the Service publishes it, the NetworkPolicy admits
+// that port alone (from anywhere) on cascade's pods, cascade's ClusterRole may ask for the
+// TokenReviews and SubjectAccessReviews that guard it, and the two reader ClusterRoles grant
+// get on exactly their paths.
+func TestBaseSecuresTheMetricsPort(t *testing.T) {
+	var d appsv1.Deployment
+	readStrict(t, "base/deployment.yaml", &d)
+	c := d.Spec.Template.Spec.Containers[0]
+	metricsPort := -1
+	for _, p := range c.Ports {
+		if p.Name == "metrics" {
+			metricsPort = int(p.ContainerPort)
+		}
+	}
+	if !slices.Contains(c.Args, "--metrics-bind-address=:"+itoa(metricsPort)) {
+		t.Errorf("args %q do not serve metrics on the metrics port %d", c.Args, metricsPort)
+	}
+	for _, a := range c.Args {
+		if strings.HasPrefix(a, "--metrics-secure") {
+			t.Errorf("arg %q: the base keeps the secure default", a)
+		}
+	}
+
+	var svc corev1.Service
+	readStrict(t, "base/service.yaml", &svc)
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.String() != "metrics" {
+		t.Errorf("Service ports %+v, want one targeting the metrics port", svc.Spec.Ports)
+	}
+
+	var np networkingv1.NetworkPolicy
+	readStrict(t, "base/networkpolicy.yaml", &np)
+	if np.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"] != "cascade" || len(np.Spec.PodSelector.MatchExpressions) > 0 {
+		t.Errorf("NetworkPolicy selects %+v, want cascade's pods", np.Spec.PodSelector)
+	}
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+		t.Errorf("NetworkPolicy policyTypes %v, want [Ingress]", np.Spec.PolicyTypes)
+	}
+	if in := np.Spec.Ingress; len(in) != 1 || len(in[0].From) != 0 || len(in[0].Ports) != 1 ||
+		in[0].Ports[0].Port == nil || in[0].Ports[0].Port.String() != "metrics" || in[0].Ports[0].EndPort != nil {
+		t.Errorf("NetworkPolicy ingress %+v, want the metrics port only, from anywhere", np.Spec.Ingress)
+	}
+
+	roles := map[string][]rbacv1.PolicyRule{}
+	for _, file := range []string{"base/rbac.yaml", "base/endpoint-readers.yaml"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range strings.Split(string(b), "\n---\n") {
+			var r rbacv1.ClusterRole
+			if err := yaml.Unmarshal([]byte(doc), &r); err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			if r.Kind == "ClusterRole" {
+				roles[r.Name] = r.Rules
+			}
+		}
+	}
+	may := func(rules []rbacv1.PolicyRule, group, resource string) bool {
+		for _, r := range rules {
+			if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, "create") {
+				return true
+			}
+		}
+		return false
+	}
+	if !may(roles["cascade"], "authentication.k8s.io", "tokenreviews") || !may(roles["cascade"], "authorization.k8s.io", "subjectaccessreviews") {
+		t.Errorf("ClusterRole cascade %+v cannot create tokenreviews and subjectaccessreviews", roles["cascade"])
+	}
+	for name, paths := range map[string][]string{
+		"cascade-metrics-reader": {"/metrics"},
+		"cascade-debug-reader":   {"/debug/graph", "/debug/pprof", "/debug/pprof/*"},
+	} {
+		want := []rbacv1.PolicyRule{{NonResourceURLs: paths, Verbs: []string{"get"}}}
+		if got := roles[name]; len(got) != 1 || !slices.Equal(got[0].NonResourceURLs, paths) || !slices.Equal(got[0].Verbs, want[0].Verbs) ||
+			len(got[0].APIGroups)+len(got[0].Resources)+len(got[0].ResourceNames) > 0 {
+			t.Errorf("ClusterRole %s rules %+v, want %+v", name, got, want)
+		}
+	}
+
+	var k struct {
+		Resources []string `json:"resources"`
+	}
+	b, err := os.ReadFile("base/kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &k); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"endpoint-readers.yaml", "networkpolicy.yaml", "service.yaml"} {
+		if !slices.Contains(k.Resources, f) {
+			t.Errorf("kustomization.yaml does not list %s", f)
+		}
+	}
+}

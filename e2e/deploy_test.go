@@ -105,6 +105,8 @@ func TestDeployDryRun(t *testing.T) {
 		"rolebinding.rbac.authorization.k8s.io/cascade-leader-election", "service/cascade-metrics",
 		"deployment.apps/cascade", "poddisruptionbudget.policy/cascade",
 		"configmap/cascade-policy", "role.rbac.authorization.k8s.io/cascade-policy", "rolebinding.rbac.authorization.k8s.io/cascade-policy",
+		"clusterrole.rbac.authorization.k8s.io/cascade-metrics-reader", "clusterrole.rbac.authorization.k8s.io/cascade-debug-reader",
+		"networkpolicy.networking.k8s.io/cascade",
 	} {
 		if !strings.Contains(out, obj+" ") {
 			t.Errorf("server dry run does not name %s:\n%s", obj, out)
@@ -153,6 +155,10 @@ func TestDeployManifests(t *testing.T) {
 		{"create", "admissionregistration.k8s.io", "mutatingadmissionpolicybindings", true},
 		{"create", "admissionregistration.k8s.io", "validatingadmissionpolicies", false},
 		{"update", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", false},
+		// The reviews that guard the metrics port (secure serving).
+		{"create", "authentication.k8s.io", "tokenreviews", true},
+		{"create", "authorization.k8s.io", "subjectaccessreviews", true},
+		{"create", "certificates.k8s.io", "certificatesigningrequests", false},
 	} {
 		r, err := sa.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{

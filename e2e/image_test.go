@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -237,10 +238,15 @@ func TestImage(t *testing.T) {
 		suite.CP.Track(p)
 		framework.StopAtCleanup(t, p) // SIGTERM to podman, which passes it to the container
 		return replica{
+			// The Deployment's secure serving: HTTPS with a self-signed certificate, each scrape
+			// reviewed with the API server by the replica's ServiceAccount (deploy/base RBAC); the
+			// admin may get /metrics.
 			Cascade: &harness.Cascade{
 				Process:    p,
-				MetricsURL: "http://127.0.0.1:" + strconv.Itoa(ports[0]) + "/metrics",
+				MetricsURL: "https://127.0.0.1:" + strconv.Itoa(ports[0]) + "/metrics",
 				HealthURL:  "http://127.0.0.1:" + strconv.Itoa(ports[1]),
+				Token:      suite.CP.Token,
+				TLS:        &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the replica's self-signed certificate
 			},
 			name: name,
 		}
