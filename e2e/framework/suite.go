@@ -114,6 +114,21 @@ func (s *Suite) StartCascade(t testing.TB, extra ...string) *harness.Cascade {
 	t.Helper()
 	name := "cascade-" + strings.NewReplacer("/", "-", " ", "_").Replace(t.Name())
 	c, err := s.CP.StartCascade(name, s.CascadeBin, nil, extra...)
+	return s.ready(t, c, err)
+}
+
+// StartSecureCascade is StartCascade with cascade's default, secure serving of its metrics
+// address (harness.ControlPlane.StartSecureCascade): the Cascade scrapes over HTTPS with the
+// admin's token.
+func (s *Suite) StartSecureCascade(t testing.TB, extra ...string) *harness.Cascade {
+	t.Helper()
+	name := "cascade-" + strings.NewReplacer("/", "-", " ", "_").Replace(t.Name())
+	c, err := s.CP.StartSecureCascade(name, s.CascadeBin, harness.ProcessOptions{}, extra...)
+	return s.ready(t, c, err)
+}
+
+func (s *Suite) ready(t testing.TB, c *harness.Cascade, err error) *harness.Cascade {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
