@@ -100,7 +100,10 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 	events := client.NewHeldRecorder(broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: gc.EventComponent}), a.gate)
 	a.always = append(a.always, part{"events", events})
 
-	inForce, authoritative := policy.Builtin, func() bool { return true }
+	// The policy in force: one pointer until it changes (the stamping pass syncs the admission
+	// objects when the pointer changes; policy.Builtin makes a new one on every call).
+	builtin := policy.Builtin()
+	inForce, authoritative := func() *policy.Compiled { return builtin }, func() bool { return true }
 	if opts.PolicyConfigMap != "" {
 		ns, name, _ := watch.ParseName(opts.PolicyConfigMap) // validated with the flags
 		a.policy = watch.New(watch.Options{

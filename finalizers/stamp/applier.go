@@ -57,7 +57,8 @@ type Options struct {
 	View View
 	// Workers serve the objects the pass finds; 2 when zero.
 	Workers int
-	// Policy returns the policy in force. Required.
+	// Policy returns the policy in force, the same pointer until it changes (the admission
+	// objects are synced on every change of pointer). Required.
 	Policy func() *policy.Compiled
 	// Authoritative, when set, reports whether the policy in force is what the policy ConfigMap
 	// says (watch.Watcher.Authoritative); nothing is done while it is false, so that a
