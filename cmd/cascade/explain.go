@@ -10,50 +10,50 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
 	"github.com/cascade-gc/cascade/gc"
 )
 
-// subcommands run instead of the collector when named first on the command line.
-var subcommands = map[string]func(args []string, out io.Writer) error{
-	"explain": runExplain,
+// newExplainCommand is `cascade explain RESOURCE/NAME [-n NAMESPACE] [--url URL] [-o
+// text|json|dot]`: it asks a running cascade (its /debug/graph on the metrics address; reach an
+// in-cluster one with kubectl port-forward) what it knows about one object and what it would
+// do, and prints it.
+func newExplainCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "explain RESOURCE[.GROUP]/NAME [-n NAMESPACE] [--url URL] [-o text|json|dot]",
+		Short: "Ask a running cascade what it knows about one object and what it would do",
+		Example: "  cascade explain configmaps/my-config -n default --url http://127.0.0.1:8080\n" +
+			"  cascade explain replicasets.apps/web-1 -n shop -o json",
+		Args: exactArgs(1, "one RESOURCE[.GROUP]/NAME"),
+	}
+	ns := cmd.Flags().StringP("namespace", "n", "default", "Namespace of the object (ignored for cluster-scoped resources).")
+	base := cmd.Flags().String("url", "http://127.0.0.1:8080", "cascade's metrics address (--metrics-bind-address), e.g. a kubectl port-forward to it.")
+	format := cmd.Flags().StringP("output", "o", "text", "text, json or dot.")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		resource, name, ok := strings.Cut(args[0], "/")
+		if !ok || resource == "" || name == "" {
+			return &usageError{err: errors.New("explain takes one RESOURCE[.GROUP]/NAME, e.g. configmaps/my-config or replicasets.apps/web-1")}
+		}
+		if *format != "text" && *format != "json" && *format != "dot" {
+			return &usageError{err: fmt.Errorf("invalid -o %q: text, json or dot", *format)}
+		}
+		return explain(cmd.OutOrStdout(), *base, resource, *ns, name, *format)
+	}
+	return cmd
 }
 
-// runExplain is `cascade explain RESOURCE/NAME [-n NAMESPACE] [--url URL] [-o text|json|dot]`:
-// it asks a running cascade (its /debug/graph on the metrics address; reach an in-cluster one
-// with kubectl port-forward) what it knows about one object and what it would do, and prints it.
-func runExplain(args []string, out io.Writer) error {
-	fs := pflag.NewFlagSet("cascade explain", pflag.ContinueOnError)
-	ns := fs.StringP("namespace", "n", "default", "Namespace of the object (ignored for cluster-scoped resources).")
-	base := fs.String("url", "http://127.0.0.1:8080", "cascade's metrics address (--metrics-bind-address), e.g. a kubectl port-forward to it.")
-	format := fs.StringP("output", "o", "text", "text, json or dot.")
-	fs.Usage = func() {
-		_, _ = fmt.Fprintln(fs.Output(), "Usage: cascade explain RESOURCE[.GROUP]/NAME [-n NAMESPACE] [--url URL] [-o text|json|dot]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return err
-	}
-	resource, name, ok := strings.Cut(fs.Arg(0), "/")
-	if fs.NArg() != 1 || !ok || resource == "" || name == "" {
-		return errors.New("explain takes one RESOURCE[.GROUP]/NAME, e.g. configmaps/my-config or replicasets.apps/web-1")
-	}
-	if *format != "text" && *format != "json" && *format != "dot" {
-		return fmt.Errorf("invalid -o %q: text, json or dot", *format)
-	}
-	q := url.Values{"resource": {resource}, "namespace": {*ns}, "name": {name}}
-	if *format == "dot" {
+// explain asks the cascade at base about one object and prints the answer in format.
+func explain(out io.Writer, base, resource, ns, name, format string) error {
+	q := url.Values{"resource": {resource}, "namespace": {ns}, "name": {name}}
+	if format == "dot" {
 		q.Set("format", "dot")
 	}
-	u := strings.TrimRight(*base, "/") + "/debug/graph?" + q.Encode()
+	u := strings.TrimRight(base, "/") + "/debug/graph?" + q.Encode()
 	c := &http.Client{Timeout: 30 * time.Second}
 	resp, err := c.Get(u) //nolint:noctx // a one-shot command
 	if err != nil {
-		return fmt.Errorf("cannot reach cascade at %s: %v (is --url its --metrics-bind-address?)", *base, err)
+		return fmt.Errorf("cannot reach cascade at %s: %v (is --url its --metrics-bind-address?)", base, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
@@ -63,7 +63,7 @@ func runExplain(args []string, out io.Writer) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s", strings.TrimSpace(string(body)))
 	}
-	if *format != "text" {
+	if format != "text" {
 		_, err = out.Write(body)
 		return err
 	}
