@@ -36,7 +36,7 @@ func (c cli) lastLine() string {
 }
 
 // commands are what --help and an unknown command list.
-var commands = []string{"completion", "explain", "help", "policy", "run", "version"}
+var commands = []string{"completion", "explain", "help", "policy", "run", "uninstall", "version"}
 
 // TestUnknownCommand: a word that names no command exits 2 with "unknown command", the
 // commands there are and a suggestion, and never starts the collector, whatever flags follow
@@ -50,7 +50,7 @@ func TestUnknownCommand(t *testing.T) {
 	}{
 		{[]string{"polcy", "validate", "-f", "x.yaml", "--kubeconfig", "K"}, `unknown command "polcy" for "cascade"`, "cascade", `did you mean "policy"?`},
 		{[]string{"--kubeconfig=K", "explian", "cm/x"}, `unknown command "explian" for "cascade"`, "cascade", `did you mean "explain"?`},
-		{[]string{"uninstal"}, `unknown command "uninstal" for "cascade"`, "cascade", ""},
+		{[]string{"uninstal", "--dry-run"}, `unknown command "uninstal" for "cascade"`, "cascade", `did you mean "uninstall"?`},
 		{[]string{"help", "polcy"}, `unknown command "polcy" for "cascade"`, "cascade", ""},
 		{[]string{"policy", "valdate", "-f", "x.yaml"}, `unknown command "valdate" for "cascade policy"`, "cascade policy", `did you mean "validate"?`},
 		{[]string{"completion", "tcsh"}, `unknown command "tcsh" for "cascade completion"`, "cascade completion", ""},
