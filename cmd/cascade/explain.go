@@ -1,70 +1,186 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cascade-gc/cascade/gc"
+	"github.com/cascade-gc/cascade/policy/watch"
 )
 
-// subcommands run instead of the collector when named first on the command line.
-var subcommands = map[string]func(args []string, out io.Writer) error{
-	"explain": runExplain,
+// Where `cascade explain` finds cascade through the API server by default: deploy/base's
+// Service in front of the metrics port.
+const (
+	defaultExplainService = "cascade-system/cascade-metrics"
+	defaultExplainPort    = "metrics"
+)
+
+// newExplainCommand is `cascade explain RESOURCE/NAME`: it asks a running cascade (its
+// /debug/graph) what it knows about one object and what it would do, and prints it. With the
+// user's kubeconfig (kubectl's flags) it goes through the API server's service proxy, so access
+// is the user's RBAC (get on services/proxy) and no port-forward is needed; --url asks a cascade
+// directly (a local run).
+func newExplainCommand() *cobra.Command {
+	var (
+		kf                    kubeFlags
+		base, format          string
+		service, port, scheme string
+	)
+	cmd := &cobra.Command{
+		Use:   "explain RESOURCE[.GROUP]/NAME [-n NAMESPACE] [-o text|json|yaml|dot]",
+		Short: "Ask a running cascade what it knows about one object and what it would do",
+		Long: "Ask a running cascade what it knows about one object (its owners and the graph's verdict on\n" +
+			"each, its dependents) and what it would do now, and why. RESOURCE is any name kubectl\n" +
+			"accepts (configmap, cm, configmaps, deployment.apps), resolved with the cluster's discovery.\n" +
+			"cascade is reached through the API server's service proxy (--service, --port), with the\n" +
+			"kubeconfig's credentials; the namespace defaults to the context's. --url asks a cascade\n" +
+			"directly instead (a local run, a port-forward), with RESOURCE as plural[.group].",
+		Example: "  cascade explain cm/my-config\n" +
+			"  cascade explain deployment.apps/web -n shop -o yaml --context prod\n" +
+			"  cascade explain configmaps/my-config -n default --url http://127.0.0.1:8080",
+		Args: exactArgs(1, "one RESOURCE[.GROUP]/NAME"),
+	}
+	kf.add(cmd.Flags(), true)
+	cmd.Flags().StringVar(&base, "url", "", "Ask the cascade at this address directly (its --metrics-bind-address, e.g. http://127.0.0.1:8080) instead of through the API server.")
+	cmd.Flags().StringVarP(&format, "output", "o", "text", "text, json, yaml or dot.")
+	cmd.Flags().StringVar(&service, "service", defaultExplainService, "The Service in front of cascade's metrics port, NAMESPACE/NAME, reached through the API server's service proxy.")
+	cmd.Flags().StringVar(&port, "port", defaultExplainPort, "The Service's port, by name or number.")
+	cmd.Flags().StringVar(&scheme, "scheme", "http", "http or https: how the API server talks to cascade's metrics port.")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		resource, name, ok := strings.Cut(args[0], "/")
+		if !ok || resource == "" || name == "" {
+			return &usageError{err: errors.New("explain takes one RESOURCE[.GROUP]/NAME, e.g. cm/my-config, configmaps/my-config or deployment.apps/web")}
+		}
+		if !slices.Contains([]string{"text", "json", "yaml", "dot"}, format) {
+			return &usageError{err: fmt.Errorf("invalid -o %q: text, json, yaml or dot", format)}
+		}
+		if scheme != "http" && scheme != "https" {
+			return &usageError{err: fmt.Errorf("invalid --scheme %q: http or https", scheme)}
+		}
+		svcNS, svcName, err := watch.ParseName(service)
+		if err != nil {
+			return &usageError{err: fmt.Errorf("invalid --service=%s: %v", service, err)}
+		}
+		ctx := cmd.Context()
+		if base != "" {
+			ns := kf.namespace
+			if ns == "" {
+				ns = metav1.NamespaceDefault
+			}
+			return explain(ctx, cmd.OutOrStdout(), &http.Client{Timeout: 30 * time.Second}, strings.TrimRight(base, "/"), resource, ns, name, format)
+		}
+		cfg, err := kf.restConfig()
+		if err != nil {
+			return err
+		}
+		cfg.UserAgent = userAgent + "-explain"
+		disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("build discovery client: %w", err)
+		}
+		cached := memory.NewMemCacheClient(disco)
+		mapper := restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(cached), cached, nil)
+		graphResource, namespaced, err := resolveResource(mapper, resource)
+		if err != nil {
+			return err
+		}
+		ns := ""
+		if namespaced {
+			if ns, _, err = kf.clientConfig().Namespace(); err != nil {
+				return fmt.Errorf("cannot load the kubeconfig: %v", err)
+			}
+		}
+		hc, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			return fmt.Errorf("build HTTP client: %w", err)
+		}
+		hc.Timeout = 30 * time.Second
+		return explain(ctx, cmd.OutOrStdout(), hc, serviceProxyURL(cfg.Host, svcNS, svcName, port, scheme), graphResource, ns, name, format)
+	}
+	return cmd
 }
 
-// runExplain is `cascade explain RESOURCE/NAME [-n NAMESPACE] [--url URL] [-o text|json|dot]`:
-// it asks a running cascade (its /debug/graph on the metrics address; reach an in-cluster one
-// with kubectl port-forward) what it knows about one object and what it would do, and prints it.
-func runExplain(args []string, out io.Writer) error {
-	fs := pflag.NewFlagSet("cascade explain", pflag.ContinueOnError)
-	ns := fs.StringP("namespace", "n", "default", "Namespace of the object (ignored for cluster-scoped resources).")
-	base := fs.String("url", "http://127.0.0.1:8080", "cascade's metrics address (--metrics-bind-address), e.g. a kubectl port-forward to it.")
-	format := fs.StringP("output", "o", "text", "text, json or dot.")
-	fs.Usage = func() {
-		_, _ = fmt.Fprintln(fs.Output(), "Usage: cascade explain RESOURCE[.GROUP]/NAME [-n NAMESPACE] [--url URL] [-o text|json|dot]")
-		fs.PrintDefaults()
+// resolveResource resolves a resource as kubectl accepts it (singular, plural or short name,
+// with an optional .group) to what /debug/graph takes, plural[.group], and whether it is
+// namespaced.
+func resolveResource(mapper meta.RESTMapper, resource string) (graphResource string, namespaced bool, err error) {
+	gvr, err := mapper.ResourceFor(schema.ParseGroupResource(resource).WithVersion(""))
+	if err != nil {
+		return "", false, fmt.Errorf("the server doesn't have a resource type %q: %v", resource, err)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return err
+	gvk, err := mapper.KindFor(gvr)
+	if err != nil {
+		return "", false, fmt.Errorf("no kind for %s: %v", gvr, err)
 	}
-	resource, name, ok := strings.Cut(fs.Arg(0), "/")
-	if fs.NArg() != 1 || !ok || resource == "" || name == "" {
-		return errors.New("explain takes one RESOURCE[.GROUP]/NAME, e.g. configmaps/my-config or replicasets.apps/web-1")
+	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return "", false, fmt.Errorf("no REST mapping for %s: %v", gvk, err)
 	}
-	if *format != "text" && *format != "json" && *format != "dot" {
-		return fmt.Errorf("invalid -o %q: text, json or dot", *format)
+	return gvr.GroupResource().String(), m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+}
+
+// serviceProxyURL is the API server's proxy to port of Service namespace/name: what is under it
+// is cascade's metrics address.
+func serviceProxyURL(host, namespace, name, port, scheme string) string {
+	target := name + ":" + port
+	if scheme == "https" {
+		target = "https:" + target
 	}
-	q := url.Values{"resource": {resource}, "namespace": {*ns}, "name": {name}}
-	if *format == "dot" {
+	return strings.TrimRight(host, "/") + "/api/v1/namespaces/" + url.PathEscape(namespace) + "/services/" + url.PathEscape(target) + "/proxy"
+}
+
+// explain asks the cascade whose metrics address is base about one object and prints the
+// answer in format.
+func explain(ctx context.Context, out io.Writer, c *http.Client, base, resource, ns, name, format string) error {
+	q := url.Values{"resource": {resource}, "namespace": {ns}, "name": {name}}
+	if format == "dot" {
 		q.Set("format", "dot")
 	}
-	u := strings.TrimRight(*base, "/") + "/debug/graph?" + q.Encode()
-	c := &http.Client{Timeout: 30 * time.Second}
-	resp, err := c.Get(u) //nolint:noctx // a one-shot command
+	u := base + "/debug/graph?" + q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return fmt.Errorf("cannot reach cascade at %s: %v (is --url its --metrics-bind-address?)", *base, err)
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach cascade at %s: %v", base, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s", strings.TrimSpace(string(body)))
+		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
 	}
-	if *format != "text" {
+	switch format {
+	case "json", "dot":
 		_, err = out.Write(body)
+		return err
+	case "yaml":
+		y, err := yaml.JSONToYAML(body)
+		if err != nil {
+			return fmt.Errorf("unreadable answer from %s: %v", u, err)
+		}
+		_, err = out.Write(y)
 		return err
 	}
 	var e gc.Explanation

@@ -16,7 +16,7 @@ func TestFlagsDoc(t *testing.T) {
 	NewOptions().AddFlags(own)
 	var b strings.Builder
 	b.WriteString("# cascade's flags\n\nGenerated from the flag set by `make generate`; do not edit (`make verify` fails when this\n" +
-		"file is stale). `cascade --help` prints the same. Defaults that depend on where cascade runs\n" +
+		"file is stale). `cascade run --help` prints the same. Defaults that depend on where cascade runs\n" +
 		"(the namespace of the Lease and the orphan record: the pod's namespace in a cluster) are shown\n" +
 		"as outside a cluster.\n")
 	section := func(title string, want func(f *pflag.Flag) bool) {

@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/yaml"
 
@@ -16,103 +16,97 @@ import (
 	"github.com/cascade-gc/cascade/policy/watch"
 )
 
-func init() {
-	subcommands["policy"] = runPolicy
-}
-
-const policyUsage = `Usage:
-  cascade policy validate -f FILE [--kubeconfig PATH]
-      Decode FILE strictly and validate it; print every error, warning and note; exit 1 on
-      errors. FILE is a policy document (apiVersion: cascade.dev/v1alpha1, kind: Policy) or a
-      ConfigMap manifest holding one under data.policy.yaml; "-" reads stdin. With
-      --kubeconfig, rules for resources the cluster does not serve are warned about.
-  cascade policy render -f FILE
-      Print, as YAML, the MutatingAdmissionPolicy and binding cascade would keep in the
-      cluster for FILE's defaultPropagation rules (they stamp the default's finalizer on
-      objects as they are created). FILE must be valid.`
-
-// runPolicy is `cascade policy validate|render ...`.
-func runPolicy(args []string, out io.Writer) error {
-	if len(args) == 0 {
-		return errors.New("policy takes a command: validate or render\n" + policyUsage)
+// newPolicyCommand is `cascade policy validate|render -f FILE`.
+func newPolicyCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "Check a policy document, or show the admission objects it makes",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return &usageError{err: errors.New("policy takes a command: validate or render"), cmd: cmd}
+		},
 	}
-	switch args[0] {
-	case "validate":
-		return runPolicyValidate(args[1:], out)
-	case "render":
-		return runPolicyRender(args[1:], out)
-	case "-h", "--help", "help":
-		_, err := fmt.Fprintln(out, policyUsage)
-		return err
-	default:
-		return fmt.Errorf("unknown policy command %q\n%s", args[0], policyUsage)
+	validate := &cobra.Command{
+		Use:   "validate -f FILE [--kubeconfig PATH]",
+		Short: "Decode a policy strictly and print every error, warning and note",
+		Long: "Decode FILE strictly and validate it; print every error, warning and note; exit 1 on\n" +
+			"errors. FILE is a policy document (apiVersion: cascade.dev/v1alpha1, kind: Policy) or a\n" +
+			"ConfigMap manifest holding one under data.policy.yaml; \"-\" reads stdin. With\n" +
+			"--kubeconfig, rules for resources the cluster does not serve are warned about.",
+		Args: noArgs,
 	}
-}
-
-func runPolicyValidate(args []string, out io.Writer) error {
-	fs := pflag.NewFlagSet("cascade policy validate", pflag.ContinueOnError)
-	file := fs.StringP("filename", "f", "", `The policy document or ConfigMap manifest ("-": stdin).`)
-	kubeconfig := fs.String("kubeconfig", "", "Check the resources the policy names against this cluster (optional).")
-	doc, from, help, err := readPolicyArgs(fs, file, args, "validate")
-	if err != nil || help {
-		return err
-	}
-	var served policy.Served
-	if *kubeconfig != "" {
-		opts := NewOptions()
-		opts.Kubeconfig = *kubeconfig
-		cfg, err := restConfig(opts)
+	vfile := validate.Flags().StringP("filename", "f", "", `The policy document or ConfigMap manifest ("-": stdin).`)
+	kubeconfig := validate.Flags().String("kubeconfig", "", "Check the resources the policy names against this cluster (optional).")
+	validate.RunE = func(cmd *cobra.Command, _ []string) error {
+		doc, from, err := readPolicy(*vfile, cmd.CommandPath())
 		if err != nil {
 			return err
 		}
-		disco, err := discovery.NewDiscoveryClientForConfig(cfg)
-		if err != nil {
-			return fmt.Errorf("build discovery client: %w", err)
+		var served policy.Served
+		if *kubeconfig != "" {
+			opts := NewOptions()
+			opts.Kubeconfig = *kubeconfig
+			cfg, err := restConfig(opts)
+			if err != nil {
+				return err
+			}
+			disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+			if err != nil {
+				return fmt.Errorf("build discovery client: %w", err)
+			}
+			if served, err = watch.ServedBy(disco)(context.Background()); err != nil {
+				return fmt.Errorf("cannot list the resources %s serves: %v", cfg.Host, err)
+			}
 		}
-		if served, err = watch.ServedBy(disco)(context.Background()); err != nil {
-			return fmt.Errorf("cannot list the resources %s serves: %v", cfg.Host, err)
-		}
+		return validatePolicy(cmd.OutOrStdout(), from, doc, served)
 	}
-	return validatePolicy(out, from, doc, served)
+	render := &cobra.Command{
+		Use:   "render -f FILE",
+		Short: "Print the admission objects cascade keeps for a policy's defaultPropagation rules",
+		Long: "Print, as YAML, the MutatingAdmissionPolicy and binding cascade would keep in the\n" +
+			"cluster for FILE's defaultPropagation rules (they stamp the default's finalizer on\n" +
+			"objects as they are created). FILE must be valid.",
+		Args: noArgs,
+	}
+	rfile := render.Flags().StringP("filename", "f", "", `The policy document or ConfigMap manifest ("-": stdin).`)
+	render.RunE = func(cmd *cobra.Command, _ []string) error {
+		doc, from, err := readPolicy(*rfile, cmd.CommandPath())
+		if err != nil {
+			return err
+		}
+		return renderPolicy(cmd.OutOrStdout(), from, doc)
+	}
+	for _, c := range []*cobra.Command{validate, render} {
+		_ = c.MarkFlagFilename("filename", "yaml", "yml", "json")
+	}
+	cmd.AddCommand(validate, render)
+	return cmd
 }
 
-// readPolicyArgs parses the arguments of a policy command with fs (whose -f is file) and reads
-// the document they name. help is true when --help was asked for (and printed).
-func readPolicyArgs(fs *pflag.FlagSet, file *string, args []string, command string) (doc []byte, from string, help bool, err error) {
-	fs.Usage = func() { _, _ = fmt.Fprintln(fs.Output(), policyUsage) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil, "", true, nil
-		}
-		return nil, "", false, err
-	}
-	if *file == "" || fs.NArg() > 0 {
-		return nil, "", false, fmt.Errorf("policy %s takes -f FILE and nothing else", command)
+// readPolicy reads the policy document file names (-f; "-": stdin). from names where it came
+// from.
+func readPolicy(file, command string) (doc []byte, from string, err error) {
+	if file == "" {
+		return nil, "", &usageError{err: fmt.Errorf("%s takes -f FILE", command)}
 	}
 	var data []byte
-	if *file == "-" {
+	if file == "-" {
 		data, err = io.ReadAll(io.LimitReader(os.Stdin, 2*policy.MaxDocumentSize))
 	} else {
-		data, err = os.ReadFile(*file)
+		data, err = os.ReadFile(file)
 	}
 	if err != nil {
-		return nil, "", false, fmt.Errorf("cannot read the policy: %v", err)
+		return nil, "", fmt.Errorf("cannot read the policy: %v", err)
 	}
 	doc, from, err = policyDocument(data)
 	if err != nil {
-		return nil, "", false, fmt.Errorf("%s: %v", *file, err)
+		return nil, "", fmt.Errorf("%s: %v", file, err)
 	}
-	return doc, *file + from, false, nil
+	return doc, file + from, nil
 }
 
-// runPolicyRender prints the admission objects of a valid policy's defaultPropagation rules.
-func runPolicyRender(args []string, out io.Writer) error {
-	fs := pflag.NewFlagSet("cascade policy render", pflag.ContinueOnError)
-	file := fs.StringP("filename", "f", "", `The policy document or ConfigMap manifest ("-": stdin).`)
-	doc, name, help, err := readPolicyArgs(fs, file, args, "render")
-	if err != nil || help {
-		return err
-	}
+// renderPolicy prints the admission objects of a valid policy's defaultPropagation rules.
+func renderPolicy(out io.Writer, name string, doc []byte) error {
 	c, _, errs := policy.Parse(doc)
 	if len(errs) > 0 {
 		msgs := make([]string, len(errs))
@@ -137,7 +131,7 @@ func runPolicyRender(args []string, out io.Writer) error {
 		buf.WriteString("---\n")
 		buf.Write(y)
 	}
-	_, err = io.WriteString(out, buf.String())
+	_, err := io.WriteString(out, buf.String())
 	return err
 }
 

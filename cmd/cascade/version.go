@@ -2,9 +2,9 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"os"
 	"runtime"
+
+	"github.com/spf13/cobra"
 )
 
 // version and commit are stamped at build time by the Makefile:
@@ -14,11 +14,21 @@ var (
 	commit  = "unknown"
 )
 
-// versionLine is what --version prints: one line, "cascade VERSION (commit COMMIT, GOVERSION,
-// OS/ARCH)".
+// versionLine is what --version and `cascade version` print: one line, "cascade VERSION
+// (commit COMMIT, GOVERSION, OS/ARCH)".
 func versionLine() string {
 	return fmt.Sprintf("cascade %s (commit %s, %s, %s/%s)", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
-// stdout receives --version's line (a test replaces it).
-var stdout io.Writer = os.Stdout
+// newVersionCommand is `cascade version`, the same line as `cascade --version`.
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version and commit",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), versionLine())
+			return err
+		},
+	}
+}

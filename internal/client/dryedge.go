@@ -51,6 +51,10 @@ func (a dryAdmission) GetPolicy(ctx context.Context, name string) (*admissionv1.
 	return a.read.GetPolicy(ctx, name)
 }
 
+func (a dryAdmission) GetBinding(ctx context.Context, name string) (*admissionv1.MutatingAdmissionPolicyBinding, error) {
+	return a.read.GetBinding(ctx, name)
+}
+
 func (a dryAdmission) ApplyPolicy(ctx context.Context, p *admissionv1.MutatingAdmissionPolicy) error {
 	a.d.record(ctx, ActionApplyAdmission, Target{GVR: gvrAdmissionPolicy, Name: p.Name})
 	return nil

@@ -32,6 +32,7 @@ type Edge struct {
 // and deleted.
 type Admission interface {
 	GetPolicy(ctx context.Context, name string) (*admissionv1.MutatingAdmissionPolicy, error)
+	GetBinding(ctx context.Context, name string) (*admissionv1.MutatingAdmissionPolicyBinding, error)
 	ApplyPolicy(ctx context.Context, p *admissionv1.MutatingAdmissionPolicy) error
 	ApplyBinding(ctx context.Context, b *admissionv1.MutatingAdmissionPolicyBinding) error
 	// DeletePolicy deletes the policy only while it still has uid.
@@ -61,6 +62,10 @@ type admissionClient struct{ kube kubernetes.Interface }
 
 func (a admissionClient) GetPolicy(ctx context.Context, name string) (*admissionv1.MutatingAdmissionPolicy, error) {
 	return a.kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
+}
+
+func (a admissionClient) GetBinding(ctx context.Context, name string) (*admissionv1.MutatingAdmissionPolicyBinding, error) {
+	return a.kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Get(ctx, name, metav1.GetOptions{})
 }
 
 func applyOptions() metav1.PatchOptions {

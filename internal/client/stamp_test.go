@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -119,5 +120,111 @@ func TestStampDefaultConflict(t *testing.T) {
 	}
 	if live, _ := clienttest.Live(fake, widgets, "ns1", "w"); len(live.Finalizers) != 0 || live.Annotations[policy.DefaultPropagationAnnotation] != "" {
 		t.Errorf("the object being deleted was stamped: %+v", live.ObjectMeta)
+	}
+}
+
+// TestUnstampDefault: uninstall's unstamp removes the finalizer the annotation records and the
+// annotation, and nothing else: a user's own finalizers stay in place, a user's orphan or
+// foregroundDeletion finalizer the annotation does not record stays, an object without the
+// annotation, being deleted or replaced is not written to. The first patch is planned on the
+// listed object (no GET) at its resourceVersion.
+func TestUnstampDefault(t *testing.T) {
+	now := metav1.Now()
+	for _, tt := range []struct {
+		name       string
+		finalizers []string
+		stamped    string
+		deleting   bool
+		uid        string
+		wantPatch  string // "" none
+		wantFins   []string
+	}{
+		{
+			name: "stamped Orphan, among a user's finalizers", finalizers: []string{"example.com/a", "orphan", "example.com/b"}, stamped: "Orphan",
+			wantPatch: `{"metadata":{"resourceVersion":"7","finalizers":["example.com/a","example.com/b"],"annotations":{"cascade.dev/default-propagation":null}}}`,
+			wantFins:  []string{"example.com/a", "example.com/b"},
+		},
+		{
+			name: "recorded Foreground, but the orphan finalizer is the user's", finalizers: []string{"orphan"}, stamped: "Foreground",
+			wantPatch: `{"metadata":{"resourceVersion":"7","finalizers":["orphan"],"annotations":{"cascade.dev/default-propagation":null}}}`,
+			wantFins:  []string{"orphan"},
+		},
+		{
+			name: "opted out (finalizer removed by hand): only the annotation goes", finalizers: []string{"example.com/a"}, stamped: "Orphan",
+			wantPatch: `{"metadata":{"resourceVersion":"7","finalizers":["example.com/a"],"annotations":{"cascade.dev/default-propagation":null}}}`,
+			wantFins:  []string{"example.com/a"},
+		},
+		{name: "not stamped: a user's orphan finalizer untouched", finalizers: []string{"orphan"}, wantFins: []string{"orphan"}},
+		{name: "being deleted: untouched", finalizers: []string{"orphan"}, stamped: "Orphan", deleting: true, wantFins: []string{"orphan"}},
+		{name: "another object at the name: untouched", finalizers: []string{"orphan"}, stamped: "Orphan", uid: "other", wantFins: []string{"orphan"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			uid := "w-uid"
+			if tt.uid != "" {
+				uid = tt.uid
+			}
+			w := widget("ns1", "w", types.UID(uid), "7")
+			w.Finalizers = slices.Clone(tt.finalizers)
+			w.Annotations = map[string]string{"keep": "me"}
+			if tt.stamped != "" {
+				w.Annotations[policy.DefaultPropagationAnnotation] = tt.stamped
+			}
+			if tt.deleting {
+				w.DeletionTimestamp = &now
+			}
+			fake := clienttest.NewFake(w.DeepCopy())
+			plan, err := UnstampDefault(context.Background(), New(fake), Target{GVR: widgets, Namespace: "ns1", Name: "w", UID: "w-uid"}, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			if tt.wantPatch != "" {
+				want = append(want, "patch example.com/v1, Resource=widgets ns=ns1 name=w application/merge-patch+json "+tt.wantPatch)
+			}
+			if got := clienttest.Actions(fake); !slices.Equal(got, want) {
+				t.Errorf("actions:\n%q\nwant\n%q", got, want)
+			}
+			if plan.Change != (tt.wantPatch != "") {
+				t.Errorf("plan %+v, want a change: %t", plan, tt.wantPatch != "")
+			}
+			live, err := clienttest.Live(fake, widgets, "ns1", "w")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantAnno := tt.stamped
+			if tt.wantPatch != "" {
+				wantAnno = ""
+			}
+			if !slices.Equal(live.Finalizers, tt.wantFins) || live.Annotations["keep"] != "me" || live.Annotations[policy.DefaultPropagationAnnotation] != wantAnno {
+				t.Errorf("after: finalizers %q annotations %v; want finalizers %q stamp %q", live.Finalizers, live.Annotations, tt.wantFins, wantAnno)
+			}
+		})
+	}
+}
+
+// TestUnstampDefaultConflict: the listed object is stale (the user added a finalizer since):
+// the patch at the listed resourceVersion fails with 409, the live object is read, and the
+// retry keeps the user's new finalizer.
+func TestUnstampDefaultConflict(t *testing.T) {
+	listed := widget("ns1", "w", "w-uid", "7")
+	listed.Finalizers = []string{"orphan"}
+	listed.Annotations = map[string]string{policy.DefaultPropagationAnnotation: "Orphan"}
+	live := listed.DeepCopy()
+	live.Finalizers = []string{"orphan", "example.com/new"}
+	live.ResourceVersion = "8"
+	fake := clienttest.NewFake(live)
+	fake.PrependReactor("patch", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if strings.Contains(string(a.(clienttesting.PatchAction).GetPatch()), `"resourceVersion":"7"`) {
+			return true, nil, apierrors.NewConflict(widgets.GroupResource(), "w", nil)
+		}
+		return false, nil, nil
+	})
+	plan, err := UnstampDefault(context.Background(), New(fake), Target{GVR: widgets, Namespace: "ns1", Name: "w", UID: "w-uid"}, listed)
+	if err != nil || !plan.Change || plan.Removed != "orphan" {
+		t.Fatalf("UnstampDefault = %+v, %v; want the orphan finalizer removed", plan, err)
+	}
+	got, _ := clienttest.Live(fake, widgets, "ns1", "w")
+	if !slices.Equal(got.Finalizers, []string{"example.com/new"}) || got.Annotations[policy.DefaultPropagationAnnotation] != "" {
+		t.Errorf("after the retry: %+v", got.ObjectMeta)
 	}
 }

@@ -1,0 +1,354 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/policy"
+	"github.com/cascade-gc/cascade/policy/watch"
+)
+
+// Client budget of `cascade uninstall`: one list page per resource, then one PATCH per stamped
+// object (a GET more on a conflict).
+const (
+	uninstallQPS   = 50
+	uninstallBurst = 100
+	listPage       = 500
+)
+
+// newUninstallCommand is `cascade uninstall`: removes what cascade wrote into the cluster at
+// run time and would leave acting without it (docs/uninstall.md).
+func newUninstallCommand() *cobra.Command {
+	var (
+		kf     kubeFlags
+		dryRun bool
+		force  bool
+		lease  string
+	)
+	cmd := &cobra.Command{
+		Use:   "uninstall [--dry-run] [--kubeconfig PATH] [--context NAME]",
+		Short: "Remove cascade's admission objects and the finalizers and annotations its defaults stamped",
+		Long: "Remove what cascade wrote into the cluster at run time and what would keep acting without it:\n" +
+			"the MutatingAdmissionPolicy and binding " + policy.AdmissionName + " (only when labelled " + policy.ManagedByLabel + "=" + policy.ManagedByValue + "),\n" +
+			"then, on every object of every resource that supports list and patch and carries the\n" +
+			"annotation " + policy.DefaultPropagationAnnotation + ", the finalizer that annotation records\n" +
+			"(when still there) and the annotation. No other finalizer is ever removed; an object being\n" +
+			"deleted is left alone (its finalizers belong to its deletion). Prints what it did, per resource.\n" +
+			"Stop cascade first (it would put them back); see docs/uninstall.md.",
+		Example: "  cascade uninstall --dry-run\n  cascade uninstall --context prod",
+		Args:    noArgs,
+	}
+	kf.add(cmd.Flags(), false)
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Read everything and print what would be done; change nothing.")
+	cmd.Flags().StringVar(&lease, "lease", "cascade-system/cascade", "The Lease of cascade's leader election, NAMESPACE/NAME: while it is held, cascade is running and uninstall refuses to start. Empty: no check.")
+	cmd.Flags().BoolVar(&force, "force", false, "Run even while the Lease is held (a running cascade puts back what this removes).")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		var leaseNS, leaseName string
+		if lease != "" {
+			var err error
+			if leaseNS, leaseName, err = watch.ParseName(lease); err != nil {
+				return &usageError{err: fmt.Errorf("invalid --lease=%s: %v", lease, err)}
+			}
+		}
+		cfg, err := kf.restConfig()
+		if err != nil {
+			return err
+		}
+		cfg.UserAgent = userAgent + "-uninstall"
+		cfg.QPS, cfg.Burst = uninstallQPS, uninstallBurst
+		cfg.WarningHandler = rest.NoWarnings{} // listing deprecated resources (v1 Endpoints) warns
+		cs, err := newClients(cfg)
+		if err != nil {
+			return err
+		}
+		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		u := &uninstaller{
+			resources: cs.disco.ServerPreferredResources, meta: cs.metadata, kube: cs.kube, edge: client.NewEdge(cs.metadata, cs.kube),
+			dryRun: dryRun, leaseNamespace: leaseNS, leaseName: leaseName, force: force, now: time.Now,
+		}
+		return u.run(ctx, cmd.OutOrStdout())
+	}
+	return cmd
+}
+
+// uninstaller is one run of `cascade uninstall`. Every write goes through edge (the dry-run
+// Edge with --dry-run); lists and the Lease are reads.
+type uninstaller struct {
+	// resources is discovery's preferred resources (ServerPreferredResources).
+	resources func() ([]*metav1.APIResourceList, error)
+	meta      metadata.Interface
+	kube      kubernetes.Interface
+	edge      client.Edge
+
+	dryRun                    bool
+	leaseNamespace, leaseName string // "": no check
+	force                     bool
+	now                       func() time.Time
+}
+
+// resourceCounts is what uninstall found and did on one resource's stamped objects.
+type resourceCounts struct {
+	resource  string
+	stamped   int // objects carrying the annotation
+	unstamped int // annotation removed
+	removed   map[string]int
+	deleting  int // left alone: being deleted
+	changed   int // gone, replaced or no longer stamped when written to
+	failed    int
+}
+
+func (u *uninstaller) run(ctx context.Context, out io.Writer) error {
+	if u.dryRun {
+		u.edge, _ = u.edge.DryRun(prometheus.NewRegistry(), time.Hour) // never Run: nothing to compare
+		_, _ = fmt.Fprintln(out, "Dry run: nothing is changed; every line says what would be done.")
+	}
+	if err := u.checkLease(ctx); err != nil {
+		return err
+	}
+	var problems []string
+	// The admission objects first: once they are gone, no create is stamped any more.
+	if err := u.deleteAdmission(ctx, out); err != nil {
+		problems = append(problems, err.Error())
+	}
+	counts, discoErr, err := u.unstampAll(ctx)
+	if err != nil {
+		return err
+	}
+	if discoErr != nil {
+		problems = append(problems, fmt.Sprintf("some API groups could not be discovered, their objects were not looked at: %v", discoErr))
+	}
+	total := u.report(out, counts)
+	if total.failed > 0 {
+		problems = append(problems, fmt.Sprintf("%d stamped objects could not be unstamped (see the log above)", total.failed))
+	}
+	if !u.dryRun {
+		// A cascade still running (without leader election, or with --force) puts them back.
+		if p, err := u.edge.Admission.GetPolicy(ctx, policy.AdmissionName); err == nil && isCascades(p.Labels) {
+			problems = append(problems, "the MutatingAdmissionPolicy "+policy.AdmissionName+" is back: a cascade is still running; stop it and run uninstall again")
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("uninstall incomplete: %s; run it again once fixed", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// checkLease refuses to go on while cascade's Lease is held: a running cascade would put back
+// the admission objects and stamps.
+func (u *uninstaller) checkLease(ctx context.Context) error {
+	if u.leaseName == "" || u.force {
+		return nil
+	}
+	l, err := u.kube.CoordinationV1().Leases(u.leaseNamespace).Get(ctx, u.leaseName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("cannot read the Lease %s/%s to tell whether cascade is running: %v (pass --lease= or --force to skip the check)", u.leaseNamespace, u.leaseName, err)
+	}
+	s := l.Spec
+	if s.HolderIdentity == nil || *s.HolderIdentity == "" || s.RenewTime == nil || s.LeaseDurationSeconds == nil {
+		return nil
+	}
+	age := u.now().Sub(s.RenewTime.Time)
+	if age >= time.Duration(*s.LeaseDurationSeconds)*time.Second {
+		return nil
+	}
+	return fmt.Errorf("cascade is running: the Lease %s/%s is held by %s, renewed %s ago; stop it first (kubectl -n %s scale deployment cascade --replicas=0), or pass --force",
+		u.leaseNamespace, u.leaseName, *s.HolderIdentity, age.Round(time.Second), u.leaseNamespace)
+}
+
+func isCascades(labels map[string]string) bool {
+	return labels[policy.ManagedByLabel] == policy.ManagedByValue
+}
+
+// deleteAdmission deletes the binding, then the policy, each only when labelled as cascade's,
+// and says what it did with each.
+func (u *uninstaller) deleteAdmission(ctx context.Context, out io.Writer) error {
+	adm := u.edge.Admission
+	deleted := "deleted"
+	if u.dryRun {
+		deleted = "would be deleted"
+	}
+	var errs []error
+	b, err := adm.GetBinding(ctx, policy.AdmissionName)
+	switch {
+	case apierrors.IsNotFound(err):
+		_, _ = fmt.Fprintf(out, "MutatingAdmissionPolicyBinding %s: none\n", policy.AdmissionName)
+	case err != nil:
+		errs = append(errs, fmt.Errorf("reading MutatingAdmissionPolicyBinding %s: %w", policy.AdmissionName, err))
+	case !isCascades(b.Labels):
+		_, _ = fmt.Fprintf(out, "MutatingAdmissionPolicyBinding %s: left alone, not labelled %s=%s (not cascade's)\n", policy.AdmissionName, policy.ManagedByLabel, policy.ManagedByValue)
+	default:
+		if err := adm.DeleteBinding(ctx, policy.AdmissionName); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting MutatingAdmissionPolicyBinding %s: %w", policy.AdmissionName, err))
+		} else {
+			_, _ = fmt.Fprintf(out, "MutatingAdmissionPolicyBinding %s: %s\n", policy.AdmissionName, deleted)
+		}
+	}
+	p, err := adm.GetPolicy(ctx, policy.AdmissionName)
+	switch {
+	case apierrors.IsNotFound(err):
+		_, _ = fmt.Fprintf(out, "MutatingAdmissionPolicy %s: none\n", policy.AdmissionName)
+	case err != nil:
+		errs = append(errs, fmt.Errorf("reading MutatingAdmissionPolicy %s: %w", policy.AdmissionName, err))
+	case !isCascades(p.Labels):
+		_, _ = fmt.Fprintf(out, "MutatingAdmissionPolicy %s: left alone, not labelled %s=%s (not cascade's)\n", policy.AdmissionName, policy.ManagedByLabel, policy.ManagedByValue)
+	default:
+		if err := adm.DeletePolicy(ctx, policy.AdmissionName, p.UID); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting MutatingAdmissionPolicy %s: %w", policy.AdmissionName, err))
+		} else {
+			_, _ = fmt.Fprintf(out, "MutatingAdmissionPolicy %s: %s\n", policy.AdmissionName, deleted)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stampable is every resource that can be listed and patched, sorted by name. A group that
+// cannot be discovered is returned as discoErr, with the resources of the others.
+func (u *uninstaller) stampable() (gvrs []schema.GroupVersionResource, discoErr error, err error) {
+	lists, err := u.resources()
+	if err != nil {
+		if !discovery.IsGroupDiscoveryFailedError(err) {
+			return nil, nil, fmt.Errorf("cannot discover the cluster's resources: %v", err)
+		}
+		discoErr = err
+	}
+	lists = discovery.FilteredBy(discovery.SupportsAllVerbs{Verbs: []string{"list", "patch"}}, lists)
+	set, err := discovery.GroupVersionResources(lists)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot read the cluster's resources: %v", err)
+	}
+	for gvr := range set {
+		if !strings.Contains(gvr.Resource, "/") {
+			gvrs = append(gvrs, gvr)
+		}
+	}
+	slices.SortFunc(gvrs, func(a, b schema.GroupVersionResource) int {
+		return strings.Compare(resourceName(a), resourceName(b))
+	})
+	return gvrs, discoErr, nil
+}
+
+func resourceName(gvr schema.GroupVersionResource) string {
+	return gvr.GroupResource().String()
+}
+
+// unstampAll lists every stampable resource (metadata only, in pages) and unstamps each
+// object that carries the annotation. It returns the counts of the resources that had any.
+func (u *uninstaller) unstampAll(ctx context.Context) (counts []*resourceCounts, discoErr, err error) {
+	gvrs, discoErr, err := u.stampable()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, gvr := range gvrs {
+		c := &resourceCounts{resource: resourceName(gvr), removed: map[string]int{}}
+		opts := metav1.ListOptions{Limit: listPage}
+		for {
+			list, err := u.meta.Resource(gvr).Namespace(metav1.NamespaceAll).List(ctx, opts)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, nil, ctx.Err()
+				}
+				if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
+					break // gone since discovery
+				}
+				return nil, nil, fmt.Errorf("cannot list %s: %v", c.resource, err)
+			}
+			for i := range list.Items {
+				u.unstamp(ctx, gvr, &list.Items[i], c)
+			}
+			if list.Continue == "" {
+				break
+			}
+			opts.Continue = list.Continue
+		}
+		if c.stamped > 0 {
+			counts = append(counts, c)
+		}
+	}
+	return counts, discoErr, nil
+}
+
+// unstamp removes one listed object's stamp, if it has one, and counts what was done.
+func (u *uninstaller) unstamp(ctx context.Context, gvr schema.GroupVersionResource, o *metav1.PartialObjectMetadata, c *resourceCounts) {
+	if _, ok := o.Annotations[policy.DefaultPropagationAnnotation]; !ok {
+		return
+	}
+	c.stamped++
+	if o.DeletionTimestamp != nil {
+		c.deleting++
+		return
+	}
+	t := client.Target{GVR: gvr, Namespace: o.Namespace, Name: o.Name, UID: o.UID}
+	plan, err := client.UnstampDefault(ctx, u.edge.Objects, t, o)
+	switch {
+	case err != nil:
+		c.failed++
+		klog.FromContext(ctx).Error(err, "Cannot unstamp", "object", t.String())
+	case !plan.Change:
+		c.changed++
+	default:
+		c.unstamped++
+		if plan.Removed != "" {
+			c.removed[plan.Removed]++
+		}
+	}
+}
+
+// report prints the counts as a table and a total line, and returns the total.
+func (u *uninstaller) report(out io.Writer, counts []*resourceCounts) resourceCounts {
+	total := resourceCounts{removed: map[string]int{}}
+	verb := ""
+	if u.dryRun {
+		verb = "would be "
+	}
+	if len(counts) == 0 {
+		_, _ = fmt.Fprintf(out, "Objects stamped by cascade's defaultPropagation (annotation %s): none\n", policy.DefaultPropagationAnnotation)
+		return total
+	}
+	_, _ = fmt.Fprintf(out, "Objects stamped by cascade's defaultPropagation (annotation %s), by resource:\n", policy.DefaultPropagationAnnotation)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	_, _ = fmt.Fprintln(tw, "  RESOURCE\tSTAMPED\tUNSTAMPED\tORPHAN REMOVED\tFOREGROUNDDELETION REMOVED\tBEING DELETED (LEFT)\tCHANGED MEANWHILE\tFAILED")
+	for _, c := range counts {
+		_, _ = fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", c.resource, c.stamped, c.unstamped,
+			c.removed[policy.FinalizerOrphan], c.removed[policy.FinalizerForeground], c.deleting, c.changed, c.failed)
+		total.stamped += c.stamped
+		total.unstamped += c.unstamped
+		total.deleting += c.deleting
+		total.changed += c.changed
+		total.failed += c.failed
+		for f, n := range c.removed {
+			total.removed[f] += n
+		}
+	}
+	_ = tw.Flush()
+	_, _ = fmt.Fprintf(out, "Total: %d stamped objects in %d resource(s): %d %sunstamped (%d orphan and %d foregroundDeletion finalizers %sremoved with the annotation), %d being deleted left alone, %d changed meanwhile, %d failed.\n",
+		total.stamped, len(counts), total.unstamped, verb, total.removed[policy.FinalizerOrphan], total.removed[policy.FinalizerForeground], verb,
+		total.deleting, total.changed, total.failed)
+	if total.deleting > 0 {
+		_, _ = fmt.Fprintf(out, "Objects being deleted keep their finalizers: the delete is theirs now. The in-tree garbage collector, once re-enabled, finishes them (or run cascade until they are gone).\n")
+	}
+	return total
+}

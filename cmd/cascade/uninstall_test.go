@@ -1,0 +1,277 @@
+package main
+
+import (
+	"context"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
+
+	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/client/clienttest"
+	"github.com/cascade-gc/cascade/policy"
+)
+
+var gadgets = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gadgets"}
+
+// uninstallFixture is a cluster for uninstall: Widgets and Gadgets (both listable and
+// patchable) and Pods' status subresource (never listed), cascade's admission objects, and
+// objects stamped or not.
+type uninstallFixture struct {
+	meta *metadatafake.FakeMetadataClient
+	kube *fake.Clientset
+	u    *uninstaller
+}
+
+func obj(gvr schema.GroupVersionResource, kind, ns, name string, finalizers []string, stamped string, deleting bool) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: gvr.GroupVersion().String(), Kind: kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(name + "-uid"), ResourceVersion: "5", Finalizers: finalizers},
+	}
+	if stamped != "" {
+		m.Annotations = map[string]string{policy.DefaultPropagationAnnotation: stamped, "user": "keep"}
+	}
+	if deleting {
+		m.DeletionTimestamp = &clienttest.DeletedAt
+	}
+	return m
+}
+
+func newUninstallFixture(t *testing.T, labelled bool, kubeObjs ...runtime.Object) *uninstallFixture {
+	t.Helper()
+	labels := map[string]string{policy.ManagedByLabel: policy.ManagedByValue}
+	if !labelled {
+		labels = map[string]string{policy.ManagedByLabel: "someone-else"}
+	}
+	kubeObjs = append(kubeObjs,
+		&admissionv1.MutatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: policy.AdmissionName, UID: "mp-uid", Labels: labels}},
+		&admissionv1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: policy.AdmissionName, Labels: labels}},
+	)
+	meta := clienttest.NewFake(
+		obj(clienttest.Widgets, "Widget", "ns1", "stamped-orphan", []string{"example.com/a", "orphan"}, "Orphan", false),
+		obj(clienttest.Widgets, "Widget", "ns1", "stamped-foreground", []string{"foregroundDeletion", "example.com/b"}, "Foreground", false),
+		obj(clienttest.Widgets, "Widget", "ns2", "opted-out", []string{"example.com/a"}, "Orphan", false),
+		obj(clienttest.Widgets, "Widget", "ns1", "users-orphan", []string{"orphan", "example.com/a"}, "", false),
+		obj(clienttest.Widgets, "Widget", "ns1", "deleting", []string{"orphan"}, "Orphan", true),
+		obj(gadgets, "Gadget", "", "cluster-scoped", []string{"orphan"}, "Orphan", false),
+		obj(gadgets, "Gadget", "", "plain", nil, "", false),
+	)
+	kube := fake.NewClientset(kubeObjs...)
+	rw := []string{"get", "list", "watch", "patch", "delete"}
+	lists := []*metav1.APIResourceList{
+		{GroupVersion: "example.com/v1", APIResources: []metav1.APIResource{
+			{Name: "widgets", Namespaced: true, Kind: "Widget", Verbs: rw},
+			{Name: "gadgets", Kind: "Gadget", Verbs: rw},
+			{Name: "readonlies", Kind: "Readonly", Verbs: []string{"get", "list"}},
+		}},
+		{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "pods/status", Namespaced: true, Kind: "Pod", Verbs: []string{"get", "patch"}}}},
+	}
+	u := &uninstaller{
+		resources: func() ([]*metav1.APIResourceList, error) { return lists, nil },
+		meta:      meta, kube: kube, edge: client.NewEdge(meta, kube),
+		leaseNamespace: "cascade-system", leaseName: "cascade",
+		now: func() time.Time { return time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC) },
+	}
+	return &uninstallFixture{meta: meta, kube: kube, u: u}
+}
+
+func (f *uninstallFixture) live(t *testing.T, gvr schema.GroupVersionResource, ns, name string) *metav1.PartialObjectMetadata {
+	t.Helper()
+	m, err := clienttest.Live(f.meta, gvr, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// writes are the write actions the fakes saw.
+func (f *uninstallFixture) writes() []string {
+	var out []string
+	for _, a := range append(f.meta.Actions(), f.kube.Actions()...) {
+		if v := a.GetVerb(); v != "get" && v != "list" && v != "watch" {
+			out = append(out, v+" "+a.GetResource().Resource)
+		}
+	}
+	return out
+}
+
+// TestUninstall: the admission objects go (binding first); every stamped object loses the
+// finalizer its annotation records and the annotation, and nothing else; a user's own
+// finalizers (an orphan finalizer on an object cascade did not stamp too) stay; an object
+// being deleted is left alone; the report counts it all per resource.
+func TestUninstall(t *testing.T) {
+	f := newUninstallFixture(t, true)
+	var out strings.Builder
+	if err := f.u.run(context.Background(), &out); err != nil {
+		t.Fatalf("uninstall: %v\n%s", err, out.String())
+	}
+	t.Logf("report:\n%s", out.String())
+	for _, want := range []struct {
+		gvr            schema.GroupVersionResource
+		ns, name       string
+		finalizers     []string
+		stamp, userAnn string
+	}{
+		{clienttest.Widgets, "ns1", "stamped-orphan", []string{"example.com/a"}, "", "keep"},
+		{clienttest.Widgets, "ns1", "stamped-foreground", []string{"example.com/b"}, "", "keep"},
+		{clienttest.Widgets, "ns2", "opted-out", []string{"example.com/a"}, "", "keep"},
+		{clienttest.Widgets, "ns1", "users-orphan", []string{"orphan", "example.com/a"}, "", ""},
+		{clienttest.Widgets, "ns1", "deleting", []string{"orphan"}, "Orphan", "keep"},
+		{gadgets, "", "cluster-scoped", nil, "", "keep"},
+		{gadgets, "", "plain", nil, "", ""},
+	} {
+		m := f.live(t, want.gvr, want.ns, want.name)
+		if !slices.Equal(m.Finalizers, want.finalizers) || m.Annotations[policy.DefaultPropagationAnnotation] != want.stamp || m.Annotations["user"] != want.userAnn {
+			t.Errorf("%s/%s after uninstall: finalizers %q, annotations %v; want finalizers %q, stamp %q", want.ns, want.name, m.Finalizers, m.Annotations, want.finalizers, want.stamp)
+		}
+	}
+	wantWrites := []string{"patch widgets", "patch widgets", "patch widgets", "patch gadgets", "delete mutatingadmissionpolicybindings", "delete mutatingadmissionpolicies"}
+	if got := f.writes(); !sameElements(got, wantWrites) {
+		t.Errorf("writes %q, want %q", got, wantWrites)
+	}
+	if i, j := slices.Index(f.writes(), "delete mutatingadmissionpolicybindings"), slices.Index(f.writes(), "delete mutatingadmissionpolicies"); i > j {
+		t.Errorf("the policy was deleted before its binding: %q", f.writes())
+	}
+	for _, want := range []string{
+		"MutatingAdmissionPolicyBinding cascade-default-propagation: deleted\n",
+		"MutatingAdmissionPolicy cascade-default-propagation: deleted\n",
+		"Total: 5 stamped objects in 2 resource(s): 4 unstamped (2 orphan and 1 foregroundDeletion finalizers removed with the annotation), 1 being deleted left alone, 0 changed meanwhile, 0 failed.",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	if !regexpLine(out.String(), `^\s+gadgets\.example\.com\s+1\s+1\s+1\s+0\s+0\s+0\s+0$`) ||
+		!regexpLine(out.String(), `^\s+widgets\.example\.com\s+4\s+3\s+1\s+1\s+1\s+0\s+0$`) {
+		t.Errorf("per-resource counts wrong:\n%s", out.String())
+	}
+
+	// A second run finds nothing left and writes nothing.
+	f.meta.ClearActions()
+	f.kube.ClearActions()
+	out.Reset()
+	if err := f.u.run(context.Background(), &out); err != nil {
+		t.Fatal(err)
+	}
+	if w := f.writes(); len(w) != 0 {
+		t.Errorf("second run wrote %q", w)
+	}
+	if !strings.Contains(out.String(), "MutatingAdmissionPolicy cascade-default-propagation: none") ||
+		!strings.Contains(out.String(), "Total: 1 stamped objects in 1 resource(s): 0 unstamped") {
+		t.Errorf("second run's report:\n%s", out.String())
+	}
+}
+
+// TestUninstallDryRun: --dry-run reads and reports the same, and writes nothing.
+func TestUninstallDryRun(t *testing.T) {
+	f := newUninstallFixture(t, true)
+	f.u.dryRun = true
+	var out strings.Builder
+	if err := f.u.run(context.Background(), &out); err != nil {
+		t.Fatalf("uninstall --dry-run: %v\n%s", err, out.String())
+	}
+	if w := f.writes(); len(w) != 0 {
+		t.Errorf("dry run wrote %q", w)
+	}
+	for _, want := range []string{
+		"Dry run: nothing is changed",
+		"MutatingAdmissionPolicy cascade-default-propagation: would be deleted\n",
+		"Total: 5 stamped objects in 2 resource(s): 4 would be unstamped (2 orphan and 1 foregroundDeletion finalizers would be removed",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	if m := f.live(t, clienttest.Widgets, "ns1", "stamped-orphan"); !slices.Contains(m.Finalizers, "orphan") {
+		t.Errorf("dry run removed a finalizer: %q", m.Finalizers)
+	}
+}
+
+// TestUninstallLeavesOthersAdmission: admission objects of that name not labelled as cascade's
+// are left alone (and said so); the stamps still go.
+func TestUninstallLeavesOthersAdmission(t *testing.T) {
+	f := newUninstallFixture(t, false)
+	var out strings.Builder
+	if err := f.u.run(context.Background(), &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range f.writes() {
+		if strings.HasPrefix(w, "delete") {
+			t.Errorf("deleted an admission object that is not cascade's: %q", f.writes())
+		}
+	}
+	if !strings.Contains(out.String(), "MutatingAdmissionPolicy cascade-default-propagation: left alone, not labelled app.kubernetes.io/managed-by=cascade") {
+		t.Errorf("report:\n%s", out.String())
+	}
+}
+
+// TestUninstallRefusesWhileCascadeRuns: a held Lease renewed within its duration means cascade
+// is running, and uninstall writes nothing; an expired or released one, or --force, lets it go.
+func TestUninstallRefusesWhileCascadeRuns(t *testing.T) {
+	lease := func(holder string, renewedAgo time.Duration) *coordinationv1.Lease {
+		d := int32(15)
+		renew := metav1.NewMicroTime(time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC).Add(-renewedAgo))
+		return &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "cascade-system", Name: "cascade"},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &d, RenewTime: &renew},
+		}
+	}
+	for _, tt := range []struct {
+		name    string
+		lease   *coordinationv1.Lease
+		force   bool
+		refused bool
+	}{
+		{"held", lease("cascade-7d9f", 3*time.Second), false, true},
+		{"held, --force", lease("cascade-7d9f", 3*time.Second), true, false},
+		{"expired", lease("cascade-7d9f", 20*time.Second), false, false},
+		{"released", lease("", time.Second), false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newUninstallFixture(t, true, tt.lease)
+			f.u.force = tt.force
+			var out strings.Builder
+			err := f.u.run(context.Background(), &out)
+			if tt.refused {
+				if err == nil || !strings.Contains(err.Error(), "cascade is running: the Lease cascade-system/cascade is held by cascade-7d9f, renewed 3s ago") {
+					t.Errorf("err = %v, want a refusal", err)
+				}
+				if w := f.writes(); len(w) != 0 {
+					t.Errorf("refused, yet wrote %q", w)
+				}
+				return
+			}
+			if err != nil || len(f.writes()) == 0 {
+				t.Errorf("err = %v, writes %q; want it done", err, f.writes())
+			}
+		})
+	}
+}
+
+func sameElements(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// regexpLine reports whether some line of s matches re.
+func regexpLine(s, re string) bool {
+	r := regexp.MustCompile(re)
+	for line := range strings.Lines(s) {
+		if r.MatchString(strings.TrimRight(line, "\n")) {
+			return true
+		}
+	}
+	return false
+}
