@@ -179,7 +179,7 @@ func TestUnstampDefault(t *testing.T) {
 			}
 			var want []string
 			if tt.wantPatch != "" {
-				want = append(want, "patch example.com/v1, Resource=widgets ns=ns1 name=w application/merge-patch+json "+tt.wantPatch)
+				want = append(want, "PATCH widgets.v1.example.com ns1/w merge "+tt.wantPatch)
 			}
 			if got := clienttest.Actions(fake); !slices.Equal(got, want) {
 				t.Errorf("actions:\n%q\nwant\n%q", got, want)
