@@ -6,10 +6,12 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -205,6 +207,34 @@ func TestSecureServing(t *testing.T) {
 	// A client that does not trust the certificate cannot connect.
 	if _, err := (&http.Client{Timeout: 10 * time.Second}).Get(base + "/metrics"); err == nil { //nolint:noctx // a one-off probe
 		t.Error("a client trusting only the system's roots accepted cascade's certificate")
+	}
+
+	// cascade explain through a port-forward's address (here cascade's own): the kubeconfig
+	// user's token goes with the request, so the operator's role lets it and no role does not.
+	for _, tt := range []struct {
+		who      string
+		wantCode int
+		want     string
+	}{{"debug", 0, "explained"}, {"none", 1, "403"}} {
+		ukc := filepath.Join(t.TempDir(), tt.who+".kubeconfig")
+		if err := suite.CP.WriteKubeconfig(ukc, "system:serviceaccount:"+ns+":"+readers[tt.who].name, readers[tt.who].token); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.CommandContext(ctx, suite.CascadeBin, "explain", "configmaps/explained", "-n", ns, "--url", base,
+			"--certificate-authority", certFile, "--kubeconfig", ukc)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee):
+			code = ee.ExitCode()
+		case err != nil:
+			t.Fatal(err)
+		}
+		t.Logf("explain as %-6s → exit %d %.120q", tt.who, code, out)
+		if code != tt.wantCode || !strings.Contains(string(out), tt.want) {
+			t.Errorf("cascade explain --url %s as %s: exit %d %q, want exit %d and %q", base, tt.who, code, out, tt.wantCode, tt.want)
+		}
 	}
 
 	// The health port: plain HTTP, no credentials, nothing but the state.

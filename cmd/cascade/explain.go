@@ -43,6 +43,8 @@ func newExplainCommand() *cobra.Command {
 		kf                    kubeFlags
 		base, format          string
 		service, port, scheme string
+		caFile                string
+		insecureTLS           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "explain RESOURCE[.GROUP]/NAME [-n NAMESPACE] [-o text|json|yaml|dot]",
@@ -55,11 +57,15 @@ func newExplainCommand() *cobra.Command {
 			"directly instead (a local run, a port-forward), with RESOURCE as plural[.group].",
 		Example: "  cascade explain cm/my-config\n" +
 			"  cascade explain deployment.apps/web -n shop -o yaml --context prod\n" +
-			"  cascade explain configmaps/my-config -n default --url http://127.0.0.1:8080",
+			"  cascade explain configmaps/my-config -n default --url http://127.0.0.1:8443\n" +
+			"  kubectl -n cascade-system port-forward deploy/cascade 8443 &\n" +
+			"  cascade explain configmaps/my-config -n default --url https://127.0.0.1:8443 --insecure-skip-tls-verify",
 		Args: exactArgs(1, "one RESOURCE[.GROUP]/NAME"),
 	}
 	kf.add(cmd.Flags(), true)
-	cmd.Flags().StringVar(&base, "url", "", "Ask the cascade at this address directly (its --metrics-bind-address, e.g. http://127.0.0.1:8080) instead of through the API server.")
+	cmd.Flags().StringVar(&base, "url", "", "Ask the cascade at this address directly instead of through the API server: http://127.0.0.1:8443 for a local run (--metrics-secure=false), or https://127.0.0.1:8443 through kubectl port-forward to a secure cascade, which authorizes the kubeconfig user's bearer token (get on /debug/graph).")
+	cmd.Flags().StringVar(&caFile, "certificate-authority", "", "With an https --url: the CA file that signed cascade's serving certificate (its --tls-cert-file).")
+	cmd.Flags().BoolVar(&insecureTLS, "insecure-skip-tls-verify", false, "With an https --url: do not verify cascade's serving certificate (its self-signed one); the token is still sent, so use it only through a port-forward.")
 	cmd.Flags().StringVarP(&format, "output", "o", "text", "text, json, yaml or dot.")
 	cmd.Flags().StringVar(&service, "service", defaultExplainService, "The Service in front of cascade's metrics port, NAMESPACE/NAME, reached through the API server's service proxy.")
 	cmd.Flags().StringVar(&port, "port", defaultExplainPort, "The Service's port, by name or number.")
@@ -85,7 +91,13 @@ func newExplainCommand() *cobra.Command {
 			if ns == "" {
 				ns = metav1.NamespaceDefault
 			}
-			return explain(ctx, cmd.OutOrStdout(), &http.Client{Timeout: 30 * time.Second}, strings.TrimRight(base, "/"), resource, ns, name, format)
+			hc := &http.Client{Timeout: 30 * time.Second}
+			if strings.HasPrefix(base, "https://") {
+				if hc, err = secureURLClient(kf, base, caFile, insecureTLS); err != nil {
+					return err
+				}
+			}
+			return explain(ctx, cmd.OutOrStdout(), hc, strings.TrimRight(base, "/"), resource, ns, name, format)
 		}
 		cfg, err := kf.restConfig()
 		if err != nil {
@@ -116,6 +128,34 @@ func newExplainCommand() *cobra.Command {
 		return explain(ctx, cmd.OutOrStdout(), hc, serviceProxyURL(cfg.Host, svcNS, svcName, port, scheme), graphResource, ns, name, format)
 	}
 	return cmd
+}
+
+// secureURLClient is the client of an https --url: the kubeconfig user's bearer token (a token,
+// a token file or an exec or auth provider that yields one; what cascade's TokenReview checks),
+// and TLS verified with caFile, or not at all with insecure.
+func secureURLClient(kf kubeFlags, base, caFile string, insecure bool) (*http.Client, error) {
+	user, err := kf.restConfig()
+	if err != nil {
+		return nil, fmt.Errorf("an https --url needs the kubeconfig user's token: %w", err)
+	}
+	if caFile == "" && !insecure {
+		return nil, &usageError{err: errors.New("an https --url needs --certificate-authority (the CA of cascade's --tls-cert-file) or --insecure-skip-tls-verify (its self-signed certificate)")}
+	}
+	cfg := &rest.Config{
+		Host:            base,
+		BearerToken:     user.BearerToken,
+		BearerTokenFile: user.BearerTokenFile,
+		ExecProvider:    user.ExecProvider,
+		AuthProvider:    user.AuthProvider,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: caFile, Insecure: insecure},
+		UserAgent:       userAgent + "-explain",
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("build HTTP client: %w", err)
+	}
+	hc.Timeout = 30 * time.Second
+	return hc, nil
 }
 
 // resolveResource resolves a resource as kubectl accepts it (singular, plural or short name,

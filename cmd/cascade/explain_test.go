@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -184,5 +185,49 @@ func TestServiceProxyURL(t *testing.T) {
 		if got := serviceProxyURL(tt.host, "cascade-system", "cascade-metrics", "metrics", tt.scheme); got != tt.want {
 			t.Errorf("serviceProxyURL(%s, %s) = %s, want %s", tt.host, tt.scheme, got, tt.want)
 		}
+	}
+}
+
+// TestExplainSecureURL: an https --url (a port-forward to a secure cascade) sends the kubeconfig
+// user's bearer token and verifies cascade's certificate with --certificate-authority; without
+// it or --insecure-skip-tls-verify it is a usage error that connects nowhere, and a 403 from
+// cascade is a failure that says so.
+func TestExplainSecureURL(t *testing.T) {
+	var auth string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = r.Header.Get("Authorization")
+		if auth != "Bearer operator-token" {
+			http.Error(w, `Forbidden: user "someone" cannot get path "/debug/graph"`, http.StatusForbidden)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(gc.Explanation{Object: gc.ExplainedObject{Kind: "ConfigMap", Namespace: "default", Name: "x", UID: "u-1"}, State: "Observed"})
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := func(token string) string {
+		p := filepath.Join(dir, token+".kubeconfig")
+		cfg := "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: https://127.0.0.1:1}\n" +
+			"users:\n- name: u\n  user: {token: " + token + "}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n"
+		if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	c := runCLI(t, nil, "explain", "configmaps/x", "--url", srv.URL, "--certificate-authority", ca, "--kubeconfig", kubeconfig("operator-token"))
+	if c.code != 0 || auth != "Bearer operator-token" || !strings.HasPrefix(c.stdout, "ConfigMap default/x (u-1): Observed") {
+		t.Errorf("with the operator's token: exit %d, Authorization %q, stdout %q, stderr %q", c.code, auth, c.stdout, c.stderr)
+	}
+	auth = ""
+	c = runCLI(t, nil, "explain", "configmaps/x", "--url", srv.URL, "--kubeconfig", kubeconfig("operator-token"))
+	if c.code != exitUsage || auth != "" || !strings.Contains(c.stderr, "--certificate-authority") {
+		t.Errorf("no CA: exit %d (want %d), reached cascade: %t, stderr %q", c.code, exitUsage, auth != "", c.stderr)
+	}
+	c = runCLI(t, nil, "explain", "configmaps/x", "--url", srv.URL, "--insecure-skip-tls-verify", "--kubeconfig", kubeconfig("other-token"))
+	if c.code != exitFailure || auth != "Bearer other-token" || !strings.Contains(c.stderr, "403") {
+		t.Errorf("a token without the role: exit %d (want %d), Authorization %q, stderr %q", c.code, exitFailure, auth, c.stderr)
 	}
 }
