@@ -212,8 +212,6 @@ func (w *Watcher) load(ctx context.Context, cm *corev1.ConfigMap) {
 	w.generation++
 	w.loaded, w.loadedRV = true, cm.ResourceVersion
 	w.current.Store(c)
-	w.opts.Metrics.Generation.Set(float64(w.generation))
-	w.opts.Metrics.LastLoadSuccess.Set(1)
 	msg := fmt.Sprintf("generation %d in force: %d rules, %d ignored resources", w.generation, c.Rules(), len(c.Ignored()))
 	logger.Info("Policy loaded", "generation", w.generation, "rules", c.Rules(), "ignoredResources", len(c.Ignored()))
 	if notes := w.notes(ctx, p); len(notes) > 0 {
@@ -221,6 +219,10 @@ func (w *Watcher) load(ctx context.Context, cm *corev1.ConfigMap) {
 		msg += "; " + strings.Join(notes, "; ")
 	}
 	w.event(cm, corev1.EventTypeNormal, EventReasonLoaded, msg)
+	// The metrics last: whoever sees them changed (a test, a dashboard) sees the log line and
+	// the Event already out.
+	w.opts.Metrics.Generation.Set(float64(w.generation))
+	w.opts.Metrics.LastLoadSuccess.Set(1)
 }
 
 // notes are what an accepted policy will not do (yet): rules for resources the cluster does
@@ -241,8 +243,6 @@ func (w *Watcher) notes(ctx context.Context, p *policy.Policy) []string {
 
 // reject keeps the policy in force and says why, once per version of the document.
 func (w *Watcher) reject(logger klog.Logger, cm *corev1.ConfigMap, errs field.ErrorList) {
-	w.opts.Metrics.LoadErrors.Inc()
-	w.opts.Metrics.LastLoadSuccess.Set(0)
 	kept := "the built-in policy"
 	if w.loaded {
 		kept = fmt.Sprintf("generation %d (resourceVersion %s)", w.generation, w.loadedRV)
@@ -255,6 +255,8 @@ func (w *Watcher) reject(logger klog.Logger, cm *corev1.ConfigMap, errs field.Er
 	logger.Error(nil, "Policy rejected; keeping the policy in force", "kept", kept, "errors", len(errs), "why", all)
 	w.event(cm, corev1.EventTypeWarning, EventReasonRejected,
 		fmt.Sprintf("%s rejected (%d errors), keeping %s; check it with `cascade policy validate -f FILE`: %s", policy.ConfigMapKey, len(errs), kept, all))
+	w.opts.Metrics.LoadErrors.Inc() // last, as in load
+	w.opts.Metrics.LastLoadSuccess.Set(0)
 }
 
 // missing puts the built-in policy in force when the ConfigMap does not exist, said once.
@@ -271,10 +273,10 @@ func (w *Watcher) missing(ctx context.Context, how string) {
 		w.loaded, w.loadedRV = false, ""
 		w.current.Store(policy.Builtin())
 	}
-	w.opts.Metrics.Generation.Set(float64(w.generation))
-	w.opts.Metrics.LastLoadSuccess.Set(1)
 	klog.FromContext(ctx).Info("Policy ConfigMap "+how+"; the built-in policy is in force until it exists",
 		"configmap", w.Name(), "generation", w.generation)
+	w.opts.Metrics.Generation.Set(float64(w.generation)) // last, as in load
+	w.opts.Metrics.LastLoadSuccess.Set(1)
 }
 
 // event reports on the ConfigMap. Call it with mu held.
