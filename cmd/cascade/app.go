@@ -213,7 +213,7 @@ func (a *app) run(ctx context.Context) error {
 		})
 	}
 	if a.policy != nil {
-		start(part{"policy", a.policy}, false)
+		start(part{"--policy-configmap", a.policy}, false)
 		select {
 		case <-a.policy.Loaded():
 		case <-ctx.Done():

@@ -155,7 +155,7 @@ func (w *Watcher) Start(ctx context.Context, timeout time.Duration) error {
 		if p := w.listErr.Load(); p != nil {
 			why = (*p).Error()
 		}
-		return fmt.Errorf("cannot read the policy ConfigMap %s within %s: %s", w.Name(), timeout, why)
+		return fmt.Errorf("cannot read the policy ConfigMap %s within %s: %s (cascade needs get, list and watch on it)", w.Name(), timeout, why)
 	}
 	w.mu.Lock()
 	absent := !w.present
