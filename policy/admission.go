@@ -20,6 +20,12 @@ const (
 	ManagedByValue = "cascade"
 )
 
+// ManagedByCascade reports whether an object with labels is one of cascade's admission objects;
+// cascade never updates nor deletes one that is not.
+func ManagedByCascade(labels map[string]string) bool {
+	return labels[ManagedByLabel] == ManagedByValue
+}
+
 // Admission renders the MutatingAdmissionPolicy and binding that stamp the default of the
 // policy's defaultPropagation rules on objects as they are created: the rule's finalizer
 // (StampFinalizer) and DefaultPropagationAnnotation. Both are nil when no rule stamps anything

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -144,7 +145,7 @@ func (u *uninstaller) run(ctx context.Context, out io.Writer) error {
 	}
 	if !u.dryRun {
 		// A cascade still running (without leader election, or with --force) puts them back.
-		if p, err := u.edge.Admission.GetPolicy(ctx, policy.AdmissionName); err == nil && isCascades(p.Labels) {
+		if p, err := u.edge.Admission.GetPolicy(ctx, policy.AdmissionName); err == nil && policy.ManagedByCascade(p.Labels) {
 			problems = append(problems, "the MutatingAdmissionPolicy "+policy.AdmissionName+" is back: a cascade is still running; stop it and run uninstall again")
 		}
 	}
@@ -179,10 +180,6 @@ func (u *uninstaller) checkLease(ctx context.Context) error {
 		u.leaseNamespace, u.leaseName, *s.HolderIdentity, age.Round(time.Second), u.leaseNamespace)
 }
 
-func isCascades(labels map[string]string) bool {
-	return labels[policy.ManagedByLabel] == policy.ManagedByValue
-}
-
 // deleteAdmission deletes the binding, then the policy, each only when labelled as cascade's,
 // and says what it did with each.
 func (u *uninstaller) deleteAdmission(ctx context.Context, out io.Writer) error {
@@ -192,36 +189,31 @@ func (u *uninstaller) deleteAdmission(ctx context.Context, out io.Writer) error 
 		deleted = "would be deleted"
 	}
 	var errs []error
-	b, err := adm.GetBinding(ctx, policy.AdmissionName)
-	switch {
-	case apierrors.IsNotFound(err):
-		_, _ = fmt.Fprintf(out, "MutatingAdmissionPolicyBinding %s: none\n", policy.AdmissionName)
-	case err != nil:
-		errs = append(errs, fmt.Errorf("reading MutatingAdmissionPolicyBinding %s: %w", policy.AdmissionName, err))
-	case !isCascades(b.Labels):
-		_, _ = fmt.Fprintf(out, "MutatingAdmissionPolicyBinding %s: left alone, not labelled %s=%s (not cascade's)\n", policy.AdmissionName, policy.ManagedByLabel, policy.ManagedByValue)
-	default:
-		if err := adm.DeleteBinding(ctx, policy.AdmissionName); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("deleting MutatingAdmissionPolicyBinding %s: %w", policy.AdmissionName, err))
-		} else {
-			_, _ = fmt.Fprintf(out, "MutatingAdmissionPolicyBinding %s: %s\n", policy.AdmissionName, deleted)
+	// Each object: read, left alone unless labelled as cascade's, deleted (the policy with its
+	// UID as precondition).
+	one := func(kind string, get func() (metav1.Object, error), del func(uid types.UID) error) {
+		obj, err := get()
+		switch {
+		case apierrors.IsNotFound(err):
+			_, _ = fmt.Fprintf(out, "%s %s: none\n", kind, policy.AdmissionName)
+		case err != nil:
+			errs = append(errs, fmt.Errorf("reading %s %s: %w", kind, policy.AdmissionName, err))
+		case !policy.ManagedByCascade(obj.GetLabels()):
+			_, _ = fmt.Fprintf(out, "%s %s: left alone, not labelled %s=%s (not cascade's)\n", kind, policy.AdmissionName, policy.ManagedByLabel, policy.ManagedByValue)
+		default:
+			if err := del(obj.GetUID()); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("deleting %s %s: %w", kind, policy.AdmissionName, err))
+			} else {
+				_, _ = fmt.Fprintf(out, "%s %s: %s\n", kind, policy.AdmissionName, deleted)
+			}
 		}
 	}
-	p, err := adm.GetPolicy(ctx, policy.AdmissionName)
-	switch {
-	case apierrors.IsNotFound(err):
-		_, _ = fmt.Fprintf(out, "MutatingAdmissionPolicy %s: none\n", policy.AdmissionName)
-	case err != nil:
-		errs = append(errs, fmt.Errorf("reading MutatingAdmissionPolicy %s: %w", policy.AdmissionName, err))
-	case !isCascades(p.Labels):
-		_, _ = fmt.Fprintf(out, "MutatingAdmissionPolicy %s: left alone, not labelled %s=%s (not cascade's)\n", policy.AdmissionName, policy.ManagedByLabel, policy.ManagedByValue)
-	default:
-		if err := adm.DeletePolicy(ctx, policy.AdmissionName, p.UID); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("deleting MutatingAdmissionPolicy %s: %w", policy.AdmissionName, err))
-		} else {
-			_, _ = fmt.Fprintf(out, "MutatingAdmissionPolicy %s: %s\n", policy.AdmissionName, deleted)
-		}
-	}
+	one("MutatingAdmissionPolicyBinding",
+		func() (metav1.Object, error) { return adm.GetBinding(ctx, policy.AdmissionName) },
+		func(types.UID) error { return adm.DeleteBinding(ctx, policy.AdmissionName) })
+	one("MutatingAdmissionPolicy",
+		func() (metav1.Object, error) { return adm.GetPolicy(ctx, policy.AdmissionName) },
+		func(uid types.UID) error { return adm.DeletePolicy(ctx, policy.AdmissionName, uid) })
 	return errors.Join(errs...)
 }
 

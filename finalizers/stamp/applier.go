@@ -285,7 +285,7 @@ func (a *Applier) applyAdmission(ctx context.Context, p *admissionv1.MutatingAdm
 		existing = nil
 	case err != nil:
 		return fmt.Errorf("reading MutatingAdmissionPolicy %s: %w", policy.AdmissionName, err)
-	case existing.Labels[policy.ManagedByLabel] != policy.ManagedByValue:
+	case !policy.ManagedByCascade(existing.Labels):
 		return fmt.Errorf("MutatingAdmissionPolicy %s exists without the label %s=%s: it is not cascade's, and cascade leaves it alone; rename or label it",
 			policy.AdmissionName, policy.ManagedByLabel, policy.ManagedByValue)
 	}
