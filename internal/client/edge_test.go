@@ -68,9 +68,9 @@ func TestDryRunEdgeSendsNoWrite(t *testing.T) {
 			_, err := e.ConfigMaps("ns").MergePatch(ctx, "record", []byte(`{"data":{"k":"v"}}`))
 			return err
 		}},
-		"Events.Create": {ActionEvent, func(context.Context, Edge) error { _, err := e0(ev, "create"); return err }},
-		"Events.Update": {ActionEvent, func(context.Context, Edge) error { _, err := e0(ev, "update"); return err }},
-		"Events.Patch":  {ActionEvent, func(context.Context, Edge) error { _, err := e0(ev, "patch"); return err }},
+		"Events.Create": {ActionEvent, func(_ context.Context, e Edge) error { _, err := e.Events.Create(ev); return err }},
+		"Events.Update": {ActionEvent, func(_ context.Context, e Edge) error { _, err := e.Events.Update(ev); return err }},
+		"Events.Patch":  {ActionEvent, func(_ context.Context, e Edge) error { _, err := e.Events.Patch(ev, []byte(`{}`)); return err }},
 	}
 	var listed []string
 	for part, typ := range edgeParts {
@@ -94,7 +94,6 @@ func TestDryRunEdgeSendsNoWrite(t *testing.T) {
 			kube := fake.NewClientset(cm.DeepCopy())
 			reg := prometheus.NewRegistry()
 			dry, d := NewEdge(meta, kube).DryRun(reg, DefaultDivergenceAfter)
-			eventsOf = dry.Events
 			if err := w0.call(context.Background(), dry); err != nil {
 				t.Fatalf("dry-run %s: %v", name, err)
 			}
@@ -107,20 +106,6 @@ func TestDryRunEdgeSendsNoWrite(t *testing.T) {
 				t.Errorf("cascade_dry_run_actions_total{action=%q} = %v after %s, want 1", w0.action, v, name)
 			}
 		})
-	}
-}
-
-// eventsOf is the Events part of the Edge under test (record.EventSink takes no context).
-var eventsOf record.EventSink
-
-func e0(ev *corev1.Event, op string) (*corev1.Event, error) {
-	switch op {
-	case "create":
-		return eventsOf.Create(ev)
-	case "update":
-		return eventsOf.Update(ev)
-	default:
-		return eventsOf.Patch(ev, []byte(`{}`))
 	}
 }
 
