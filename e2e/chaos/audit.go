@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -114,6 +115,7 @@ type checker struct {
 	d        *driver
 	lines    map[string]*timeline
 	crdDel   map[string][]time.Time    // GK -> CRD deletes
+	crdNew   map[string][]time.Time    // GK -> CRD creations after a delete (answered)
 	cDel     map[string][]cascadeWrite // UID -> cascade's DELETEs (applied, or perhaps)
 	removals map[string][]cascadeWrite // UID -> cascade's reference removals
 	unblocks map[string][]cascadeWrite // UID -> cascade's writes unblocking references
@@ -125,7 +127,7 @@ type checker struct {
 }
 
 func checkAudit(path string, d *driver) (*auditResult, error) {
-	c := &checker{d: d, lines: map[string]*timeline{}, crdDel: map[string][]time.Time{}, cDel: map[string][]cascadeWrite{},
+	c := &checker{d: d, lines: map[string]*timeline{}, crdDel: map[string][]time.Time{}, crdNew: map[string][]time.Time{}, cDel: map[string][]cascadeWrite{},
 		removals: map[string][]cascadeWrite{}, unblocks: map[string][]cascadeWrite{}, finals: map[string][]cascadeWrite{}, byCoord: map[string][]*record{}, created: map[string]time.Time{},
 		kindOf: map[[2]string]*kindDef{}, res: &auditResult{}}
 	for _, k := range kinds {
@@ -142,6 +144,8 @@ func checkAudit(path string, d *driver) (*auditResult, error) {
 			c.line(e.UID).deletes = append(c.line(e.UID).deletes, e)
 		case "crd-delete":
 			c.crdDel[e.GK] = append(c.crdDel[e.GK], e.T0)
+		case "crd-create":
+			c.crdNew[e.GK] = append(c.crdNew[e.GK], e.T1)
 		}
 	}
 	for _, u := range d.order {
@@ -429,6 +433,79 @@ func (c *checker) holdAt(uid string, t time.Time) bool {
 	return hold
 }
 
+// ownAt reports whether uid may have carried the GC finalizer f at t (any version the
+// driver may have seen at t says so) and whether it surely did (every one says so).
+func (c *checker) ownAt(uid string, t time.Time, f string) (maybe, surely bool) {
+	var cands []event
+	for _, v := range c.line(uid).versions {
+		switch {
+		case !v.T1.After(t):
+			cands = []event{v}
+		case v.T0.Before(t):
+			cands = append(cands, v)
+		}
+	}
+	surely = len(cands) > 0
+	for _, v := range cands {
+		if v.Own == f {
+			maybe = true
+		} else {
+			surely = false
+		}
+	}
+	return maybe, surely
+}
+
+// refOfGK is a reference naming only the kind of a GK key (apiVersion/kind).
+func refOfGK(gk string) Ref {
+	i := strings.LastIndex(gk, "/")
+	return Ref{APIVersion: gk[:max(i, 0)], Kind: gk[i+1:]}
+}
+
+// kindGoneAt reports whether a CRD serving the group and kind of ref (any version) was deleted
+// before t and not created again before t: with it went every object of the kind, so cascade
+// may take a reference naming the kind in a version no API serves as absent (issue 22.4b:
+// gc/gonekinds.go confirms that nothing serves the kind before it does).
+func (c *checker) kindGoneAt(ref Ref, t time.Time) bool {
+	want := groupKind(ref)
+	for gk, dels := range c.crdDel {
+		if groupKind(refOfGK(gk)) != want {
+			continue
+		}
+		for _, td := range dels {
+			if !td.Before(t) {
+				continue
+			}
+			recreated := false
+			for _, tc := range c.crdNew[gk] {
+				if tc.After(td) && tc.Before(t) {
+					recreated = true
+				}
+			}
+			if !recreated {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// orphanedByCRD reports whether o's deletion by its CRD's deletion before t orphaned its
+// dependents: the CRD's finalizer deletes with default options, so an orphan finalizer o
+// carried then decides (surely: o carried it in every reading; else in any reading).
+func (c *checker) orphanedByCRD(o *record, t time.Time, surely bool) bool {
+	for _, td := range c.crdDel[o.GK] {
+		if ct, ok := c.created[o.UID]; !ok || !ct.Before(td) || !td.Before(t) {
+			continue
+		}
+		maybe, sure := c.ownAt(o.UID, td, metav1.FinalizerOrphanDependents)
+		if sure || !surely && maybe {
+			return true
+		}
+	}
+	return false
+}
+
 // firstUnholdAfter returns when the driver sent the removal of uid's foreign finalizer after t.
 func (c *checker) firstUnholdAfter(uid string, t time.Time) (time.Time, bool) {
 	for _, v := range c.line(uid).versions {
@@ -512,10 +589,10 @@ func (c *checker) problem(x *record, refs []Ref, t time.Time) string {
 	}
 	for _, ref := range refs {
 		kd := c.kindByGK(ref.GK())
-		if gone, ok := c.d.flashes[ref.GK()]; ok && !gone.IsZero() && gone.Before(t) {
-			continue // a kind whose CRD was deleted before t (with every object of it): absent
-		}
 		if kd == nil {
+			if c.kindGoneAt(ref, t) {
+				continue // a kind whose CRD was deleted before t (with every object of it): absent
+			}
 			return fmt.Sprintf("its reference to %s %s has no REST mapping", ref.GK(), ref.Name)
 		}
 		if kd.namespaced && !x.k.namespaced {
@@ -525,7 +602,7 @@ func (c *checker) problem(x *record, refs []Ref, t time.Time) string {
 		if o == nil || o.GK != ref.GK() || o.Name != ref.Name || (kd.namespaced && o.Namespace != x.Namespace) {
 			continue // absent
 		}
-		if c.orphanedAt(o, t) {
+		if c.orphanedAt(o, t) || c.orphanedByCRD(o, t, true) {
 			return fmt.Sprintf("its owner %s %s was deleted with orphan (the reference should have been removed)", o.k.kind, o.Name)
 		}
 		if dt, ok := c.deadFrom(o); !ok || dt.After(t) {
@@ -582,7 +659,7 @@ func (c *checker) checkRemoval(w cascadeWrite) {
 		if kd == nil || o.GK != ref.GK() || o.Name != ref.Name || (kd.namespaced && o.Namespace != x.Namespace) {
 			continue // absent: removing it is right
 		}
-		if c.orphanedAt(o, w.to) {
+		if c.orphanedAt(o, w.to) || c.orphanedByCRD(o, w.to, false) {
 			continue
 		}
 		if dt, ok := c.deadFrom(o); ok && !dt.After(w.to) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -276,6 +277,92 @@ func TestAuditForegroundFinishedEarly(t *testing.T) {
 		res := checkLines(t, d, []string{finish(10300, fg.Name)})
 		if len(res.earlyForeground) != 0 || res.foregroundRaces != 1 {
 			t.Errorf("early %q, races %d; want none early and one race", res.earlyForeground, res.foregroundRaces)
+		}
+	})
+}
+
+// TestAuditCRDDeletion: two findings of the CI form (seed 1) that were the audit's, not
+// cascade's. (1) cascade deleted rc-160, whose only reference named Gadget gad-6 in a version
+// no API serves (v1alpha9), 15 s after the Gadget CRD was deleted: the kind was gone, so no such
+// owner could exist (issue 22.4b), but the check exempted only the short-lived CRDs' kinds.
+// (2) gad-32 carried the orphan finalizer (stamped) and its foreign finalizer when its CRD was
+// deleted: the CRD's finalizer deleted it with default options, so the orphan finalizer decided,
+// and cascade rightly removed the references to it; the check knew orphan deletions only from
+// the driver's and cascade's DELETEs.
+func TestAuditCRDDeletion(t *testing.T) {
+	rcKind, gadKind := kinds[3], kinds[8]
+	if rcKind.kind != "ReplicationController" || gadKind.kind != "Gadget" {
+		t.Fatal("kinds reordered")
+	}
+	t0 := time.Date(2026, 11, 26, 9, 27, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	gad := &record{Obj: &Obj{UID: "u-gad", GK: gadKind.gk(), Name: "gad-6"}, k: gadKind}
+	crdDelete := event{T0: at(1000), T1: at(1010), Op: "crd-delete", GK: gadKind.gk()}
+	crdCreate := event{T0: at(5000), T1: at(5100), Op: "crd-create", GK: gadKind.gk()}
+	deleteRC := func(ms int, uid string) string {
+		return auditLine(t, at(ms), "delete", "replicationcontrollers", "chaos-a", "rc-160", 200, map[string]any{
+			"kind": "DeleteOptions", "preconditions": map[string]any{"uid": uid, "resourceVersion": "8"}, "propagationPolicy": "Background"})
+	}
+
+	t.Run("a reference in a version nothing serves, to a kind whose CRD went", func(t *testing.T) {
+		ref := Ref{APIVersion: crdGroup + "/v1alpha9", Kind: "Gadget", Name: gad.Name, UID: gad.UID}
+		rc := &record{Obj: &Obj{UID: "u-rc", GK: rcKind.gk(), Namespace: "chaos-a", Name: "rc-160", Refs: []Ref{ref}, Namespaced: true}, k: rcKind}
+		base := []event{
+			{T0: at(0), T1: at(5), Op: "create", UID: gad.UID},
+			{T0: at(10), T1: at(15), Op: "create", UID: rc.UID, Refs: []Ref{ref}},
+		}
+		for _, tc := range []struct {
+			name    string
+			events  []event
+			deleted int
+			wrong   int
+		}{
+			{"CRD still there: unresolvable, kept", nil, 16000, 1},
+			{"deleted after the CRD went", []event{crdDelete}, 16000, 0},
+			{"deleted before the CRD went", []event{crdDelete}, 900, 1},
+			{"deleted after the CRD came back", []event{crdDelete, crdCreate}, 16000, 1},
+			{"deleted between the CRD's going and its coming back", []event{crdDelete, crdCreate}, 3000, 0},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				d := &driver{recs: map[string]*record{gad.UID: gad, rc.UID: rc}, order: []string{gad.UID, rc.UID}}
+				d.events = append(slices.Clone(base), tc.events...)
+				res := checkLines(t, d, []string{deleteRC(tc.deleted, rc.UID)})
+				if res.deletes != 1 || len(res.wrongDeletes) != tc.wrong {
+					t.Errorf("deletes %d, wrongful %q; want 1 delete, %d wrongful", res.deletes, res.wrongDeletes, tc.wrong)
+				}
+			})
+		}
+	})
+
+	t.Run("an owner deleted with its CRD while it carried the orphan finalizer", func(t *testing.T) {
+		ref := Ref{APIVersion: gadKind.apiVersion, Kind: "Gadget", Name: gad.Name, UID: gad.UID}
+		rc := &record{Obj: &Obj{UID: "u-rc", GK: rcKind.gk(), Namespace: "chaos-a", Name: "rc-160", Refs: []Ref{ref}, Namespaced: true}, k: rcKind}
+		remove := auditLine(t, at(1500), "patch", "replicationcontrollers", "chaos-a", rc.Name, 200,
+			map[string]any{"metadata": map[string]any{"uid": rc.UID, "ownerReferences": []any{map[string]any{"$patch": "delete", "uid": gad.UID}}}})
+		for _, tc := range []struct {
+			name        string
+			own         string
+			lines       []string
+			wrongRemove int
+			wrongDelete int
+		}{
+			{"orphan: the reference removed", "orphan", []string{remove}, 0, 0},
+			{"orphan: the dependent deleted instead", "orphan", []string{deleteRC(1500, rc.UID)}, 0, 1},
+			{"no GC finalizer, held by a foreign one: the reference removed", "", []string{remove}, 1, 0},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				d := &driver{recs: map[string]*record{gad.UID: gad, rc.UID: rc}, order: []string{gad.UID, rc.UID}}
+				d.events = []event{
+					{T0: at(0), T1: at(5), Op: "create", UID: gad.UID, Hold: true},
+					{T0: at(10), T1: at(15), Op: "create", UID: rc.UID, Refs: []Ref{ref}},
+					{T0: at(100), T1: at(105), Op: "refs", UID: gad.UID, Hold: true, Own: tc.own},
+					crdDelete,
+				}
+				res := checkLines(t, d, tc.lines)
+				if len(res.wrongRefRemovals) != tc.wrongRemove || len(res.wrongDeletes) != tc.wrongDelete {
+					t.Errorf("wrongful removals %q (want %d), wrongful deletes %q (want %d)", res.wrongRefRemovals, tc.wrongRemove, res.wrongDeletes, tc.wrongDelete)
+				}
+			})
 		}
 	})
 }

@@ -30,12 +30,16 @@ type record struct {
 // answer received (T1). The audit check replays them against cascade's writes.
 type event struct {
 	T0, T1   time.Time
-	Op       string // create, refs, delete, unhold, crd-delete, observe-deletion
+	Op       string // create, refs, delete, unhold, crd-delete, crd-create, observe-deletion
 	UID      string
 	Refs     []Ref
 	Hold     bool
+	// Own: the GC finalizer (orphan or foregroundDeletion) the object carried after a create,
+	// refs or unhold write, as the apiserver answered (a CRD's deletion keeps it: it decides
+	// how that deletion propagates).
+	Own      string
 	Deletion Deletion
-	GK       string // crd-delete: the kind whose CRD was deleted
+	GK       string // crd-delete, crd-create: the kind whose CRD was deleted or created again
 }
 
 // driver applies random operations and keeps the oracle's view of what it applied.
@@ -330,7 +334,7 @@ func (d *driver) createWith(k *kindDef, ns, name, op string, refs []Ref, hold bo
 	d.alive = append(d.alive, r.UID)
 	d.current[coordKey(k, ns, name)] = r.UID
 	d.adopt(r, got, t0, t1)
-	d.note(event{T0: t0, T1: t1, Op: "create", UID: r.UID, Refs: r.Refs, Hold: r.hold})
+	d.note(event{T0: t0, T1: t1, Op: "create", UID: r.UID, Refs: r.Refs, Hold: r.hold, Own: r.Own})
 	if !d.kindByCRDOK(k) {
 		// Created in the moment after its CRD's deletion was accepted, before the CRD turned
 		// Terminating: the CRD's finalizer deletes it too (unaudited), as every object of the
@@ -453,7 +457,7 @@ func (d *driver) update(r *record, op string, change func(u *unstructured.Unstru
 		switch {
 		case err == nil:
 			d.adopt(r, got, t0, t1)
-			e := event{T0: t0, T1: t1, Op: "refs", UID: r.UID, Refs: r.Refs, Hold: r.hold}
+			e := event{T0: t0, T1: t1, Op: "refs", UID: r.UID, Refs: r.Refs, Hold: r.hold, Own: r.Own}
 			if op == "unhold" {
 				e.Op = "unhold"
 			}
@@ -472,7 +476,7 @@ func (d *driver) update(r *record, op string, change func(u *unstructured.Unstru
 			// there as a write spanning the whole window (the audit check takes both sides).
 			d.uncertain++
 			if u := d.get(r); u != nil {
-				d.note(event{T0: t0, T1: time.Now(), Op: "refs", UID: r.UID, Refs: r.Refs, Hold: r.hold})
+				d.note(event{T0: t0, T1: time.Now(), Op: "refs", UID: r.UID, Refs: r.Refs, Hold: r.hold, Own: r.Own})
 			}
 			return ""
 		}
@@ -778,9 +782,11 @@ func (d *driver) opFlashCRD() string {
 func (d *driver) opCRD() string {
 	for _, k := range kinds {
 		if k.crd != "" && d.crdDeleted[k.crd] {
+			t0 := time.Now()
 			_, err := d.api.dyn.Resource(crdGVR).Create(d.ctx, crdObject(k), metav1.CreateOptions{})
 			if err == nil {
 				d.crdDeleted[k.crd] = false
+				d.note(event{T0: t0, T1: time.Now(), Op: "crd-create", GK: k.gk()})
 				return "crd-recreate"
 			}
 			return "" // still terminating (its objects wait for finalizers)
@@ -830,10 +836,12 @@ func (d *driver) recreateCRDs(timeout time.Duration) error {
 			continue
 		}
 		for {
+			t0 := time.Now()
 			_, err := d.api.dyn.Resource(crdGVR).Create(d.ctx, crdObject(k), metav1.CreateOptions{})
 			if err == nil {
 				d.crdDeleted[k.crd] = false
 				d.ops["crd-recreate"]++
+				d.note(event{T0: t0, T1: time.Now(), Op: "crd-create", GK: k.gk()})
 				break
 			}
 			if time.Now().After(deadline) {
