@@ -89,7 +89,7 @@ const watchLag = 3 * time.Second
 func (c *checker) foregroundStart(uid string, t time.Time) time.Time {
 	var start time.Time
 	for _, e := range c.line(uid).deletes {
-		if e.T0.Before(t) && e.T0.After(start) && (e.Deletion == DeletedForeground || e.Deletion == DeletedUnknown || e.Deletion == DeletedMaybeForeground) {
+		if e.T0.Before(t) && e.T0.After(start) && (e.Deletion == DeletedForeground || e.Deletion == DeletedUnknown || e.Deletion == DeletedMaybeForeground || e.Deletion == DeletedMaybeOrphan) {
 			start = e.T0
 		}
 	}

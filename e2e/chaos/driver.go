@@ -227,7 +227,7 @@ func (d *driver) randomRef(k *kindDef, ns string, self string) (Ref, bool) {
 			// reference to such an owner as one its orphaning removes, which holds only for
 			// references made before its delete.
 			r := d.recs[d.order[d.rng.IntN(len(d.order))]]
-			if (r.gone || r.Deletion != NotDeleted) && r.Deletion != DeletedOrphan && r.Deletion != DeletedUnknown && r.UID != self {
+			if (r.gone || r.Deletion != NotDeleted) && r.Deletion != DeletedOrphan && r.Deletion != DeletedMaybeOrphan && r.Deletion != DeletedUnknown && r.UID != self {
 				return refTo(r, false), true
 			}
 		}
@@ -341,7 +341,7 @@ func (d *driver) createWith(k *kindDef, ns, name, op string, refs []Ref, hold bo
 		// kind created until then (seed 20261123: wid-3199, created 9 ms after its CRD's
 		// deletion, gone, and its dependent rightly collected). Recorded as a CRD deletion
 		// now, for the oracle and the audit check.
-		r.Deletion = DeletedMaybeForeground
+		r.Deletion = crdDeletion(r)
 		d.note(event{T0: t1.Add(time.Nanosecond), T1: t1.Add(time.Nanosecond), Op: "crd-delete", GK: k.gk()})
 	}
 	return op
@@ -820,11 +820,22 @@ func (d *driver) opCRD() string {
 	for _, u := range d.order {
 		r := d.recs[u]
 		if r.k == k && r.Deletion == NotDeleted && !r.gone {
-			r.Deletion = DeletedMaybeForeground
+			r.Deletion = crdDeletion(r)
 		}
 	}
 	d.note(event{T0: t0, T1: t1, Op: "crd-delete", GK: k.gk()})
 	return "crd-delete"
+}
+
+// crdDeletion is how the deletion of r by its CRD's deletion propagates: the CRD's finalizer
+// deletes with default options, so an orphan finalizer r carried orphans its dependents (seed 1
+// in CI: wid-955, stamped orphan, deleted with the Widget CRD; cascade rightly orphaned sec-964,
+// which the oracle had taken as "must be gone").
+func crdDeletion(r *record) Deletion {
+	if r.Own == metav1.FinalizerOrphanDependents {
+		return DeletedMaybeOrphan
+	}
+	return DeletedMaybeForeground
 }
 
 // recreateCRDs creates every deleted CRD again, waiting (bounded) for the old one to finish

@@ -102,6 +102,12 @@ const (
 	// deleted it in the foreground, unseen by the driver). Each run takes it as one or the
 	// other.
 	DeletedMaybeForeground
+	// DeletedMaybeOrphan: a custom resource deleted with its CRD while it carried the orphan
+	// finalizer: the CRD's finalizer deletes with default options, so the orphan finalizer
+	// decides (its dependents are orphaned), unless the collector had already deleted it in the
+	// foreground for an owner waiting in the foreground (an own orphan finalizer yields to
+	// that), unseen by the driver. Each run takes it as one or the other.
+	DeletedMaybeOrphan
 )
 
 // Obj is one object incarnation (one UID) as the driver last knew it.
@@ -485,6 +491,8 @@ func startState(del Deletion, rng *rand.Rand) simState {
 		return []simState{sBG, sOrphan, sFG}[rng.IntN(3)]
 	case DeletedMaybeForeground:
 		return []simState{sBG, sFG}[rng.IntN(2)]
+	case DeletedMaybeOrphan:
+		return []simState{sOrphan, sFG}[rng.IntN(2)]
 	case Gone:
 		return sGone
 	}

@@ -234,13 +234,16 @@ func TestOracleCollectorDeletionsObservedLate(t *testing.T) {
 // deleted its dependent d in the foreground (d has a dependent of its own), and d now waits for
 // ever on x, a blocking dependent that can never be collected (a reference to a kind without
 // REST mapping). Taking o as deleted in the background, d "must be gone"; the driver cannot
-// tell which happened, so d is "either". The same for a custom resource deleted with its CRD.
+// tell which happened, so d is "either". The same for a custom resource deleted with its CRD,
+// Deleted with its CRD while it carried the orphan finalizer, o orphans d (d stays, its reference
+// removed) or had been deleted in the foreground by the collector first (d deleted in the
+// foreground too, waiting for ever for x): d must exist either way.
 func TestOracleMaybeForeground(t *testing.T) {
 	kinds, unknown, cm, to := cmWorld()
 	for _, tc := range []struct {
 		del  Deletion
 		want Fate
-	}{{DeletedBackground, MustBeGone}, {DeletedMaybeForeground, Either}} {
+	}{{DeletedBackground, MustBeGone}, {DeletedMaybeForeground, Either}, {DeletedMaybeOrphan, MustExist}} {
 		or := &Oracle{Kinds: kinds, Objs: map[string]*Obj{}, Seed: 1}
 		for _, o := range []*Obj{cm("o", tc.del), cm("d", NotDeleted, to("o", true)), cm("x", NotDeleted, to("d", true), unknown)} {
 			or.Objs[o.UID] = o
