@@ -71,6 +71,7 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ms := newMetricSet(reg)
+	ms.rest.Hook()                       // client-go's request metrics (rest_client_*), every client
 	cfg.Wrap(countRequests(ms.requests)) // every request but discovery's is counted
 	workqueue.SetProvider(ms.queues)     // before any queue is created
 	cs, err := newClients(cfg)

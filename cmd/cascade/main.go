@@ -35,6 +35,9 @@ type collectorFunc func(ctx context.Context, opts *Options) error
 
 // runCollector builds every part of the collector and runs them until a signal or a failure.
 func runCollector(ctx context.Context, opts *Options) error {
+	if err := applyLogging(opts.Logs); err != nil {
+		return err
+	}
 	a, err := newApp(ctx, opts)
 	if err != nil {
 		return err

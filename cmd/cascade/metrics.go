@@ -1,12 +1,15 @@
 package main
 
 import (
+	"runtime"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cascade-gc/cascade/finalizers"
 	"github.com/cascade-gc/cascade/finalizers/orphanrecord"
 	"github.com/cascade-gc/cascade/finalizers/stamp"
 	"github.com/cascade-gc/cascade/gc"
+	"github.com/cascade-gc/cascade/internal/client"
 	"github.com/cascade-gc/cascade/internal/work"
 	"github.com/cascade-gc/cascade/policy/watch"
 )
@@ -17,6 +20,7 @@ import (
 // is generated from it (TestMetricsDoc).
 type metricSet struct {
 	requests   *prometheus.CounterVec
+	rest       *client.RESTMetrics
 	queues     *work.QueueMetrics
 	work       *work.Metrics
 	gc         *gc.Metrics
@@ -33,9 +37,16 @@ func newMetricSet(reg prometheus.Registerer) metricSet {
 		Name:      "api_requests_total",
 		Help:      "Requests cascade sent to the API server, by verb and response code.",
 	}, []string{"verb", "code"})
-	reg.MustRegister(requests)
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: gc.MetricsNamespace,
+		Name:      "build_info",
+		Help:      "Always 1: the version, the commit (revision) and the Go version cascade was built with.",
+	}, []string{"version", "revision", "goversion"})
+	buildInfo.WithLabelValues(version, commit, runtime.Version()).Set(1)
+	reg.MustRegister(requests, buildInfo)
 	return metricSet{
 		requests:   requests,
+		rest:       client.NewRESTMetrics(reg),
 		queues:     work.NewQueueMetrics(reg),
 		work:       work.NewMetrics(reg),
 		gc:         gc.NewMetrics(reg),

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -13,7 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/klog/v2"
+	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/cascade-gc/cascade/finalizers/orphanrecord"
 	"github.com/cascade-gc/cascade/finalizers/stamp"
@@ -23,6 +22,8 @@ import (
 // Options are cascade's process flags. GC policy does not live here: it comes from the policy
 // ConfigMap (--policy-configmap, package policy/watch).
 type Options struct {
+	// Logs are component-base's logging options (--logging-format, -v, --vmodule).
+	Logs       *logsapi.LoggingConfiguration
 	Kubeconfig string
 	// QPS and Burst are the client-side budget for every request cascade makes. QPS 0 (the
 	// default) means no client-side limit: the Workers bound what is in flight, and
@@ -106,6 +107,7 @@ func defaultLeaseNamespace() string {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
+		Logs:                         logsapi.NewLoggingConfiguration(),
 		QPS:                          0, // no client-side limit: see Options.QPS
 		Burst:                        60,
 		Workers:                      20,
@@ -168,7 +170,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 // Validate checks every flag and returns all problems, before any client is built.
 func (o *Options) Validate() field.ErrorList {
-	var errs field.ErrorList
+	errs := validateLogging(o.Logs)
 	if o.Kubeconfig != "" {
 		if st, err := os.Stat(o.Kubeconfig); err != nil {
 			errs = append(errs, field.Invalid(field.NewPath("--kubeconfig"), o.Kubeconfig, "cannot read the file: "+unwrapPathError(err)))
@@ -328,12 +330,10 @@ func oneLine(errs field.ErrorList) string {
 	return strings.Join(parts, "; ")
 }
 
-// flagSet is every flag of the collector: its Options' and klog's.
+// flagSet is every flag of the collector: its Options' and component-base's logging flags.
 func flagSet(opts *Options) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("cascade", pflag.ContinueOnError)
 	opts.AddFlags(fs)
-	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(klogFlags)
-	fs.AddGoFlagSet(klogFlags)
+	logsapi.AddFlags(opts.Logs, fs)
 	return fs
 }
