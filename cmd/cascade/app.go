@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -80,11 +81,14 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 	}
 
 	a := &app{gate: leader.Open()}
+	live := liveness{workers: ms.work.NewLiveness(livenessStallAfter, nil)}
 	if opts.LeaderElect {
 		a.gate = &leader.Gate{}
+		live.lease = leaderelection.NewLeaderHealthzAdaptor(leaseRenewalSlack)
 		a.always = append(a.always, part{"leader election", leader.New(leader.Options{
 			Leases: cs.kube.CoordinationV1(), Namespace: opts.LeaderElectResourceNamespace, Name: opts.LeaderElectResourceName,
 			LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline, RetryPeriod: opts.RetryPeriod, Gate: a.gate,
+			WatchDog: live.lease,
 		})})
 	}
 	edge := client.NewEdge(cs.metadata, cs.kube)
@@ -170,7 +174,7 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 		Events:       events,
 		StuckAfter:   opts.StuckAfter,
 	})
-	servers, err := newServers(ctx, opts, reg, ctrl, ctrl.DebugGraph, cs.kube)
+	servers, err := newServers(ctx, opts, reg, ctrl, live.check, ctrl.DebugGraph, cs.kube)
 	if err != nil {
 		return nil, err
 	}

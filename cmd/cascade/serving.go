@@ -25,10 +25,12 @@ import (
 	authorizationcel "k8s.io/apiserver/pkg/authorization/cel"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/klog/v2"
 
 	"github.com/cascade-gc/cascade/gc"
+	"github.com/cascade-gc/cascade/internal/work"
 )
 
 // shutdownGrace bounds how long a server finishes its requests once cascade stops.
@@ -90,7 +92,7 @@ func (s *server) Run(ctx context.Context) error {
 // a TokenReview and a SubjectAccessReview sent with cascade's own credentials, say that its
 // bearer token is valid and that its user may get the path; the health server stays plain HTTP
 // and reveals nothing but whether cascade is alive and synced.
-func newServers(ctx context.Context, opts *Options, reg *prometheus.Registry, ready readiness, debugGraph http.HandlerFunc, reviews kubernetes.Interface) ([]*server, error) {
+func newServers(ctx context.Context, opts *Options, reg *prometheus.Registry, ready readiness, alive func() error, debugGraph http.HandlerFunc, reviews kubernetes.Interface) ([]*server, error) {
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	metricsMux.HandleFunc("/debug/graph", debugGraph)
@@ -120,7 +122,7 @@ func newServers(ctx context.Context, opts *Options, reg *prometheus.Registry, re
 		}
 	}
 	healthMux := http.NewServeMux()
-	healthMux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	healthMux.HandleFunc("/healthz", healthz(alive))
 	healthMux.HandleFunc("/readyz", readyz(ready))
 	var servers []*server
 	for _, s := range []struct {
@@ -317,6 +319,46 @@ func (c *servingCert) config() *tls.Config {
 	return &tls.Config{
 		MinVersion:     tls.VersionTLS12,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return c.current() },
+	}
+}
+
+// livenessStallAfter is how long work may be ready with no worker finishing an item before the
+// liveness probe fails (work.Liveness): far above any request's time (client-go's and the API
+// server's timeouts are a minute), so only workers that no longer move fail it.
+const livenessStallAfter = 5 * time.Minute
+
+// leaseRenewalSlack is how long past its Lease's expiry a leader that stopped renewing still
+// answers alive (client-go's HealthzAdaptor; kube-controller-manager's value): normally it
+// notices first and exits (internal/leader.ErrLostLease), so this catches a leader stuck in
+// a way that keeps it from noticing.
+const leaseRenewalSlack = 20 * time.Second
+
+// liveness is what /healthz checks: the leader still renews its Lease (with leader election),
+// and the workers still make progress when work is due.
+type liveness struct {
+	lease   *leaderelection.HealthzAdaptor // nil without leader election
+	workers *work.Liveness
+}
+
+func (l liveness) check() error {
+	if l.lease != nil {
+		if err := l.lease.Check(nil); err != nil {
+			return err
+		}
+	}
+	return l.workers.Check()
+}
+
+// healthz is the liveness probe: 200 "ok", or 500 with what failed (a Lease no longer renewed,
+// queues that stopped moving: names and counts, never an object), so that the kubelet restarts
+// a replica that no longer works. Idle is healthy; so is a standby.
+func healthz(alive func() error) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		if err := alive(); err != nil {
+			http.Error(w, "unhealthy: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
 	}
 }
 

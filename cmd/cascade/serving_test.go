@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,7 +93,7 @@ func startServers(t *testing.T, opts *Options, api *reviewServer) (metrics, heal
 		_, _ = io.WriteString(w, "graph of "+r.URL.Query().Get("uid")+" "+r.Header.Get("Authorization"))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	servers, err := newServers(ctx, opts, reg, fakeReadiness{ready: true}, graph, kube)
+	servers, err := newServers(ctx, opts, reg, fakeReadiness{ready: true}, func() error { return nil }, graph, kube)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -348,5 +350,31 @@ func TestNonResourceVerb(t *testing.T) {
 		if got := nonResourceVerb(method); got != verb {
 			t.Errorf("nonResourceVerb(%s) = %s, want %s", method, got, verb)
 		}
+	}
+}
+
+// TestHealthz: the liveness probe answers 200 "ok" while the checks pass and 500 with what
+// failed when one does (a Lease no longer renewed, stalled workers), so the kubelet restarts
+// the replica (issue 25.4).
+func TestHealthz(t *testing.T) {
+	var failing atomic.Pointer[error]
+	h := healthz(func() error {
+		if e := failing.Load(); e != nil {
+			return *e
+		}
+		return nil
+	})
+	probe := func() (int, string) {
+		rec := httptest.NewRecorder()
+		h(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := probe(); code != http.StatusOK || body != "ok" {
+		t.Errorf("healthy: %d %q, want 200 ok", code, body)
+	}
+	err := errors.New("workers stalled: queue attempt_to_delete: 3 items ready, none finished for 6m0s")
+	failing.Store(&err)
+	if code, body := probe(); code != http.StatusInternalServerError || !strings.Contains(body, "attempt_to_delete") {
+		t.Errorf("stalled: %d %q, want 500 naming the queue", code, body)
 	}
 }

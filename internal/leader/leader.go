@@ -92,6 +92,9 @@ type Options struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Gate is opened when this replica starts leading. Required.
 	Gate *Gate
+	// WatchDog, if set, reports through its Check whether this replica, while leading, still
+	// renews the Lease (client-go's leader-election health check, for the liveness probe).
+	WatchDog *leaderelection.HealthzAdaptor
 }
 
 // Elector takes the Lease and opens the Gate while it leads.
@@ -126,6 +129,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		RenewDeadline:   e.opts.RenewDeadline,
 		RetryPeriod:     e.opts.RetryPeriod,
 		ReleaseOnCancel: true,
+		WatchDog:        e.opts.WatchDog,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) {
 				logger.Info("Leading", "lease", lease, "identity", e.id)
@@ -146,6 +150,9 @@ func (e *Elector) Run(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("leader election on Lease %s: %w", lease, err)
+	}
+	if e.opts.WatchDog != nil {
+		e.opts.WatchDog.SetLeaderElection(le) // client-go ties them only in RunOrDie
 	}
 	le.Run(ctx) // returns when ctx ends or leadership is lost
 	select {

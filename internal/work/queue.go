@@ -48,6 +48,8 @@ const SyncWait = time.Second
 type Metrics struct {
 	// Errors counts failed attempts on items (API errors), by queue.
 	Errors *prometheus.CounterVec
+
+	queues *tracked // every queue created with these metrics, for NewLiveness
 }
 
 // NewMetrics creates the metrics and registers them on reg.
@@ -58,6 +60,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name:      "worker_errors_total",
 			Help:      "Failed attempts on a queue item (API errors), by queue; each is retried with backoff, and each item's first failure is logged.",
 		}, []string{"queue"}),
+		queues: &tracked{},
 	}
 	reg.MustRegister(m.Errors)
 	return m
@@ -96,9 +99,10 @@ type Func[T comparable] func(ctx context.Context, item T) (Outcome, error)
 // Queue is a named rate-limited work queue of T served by Run's workers. Add may be called
 // from any goroutine, before and during Run.
 type Queue[T comparable] struct {
-	name    string
-	q       workqueue.TypedRateLimitingInterface[T]
-	metrics *Metrics
+	name     string
+	q        workqueue.TypedRateLimitingInterface[T]
+	metrics  *Metrics
+	progress queueProgress
 
 	mu      sync.Mutex
 	failing map[T]struct{} // guarded by mu: items whose current run of failures was logged
@@ -116,12 +120,14 @@ func NewQueue[T comparable](name string, opts Options[T]) *Queue[T] {
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
-	return &Queue[T]{
+	q := &Queue[T]{
 		name:    name,
 		q:       workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter, cfg),
 		metrics: opts.Metrics,
 		failing: map[T]struct{}{},
 	}
+	opts.Metrics.queues.add(q)
+	return q
 }
 
 // Name is the queue's name.
@@ -138,6 +144,9 @@ func (q *Queue[T]) AddAfter(item T, d time.Duration) { q.q.AddAfter(item, d) }
 // Len is the number of items waiting.
 func (q *Queue[T]) Len() int { return q.q.Len() }
 
+func (q *Queue[T]) finished() uint64 { return q.progress.done.Load() }
+func (q *Queue[T]) serving() bool    { return q.progress.workers.Load() > 0 }
+
 // ShutDown stops the queue: workers return once their current item is finished.
 func (q *Queue[T]) ShutDown() { q.q.ShutDown() }
 
@@ -147,6 +156,8 @@ func (q *Queue[T]) Run(ctx context.Context, workers int, process Func[T]) {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
+			q.progress.workers.Add(1)
+			defer q.progress.workers.Add(-1)
 			for q.ProcessNext(ctx, process) {
 			}
 		})
@@ -164,6 +175,7 @@ func (q *Queue[T]) ProcessNext(ctx context.Context, process Func[T]) bool {
 		return false
 	}
 	defer q.q.Done(item)
+	defer q.progress.done.Add(1)
 	out, err := process(ctx, item)
 	q.report(ctx, item, out, err)
 	switch out {

@@ -1,0 +1,99 @@
+package work
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// progress is what the liveness check reads of a queue.
+type progress interface {
+	Name() string
+	Len() int
+	finished() uint64
+	serving() bool
+}
+
+// tracked holds the queues created with one Metrics, for the liveness check.
+type tracked struct {
+	mu     sync.Mutex
+	queues []progress
+}
+
+func (t *tracked) add(q progress) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.queues = append(t.queues, q)
+}
+
+func (t *tracked) all() []progress {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]progress(nil), t.queues...)
+}
+
+// Liveness tells whether the workers still make progress: a queue whose workers run, with
+// items ready and waiting, that has finished none for longer than After is stalled (every
+// worker stuck on a request that never returns, a deadlock). An idle queue, a queue whose
+// workers do not run (a standby waiting for the Lease), and items waiting out their backoff
+// (not ready) never count: the check fails only where work is due and nothing moves.
+//
+// It samples the queues when asked (a probe every few seconds): a queue makes progress between
+// two checks when it finished an item or had nothing ready. Checks further apart than After
+// start afresh, so a long pause between probes is never taken for a stall.
+type Liveness struct {
+	queues *tracked
+	after  time.Duration
+	clock  clock.PassiveClock
+
+	mu   sync.Mutex
+	seen map[progress]sample // guarded by mu
+}
+
+type sample struct {
+	at, moved time.Time // the last check; the last one that saw progress
+	finished  uint64
+}
+
+// NewLiveness checks the queues created with m (every queue cascade's packages make is given
+// the one work.Metrics). clk nil: the real clock.
+func (m *Metrics) NewLiveness(after time.Duration, clk clock.PassiveClock) *Liveness {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Liveness{queues: m.queues, after: after, clock: clk, seen: map[progress]sample{}}
+}
+
+// Check returns an error naming each stalled queue, or nil.
+func (l *Liveness) Check() error {
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var stalled []string
+	for _, q := range l.queues.all() {
+		s, known := l.seen[q]
+		done, ready := q.finished(), q.Len()
+		if !known || now.Sub(s.at) > l.after || !q.serving() || ready == 0 || done != s.finished {
+			s.moved = now
+		}
+		s.at, s.finished = now, done
+		l.seen[q] = s
+		if idle := now.Sub(s.moved); idle > l.after {
+			stalled = append(stalled, fmt.Sprintf("queue %s: %d items ready, none finished for %s", q.Name(), ready, idle.Round(time.Second)))
+		}
+	}
+	if len(stalled) > 0 {
+		return fmt.Errorf("workers stalled: %s", strings.Join(stalled, "; "))
+	}
+	return nil
+}
+
+// queueProgress is a Queue's count of finished items and whether its workers run.
+type queueProgress struct {
+	done    atomic.Uint64
+	workers atomic.Int32
+}

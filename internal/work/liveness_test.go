@@ -1,0 +1,84 @@
+package work
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// TestLiveness: the check fails only where work is due and nothing moves (issue 25.4): never
+// for an idle queue, a queue whose workers do not run (a standby), or one that keeps finishing
+// items, however slowly; it fails once items have been ready with no item finished for longer
+// than After, names the queue, and recovers as soon as an item finishes.
+func TestLiveness(t *testing.T) {
+	const after = time.Minute
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 26, 11, 0, 0, 0, time.UTC))
+	m := NewMetrics(prometheus.NewRegistry())
+	live := m.NewLiveness(after, clk)
+	q := NewQueue("attempt_to_delete", Options[string]{Metrics: m})
+	NewQueue("verify_owner", Options[string]{Metrics: m}) // idle throughout
+	step := func(d time.Duration) error {
+		clk.Step(d)
+		return live.Check()
+	}
+
+	// Idle, then items ready while no worker runs (a standby): never a failure.
+	for range 5 {
+		if err := step(30 * time.Second); err != nil {
+			t.Fatalf("idle: %v", err)
+		}
+	}
+	q.Add("a")
+	q.Add("b")
+	for range 5 {
+		if err := step(30 * time.Second); err != nil {
+			t.Fatalf("items ready, no worker running: %v", err)
+		}
+	}
+
+	// Workers run, and every one is stuck on its item: the rest wait.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		q.Run(ctx, 1, func(context.Context, string) (Outcome, error) {
+			<-release
+			return Done, nil
+		})
+	})
+	for !q.serving() || q.Len() != 1 {
+		time.Sleep(time.Millisecond) // the worker took "a"; "b" waits, ready
+	}
+	for i := range 2 {
+		if err := step(30 * time.Second); err != nil {
+			t.Fatalf("stuck for %ds, within After: %v", 30*(i+1), err)
+		}
+	}
+	err := step(31 * time.Second)
+	if err == nil || !strings.Contains(err.Error(), "queue attempt_to_delete: 1 items ready") || strings.Contains(err.Error(), "verify_owner") {
+		t.Fatalf("stuck for 91s with an item ready: %v; want the stall of attempt_to_delete alone", err)
+	}
+
+	// One item finishes: progress, the check passes again.
+	release <- struct{}{}
+	for q.finished() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := step(time.Second); err != nil {
+		t.Fatalf("after an item finished: %v", err)
+	}
+
+	// Checks further apart than After start afresh: a long pause between probes is no stall.
+	if err := step(10 * time.Minute); err != nil {
+		t.Fatalf("first check after a long pause: %v", err)
+	}
+	close(release)
+	cancel()
+	wg.Wait()
+}
