@@ -18,7 +18,7 @@ var update = flag.Bool("update", false, "rewrite the generated monitoring files 
 // again for each labeling the rules must hold for. Paths are from deploy/.
 func generatedFiles(t *testing.T) map[string][]byte {
 	t.Helper()
-	rule, err := monitoring.PrometheusRule("cascade")
+	rule, err := monitoring.PrometheusRule("cascade", "cascade-system")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,16 +121,18 @@ func routingList(m map[string]string) string {
 	return strings.Join(parts, " and ")
 }
 
-// PrometheusRule is alerts.yaml as the Prometheus Operator's PrometheusRule named name: the
-// file's groups, byte for byte, under spec (its header comment is left out).
-func PrometheusRule(name string) ([]byte, error) {
+// PrometheusRule is alerts.yaml as the Prometheus Operator's PrometheusRule named name in
+// namespace, labelled app.kubernetes.io/name: cascade: the file's groups, byte for byte, under
+// spec (its header comment is left out).
+func PrometheusRule(name, namespace string) ([]byte, error) {
 	i := bytes.Index(alertsYAML, []byte("\ngroups:\n"))
 	if i < 0 {
 		return nil, fmt.Errorf("%s: no top-level groups", AlertsFile)
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Generated from deploy/monitoring/%s by `make generate`: DO NOT EDIT (edit that file).\n", AlertsFile)
-	fmt.Fprintf(&b, "apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata:\n  name: %s\nspec:\n", name)
+	fmt.Fprintf(&b, "apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata:\n  name: %s\n  namespace: %s\n"+
+		"  labels:\n    app.kubernetes.io/name: cascade\nspec:\n", name, namespace)
 	for line := range strings.SplitSeq(strings.TrimRight(string(alertsYAML[i+1:]), "\n"), "\n") {
 		if line == "" {
 			b.WriteString("\n")
