@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -18,13 +19,18 @@ import (
 	"sync"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cascade-gc/cascade/deploy/monitoring"
+	"github.com/cascade-gc/cascade/e2e/framework"
 	"github.com/cascade-gc/cascade/e2e/harness"
 	"github.com/cascade-gc/cascade/policy"
 )
@@ -536,6 +542,90 @@ func TestKustomizeServerDryRun(t *testing.T) {
 			if !strings.Contains(out, obj) {
 				t.Errorf("deploy/%s with the monitoring component: the server dry run does not name %s:\n%s", dir, obj, out)
 			}
+		}
+	}
+}
+
+// TestShadowOverlayRBACSuffices: cascade runs in shadow mode with exactly the RBAC of
+// deploy/overlays/shadow (its ClusterRole, which only reads, and its policy Role, for a
+// ServiceAccount of the test's own; the Roles for the Lease and the orphan record are not
+// there) and the overlay's arguments: it syncs, loads the policy ConfigMap, decides to delete the
+// dependents of a deleted owner without sending anything, and no request of its is refused.
+// The chart's mode dry-run has the same RBAC (TestChartMatchesKustomize).
+func TestShadowOverlayRBACSuffices(t *testing.T) {
+	cs := suite.Clients(t)
+	ctx := context.Background()
+	objs := objects(t, kustomize(t, filepath.Join(deployDir(t), "overlays", "shadow")))
+	ns := cs.NewNamespace(t)
+	clusterRole := into[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole", "cascade"))
+	policyRole := into[rbacv1.Role](t, find(t, objs, "Role", "cascade-policy"))
+	policyCM := into[corev1.ConfigMap](t, find(t, objs, "ConfigMap", "cascade-policy"))
+	dep := into[appsv1.Deployment](t, find(t, objs, "Deployment", "cascade"))
+
+	// The overlay's objects in the test's namespace, the ClusterRole under a name of its own.
+	name := "e2e-shadow-" + ns
+	sa := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "cascade", Namespace: ns}
+	if _, err := cs.Kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "cascade"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	crs, crbs := cs.Kube.RbacV1().ClusterRoles(), cs.Kube.RbacV1().ClusterRoleBindings()
+	t.Cleanup(func() {
+		_ = crbs.Delete(ctx, name, metav1.DeleteOptions{})
+		_ = crs.Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	if _, err := crs.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: clusterRole.Rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := crbs.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: []rbacv1.Subject{sa},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Kube.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "cascade-policy"}, Rules: policyRole.Rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "cascade-policy"}, Subjects: []rbacv1.Subject{sa},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "cascade-policy"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cascade-policy"}, Data: policyCM.Data}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := cs.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "cascade", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := suite.CP.WriteKubeconfig(kc, "system:serviceaccount:"+ns+":cascade", tok.Status.Token); err != nil {
+		t.Fatal(err)
+	}
+
+	// The overlay's arguments, in the test's namespace; the addresses are the harness's.
+	args := []string{"--kubeconfig=" + kc}
+	for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
+		if strings.HasPrefix(a, "--metrics-bind-address=") || strings.HasPrefix(a, "--health-probe-bind-address=") {
+			continue
+		}
+		args = append(args, strings.ReplaceAll(a, chartNamespace+"/", ns+"/"))
+	}
+	if !slices.Contains(args, "--dry-run") {
+		t.Fatalf("the shadow overlay's arguments %v lack --dry-run", dep.Spec.Template.Spec.Containers[0].Args)
+	}
+	c := suite.StartCascade(t, args...)
+	framework.WaitForMetric(t, c, "cascade_policy_generation", 1, collectTimeout)
+
+	owner := cs.CreateCM(t, ns, "owner")
+	const deps = 3
+	for i := range deps {
+		cs.CreateCM(t, ns, fmt.Sprintf("dep-%d", i), framework.CMRef(owner))
+	}
+	before := framework.MetricValue(t, c, `cascade_dry_run_actions_total{action="delete"}`)
+	cs.DeleteCM(t, ns, "owner", metav1.DeletePropagationBackground)
+	framework.WaitForMetric(t, c, `cascade_dry_run_actions_total{action="delete"}`, before+deps, collectTimeout)
+	cs.WaitCMCount(t, ns, "dep-", deps, collectTimeout) // still there: nothing was sent
+
+	for _, s := range framework.Scrape(t, c).Samples("cascade_api_requests_total") {
+		if code := s.Labels["code"]; code == "401" || code == "403" {
+			t.Errorf("a request of cascade's was refused with the shadow overlay's RBAC: %+v\n%s", s, c.Tail(20))
 		}
 	}
 }
