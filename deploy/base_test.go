@@ -95,6 +95,9 @@ func TestBaseMatchesImage(t *testing.T) {
 		a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey != corev1.LabelHostname {
 		t.Errorf("affinity %+v: want preferred pod anti-affinity by hostname", pod.Affinity)
 	}
+	if pod.PriorityClassName != "system-cluster-critical" {
+		t.Errorf("priorityClassName %q, want system-cluster-critical (as the Helm chart's default)", pod.PriorityClassName)
+	}
 	if !slices.Contains(c.Args, "--leader-elect=true") || d.Spec.Replicas == nil || *d.Spec.Replicas < 2 {
 		t.Errorf("want two or more replicas with --leader-elect=true")
 	}

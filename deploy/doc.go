@@ -1,8 +1,17 @@
 // Package deploy holds cascade's manifests: base/ (kustomize: Namespace enforcing the restricted
 // Pod Security Standard, ServiceAccount, RBAC as narrow as collection allows, Deployment of the
 // image `make image` builds with leader election, probes, resources and anti-affinity, a
-// PodDisruptionBudget, metrics Service, the policy ConfigMap and the Role that reads it) and
-// monitoring/ (Prometheus alert rules and a Grafana dashboard). Its tests check that every cascade metric the monitoring files use exists in the
-// code, and that the Deployment matches the image (name, user) and is hardened; the e2e suite
-// applies the base and runs the image as the Deployment does (e2e/image_test.go).
+// PodDisruptionBudget, metrics Service, the policy ConfigMap and the Role that reads it),
+// overlays/shadow (--dry-run: one replica, RBAC that only reads) and overlays/companion
+// (--mode=companion: no delete but on cascade's admission objects), components/monitoring
+// (ServiceMonitor, PrometheusRule, dashboard ConfigMap), chart/ (the Helm chart, rendering the
+// same objects in each mode) and monitoring/ (Prometheus alert rules, their promtool tests, and a
+// Grafana dashboard: the one source of the chart's and the component's copies, which
+// TestGeneratedMonitoring writes with -update and checks otherwise).
+//
+// Its tests check that every cascade metric the monitoring files use exists in the code, that
+// the rules name no job and have runbooks, and that the Deployment matches the image (name,
+// user) and is hardened; the e2e suite applies the base, the overlays and the chart with server
+// dry runs, compares the chart with kustomize in each mode (e2e/chart_test.go), and runs the
+// image as the Deployment does (e2e/image_test.go).
 package deploy

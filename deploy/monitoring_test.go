@@ -1,6 +1,8 @@
 package deploy
 
 import (
+	"bufio"
+	"bytes"
 	"os"
 	"regexp"
 	"slices"
@@ -76,13 +78,14 @@ var (
 	variableRE = regexp.MustCompile(`\$\{?[a-zA-Z_]+\}?`)
 )
 
-// targetLabels are the labels Prometheus adds to every scraped series.
-var targetLabels = []string{"job", "instance"}
+// targetLabels are the labels a scrape adds to every series: Prometheus' own, those of the
+// Prometheus Operator's ServiceMonitor targets, and the cluster label of a multi-cluster store.
+var targetLabels = []string{"job", "instance", "namespace", "service", "endpoint", "pod", "container", "cluster"}
 
 // TestMonitoringUsesRealMetrics: every cascade_* metric in the alert rules and the dashboard is
 // one cascade exports (docs/metrics.md), every label they match on is one of its labels, and the
-// only Grafana variable a query uses is $__rate_interval (which the e2e test and the snapshot
-// replace as Grafana does), so a rename cannot silently break them.
+// only Grafana variables a query uses are the dashboard's own and $__rate_interval (which the
+// e2e test and the snapshot replace as Grafana does), so a rename cannot silently break them.
 func TestMonitoringUsesRealMetrics(t *testing.T) {
 	names := exported(t)
 	used := 0
@@ -105,8 +108,8 @@ func TestMonitoringUsesRealMetrics(t *testing.T) {
 			}
 		}
 		for _, v := range variableRE.FindAllString(e, -1) {
-			if v != monitoring.RateInterval {
-				t.Errorf("%s uses the Grafana variable %s; only %s is replaced for Prometheus (expr: %s)", where, v, monitoring.RateInterval, e)
+			if !slices.Contains(monitoring.Variables, v) {
+				t.Errorf("%s uses the Grafana variable %s; only %v are defined and replaced for Prometheus (expr: %s)", where, v, monitoring.Variables, e)
 			}
 		}
 	}
@@ -132,8 +135,17 @@ func TestAlertRules(t *testing.T) {
 		if !slices.Contains([]string{"critical", "warning", "info"}, r.Labels["severity"]) {
 			t.Errorf("%s: severity %q, want critical, warning or info", r.Alert, r.Labels["severity"])
 		}
-		if r.Annotations["summary"] == "" {
-			t.Errorf("%s has no summary", r.Alert)
+		for _, a := range []string{"summary", "description"} {
+			if r.Annotations[a] == "" {
+				t.Errorf("%s has no %s", r.Alert, a)
+			}
+		}
+		if want := runbookURL + "#" + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
+			t.Errorf("%s: runbook_url %q, want %q (its section of docs/runbooks.md)", r.Alert, r.Annotations["runbook_url"], want)
+		}
+		// No job name: a plain scrape config and a ServiceMonitor name the job differently.
+		if m := jobMatcherRE.FindString(r.Expr); m != "" {
+			t.Errorf("%s matches on the job (%s): the rules must hold however cascade is scraped", r.Alert, m)
 		}
 	}
 	for _, want := range []string{"CascadeDown", "CascadeNoLeader", "CascadeOwnerWaitingLong", "CascadeResourceUnsynced", "CascadeAPIErrors"} {
@@ -142,7 +154,7 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 
-	data, err := os.ReadFile("monitoring/alerts-test.yaml")
+	data, err := os.ReadFile("monitoring/" + monitoring.AlertsTest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,6 +231,100 @@ func TestDashboard(t *testing.T) {
 	} {
 		if !strings.Contains(all.String(), m) {
 			t.Errorf("no dashboard panel shows %s", m)
+		}
+	}
+}
+
+// runbookURL is where the alerts' runbooks are published: docs/runbooks.md on the main branch.
+const runbookURL = "https://github.com/cascade-gc/cascade/blob/main/docs/runbooks.md"
+
+// jobMatcherRE is a matcher on the job label.
+var jobMatcherRE = regexp.MustCompile(`\bjob\s*(=~|!~|!=|=)\s*"[^"]*"`)
+
+// TestRunbooks: docs/runbooks.md has one section per alert, the target of its runbook_url (a
+// level-2 heading that is the alert's name: GitHub's anchor is its lower case), each with the
+// meaning, the impact, the diagnosis (which names the tools it uses) and the fix; and no section
+// for an alert that does not exist.
+func TestRunbooks(t *testing.T) {
+	rules, err := monitoring.Alerts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("../docs/runbooks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string]map[string]string{} // alert → subsection → text
+	var alert, sub string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "## "):
+			alert, sub = strings.TrimPrefix(line, "## "), ""
+			if strings.HasPrefix(alert, "Cascade") {
+				sections[alert] = map[string]string{}
+			}
+		case strings.HasPrefix(line, "### "):
+			sub = strings.TrimPrefix(line, "### ")
+		case sections[alert] != nil && sub != "":
+			sections[alert][sub] += line + "\n"
+		}
+	}
+	names := map[string]bool{}
+	for _, r := range rules {
+		names[r.Alert] = true
+		s, ok := sections[r.Alert]
+		if !ok {
+			t.Errorf("docs/runbooks.md has no section \"## %s\"", r.Alert)
+			continue
+		}
+		for _, sub := range []string{"Meaning", "Impact", "Diagnosis", "Fix"} {
+			if strings.TrimSpace(s[sub]) == "" {
+				t.Errorf("docs/runbooks.md, %s: no \"### %s\" or it is empty", r.Alert, sub)
+			}
+		}
+		if !strings.Contains(s["Diagnosis"], "`") {
+			t.Errorf("docs/runbooks.md, %s: the diagnosis names no command, metric or endpoint", r.Alert)
+		}
+	}
+	for a := range sections {
+		if !names[a] {
+			t.Errorf("docs/runbooks.md has a section for %s, which alerts.yaml does not have", a)
+		}
+	}
+}
+
+// TestDashboardVariables: the dashboard has the datasource, job and cluster variables, the job
+// comes from cascade's own metric (no job name written anywhere), and every selector of every
+// query narrows to the chosen job and cluster.
+func TestDashboardVariables(t *testing.T) {
+	dash, err := monitoring.LoadDashboard()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]monitoring.Variable{}
+	for _, v := range dash.Templating.List {
+		vars[v.Name] = v
+	}
+	if v := vars["datasource"]; v.Type != "datasource" {
+		t.Errorf("variable datasource %+v, want a datasource variable", v)
+	}
+	if v := vars["job"]; v.Type != "query" || !strings.Contains(v.Definition, "cascade_") || !v.IncludeAll || v.AllValue != "" {
+		t.Errorf("variable job %+v: want label_values of a cascade metric, with All as the jobs found", v)
+	}
+	if v := vars["cluster"]; v.Type != "query" || !strings.Contains(v.Definition, "cluster") || !v.IncludeAll || v.AllValue != monitoring.AllClusters {
+		t.Errorf("variable cluster %+v: want label_values(..., cluster), All as %s (series without a cluster label too)", v, monitoring.AllClusters)
+	}
+	sel := regexp.MustCompile(`\b((?:cascade|process|go)_[a-z_]+|up)(\{[^}]*\})?`)
+	for where, e := range monitoringExprs(t) {
+		if !strings.HasPrefix(where, "panel ") {
+			continue
+		}
+		for _, m := range sel.FindAllStringSubmatch(e, -1) {
+			if !strings.Contains(m[2], `job=~"`+monitoring.JobVariable+`"`) || !strings.Contains(m[2], `cluster=~"`+monitoring.ClusterVariable+`"`) {
+				t.Errorf("%s: %s%s does not select the dashboard's job and cluster (expr: %s)", where, m[1], m[2], e)
+			}
 		}
 	}
 }

@@ -22,6 +22,8 @@ import (
 var (
 	//go:embed alerts.yaml
 	alertsYAML []byte
+	//go:embed alerts-test.yaml
+	alertsTestYAML []byte
 	//go:embed dashboard.json
 	dashboardJSON []byte
 )
@@ -29,6 +31,7 @@ var (
 // AlertsFile and DashboardFile are the files' names in this directory.
 const (
 	AlertsFile    = "alerts.yaml"
+	AlertsTest    = "alerts-test.yaml"
 	DashboardFile = "dashboard.json"
 )
 
@@ -64,8 +67,21 @@ func Alerts() ([]Rule, error) {
 
 // Dashboard is the part of the Grafana dashboard that queries Prometheus.
 type Dashboard struct {
-	Title  string  `json:"title"`
+	Title      string `json:"title"`
+	Templating struct {
+		List []Variable `json:"list"`
+	} `json:"templating"`
 	Panels []Panel `json:"panels"`
+}
+
+// Variable is one of the dashboard's template variables.
+type Variable struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	// Definition is a query variable's query (label_values(...)).
+	Definition string `json:"definition"`
+	IncludeAll bool   `json:"includeAll"`
+	AllValue   string `json:"allValue"`
 }
 
 // Panel is one dashboard panel.
@@ -89,9 +105,28 @@ type Target struct {
 	LegendFormat string `json:"legendFormat"`
 }
 
-// RateInterval is the one Grafana variable the dashboard's queries use: the range of rate(),
-// which Grafana sets to max(4 × the scrape interval, the query step + the scrape interval).
+// RateInterval is the Grafana variable for the range of rate(), which Grafana sets to max(4 ×
+// the scrape interval, the query step + the scrape interval).
 const RateInterval = "$__rate_interval"
+
+// JobVariable and ClusterVariable are the dashboard's own variables, which every query's
+// selectors use: the scrape jobs that export cascade's metrics (label_values of cascade_leader:
+// no job name is written in the dashboard) and the cluster label of a multi-cluster store.
+const (
+	JobVariable     = "$job"
+	ClusterVariable = "$cluster"
+)
+
+// Variables are every Grafana variable a query may use.
+var Variables = []string{RateInterval, JobVariable, ClusterVariable}
+
+// AllJobs and AllClusters are the values Query gives JobVariable and ClusterVariable: every job
+// and every cluster, also series without a cluster label (the dashboard's "All" for cluster is
+// .*; for job Grafana sends the alternation of the jobs it found, which .+ stands for here).
+const (
+	AllJobs     = ".+"
+	AllClusters = ".*"
+)
 
 // GrafanaRateInterval is the value Grafana gives RateInterval for a scrape interval and a step.
 func GrafanaRateInterval(scrape, step time.Duration) time.Duration {
@@ -99,9 +134,13 @@ func GrafanaRateInterval(scrape, step time.Duration) time.Duration {
 }
 
 // Query is the target's expression as Grafana sends it to Prometheus, with RateInterval
-// replaced by rateInterval.
+// replaced by rateInterval and the job and cluster variables by AllJobs and AllClusters.
 func (t Target) Query(rateInterval time.Duration) string {
-	return strings.ReplaceAll(t.Expr, RateInterval, model.Duration(rateInterval).String())
+	return strings.NewReplacer(
+		RateInterval, model.Duration(rateInterval).String(),
+		JobVariable, AllJobs,
+		ClusterVariable, AllClusters,
+	).Replace(t.Expr)
 }
 
 var legendRE = regexp.MustCompile(`\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}`)

@@ -1,0 +1,631 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cascade-gc/cascade/deploy/monitoring"
+	"github.com/cascade-gc/cascade/e2e/framework"
+	"github.com/cascade-gc/cascade/e2e/harness"
+	"github.com/cascade-gc/cascade/policy"
+)
+
+// The chart's and the kustomize overlays' tests (issue 25.1 and 25.2): deploy/chart rendered by
+// helm (built from tools/helm: make helm) and deploy/overlays, deploy/components built by
+// kubectl's kustomize, each applied with a server-side dry run to the local control plane, on
+// which the Prometheus Operator's CRDs (from its Go module: make prometheus-operator-crds) are
+// installed first so that the ServiceMonitor and PrometheusRule are validated too.
+
+// chartNamespace is the namespace the tests install the chart into: deploy/base's, so that the
+// chart and the base can be compared name for name.
+const chartNamespace = "cascade-system"
+
+// chartModes are the chart's values for each mode, with the kustomize directory that must create
+// the same objects (from deploy/).
+var chartModes = []struct {
+	mode, kustomize string
+	set             []string
+}{
+	{"default", "base", nil},
+	{"collector", "base", []string{"mode=collector"}},
+	{"companion", "overlays/companion", []string{"mode=companion"}},
+	{"dry-run", "overlays/shadow", []string{"mode=dry-run"}},
+}
+
+// deployDir is deploy/ in the repository.
+func deployDir(t *testing.T) string {
+	t.Helper()
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "deploy")
+}
+
+// helm runs bin/helm (make helm) and returns its standard output; on failure the error holds its
+// standard error.
+func helm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	bin := filepath.Join(suite.CP.BinDir, "helm")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%v: run make helm (make e2e does)", err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	// Helm's caches and configuration in the test's own directory, never the user's.
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("helm %s: %w\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// helmTemplate renders deploy/chart into chartNamespace with the values set.
+func helmTemplate(t *testing.T, set ...string) string {
+	t.Helper()
+	args := []string{"template", "cascade", filepath.Join(deployDir(t), "chart"), "--namespace", chartNamespace}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	out, err := helm(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// kustomize builds a kustomization directory with bin/kubectl.
+func kustomize(t *testing.T, dir string) string {
+	t.Helper()
+	out, err := adminKubectl("kustomize", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// objects decodes a stream of YAML documents; empty documents are skipped.
+func objects(t *testing.T, stream string) []*unstructured.Unstructured {
+	t.Helper()
+	var objs []*unstructured.Unstructured
+	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(stream)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return objs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			t.Fatalf("%v in\n%s", err, doc)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: m})
+	}
+}
+
+// find returns the object of that kind and name, or fails the test.
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s among %v", kind, name, kindNames(objs))
+	return nil
+}
+
+// into converts an object to a typed one.
+func into[T any](t *testing.T, o *unstructured.Unstructured) *T {
+	t.Helper()
+	var v T
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &v); err != nil {
+		t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+	}
+	return &v
+}
+
+// kindNames lists "Kind/namespace/name" of every object, sorted.
+func kindNames(objs []*unstructured.Unstructured) []string {
+	var ids []string
+	for _, o := range objs {
+		ids = append(ids, o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName())
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// promOperatorCRDs installs the Prometheus Operator's ServiceMonitor and PrometheusRule CRDs
+// (from $CASCADE_PROMETHEUS_OPERATOR_CRDS, which make sets, else the one copy in bin/) once for
+// the package, and waits until they are established.
+var promOperatorCRDs struct {
+	sync.Once
+	err error
+}
+
+func installPromOperatorCRDs(t *testing.T) {
+	t.Helper()
+	promOperatorCRDs.Do(func() {
+		dir := os.Getenv("CASCADE_PROMETHEUS_OPERATOR_CRDS")
+		if dir == "" {
+			matches, _ := filepath.Glob(filepath.Join(suite.CP.BinDir, "prometheus-operator-crds-*"))
+			if len(matches) != 1 {
+				promOperatorCRDs.err = fmt.Errorf("found %d copies of the Prometheus Operator's CRDs in %s: run make prometheus-operator-crds (make e2e does)", len(matches), suite.CP.BinDir)
+				return
+			}
+			dir = matches[0]
+		}
+		for _, crd := range []string{"servicemonitors", "prometheusrules"} {
+			file := filepath.Join(dir, "monitoring.coreos.com_"+crd+".yaml")
+			// Server-side: the CRDs are larger than client-side apply's annotation allows.
+			if _, promOperatorCRDs.err = adminKubectl("apply", "--server-side", "-f", file); promOperatorCRDs.err != nil {
+				return
+			}
+			if _, promOperatorCRDs.err = adminKubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/"+crd+".monitoring.coreos.com"); promOperatorCRDs.err != nil {
+				return
+			}
+		}
+	})
+	if promOperatorCRDs.err != nil {
+		t.Fatal(promOperatorCRDs.err)
+	}
+}
+
+// serverDryRun applies the manifests with a server-side dry run (kube-apiserver validates every
+// object as it would create or update it, with strict field validation, and warns where a pod
+// template would not meet the namespace's Pod Security level) and fails the test on an error or
+// a warning. It returns kubectl's output.
+func serverDryRun(t *testing.T, what string, args ...string) string {
+	t.Helper()
+	out, err := adminKubectl(append([]string{"apply", "--dry-run=server"}, args...)...)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if strings.Contains(out, "Warning:") {
+		t.Errorf("%s: the server warns:\n%s", what, out)
+	}
+	return out
+}
+
+// chartNamespaceExists creates deploy/base's Namespace (with its Pod Security labels), which the
+// chart does not create (helm install --create-namespace does).
+func chartNamespaceExists(t *testing.T) {
+	t.Helper()
+	if _, err := adminKubectl("apply", "-f", filepath.Join(deployDir(t), "base", "namespace.yaml")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestChartLint: helm lint --strict passes for the default values and for each mode with every
+// monitoring object on, and values.schema.json refuses bad values, naming each one's path.
+func TestChartLint(t *testing.T) {
+	chart := filepath.Join(deployDir(t), "chart")
+	monitoringOn := []string{"monitoring.serviceMonitor.enabled=true", "monitoring.prometheusRule.enabled=true", "monitoring.dashboard.enabled=true"}
+	for _, m := range chartModes {
+		args := []string{"lint", "--strict", chart}
+		for _, s := range append(slices.Clone(m.set), monitoringOn...) {
+			args = append(args, "--set", s)
+		}
+		if out, err := helm(t, args...); err != nil {
+			t.Errorf("mode %s: %v", m.mode, err)
+		} else {
+			t.Logf("mode %s: %s", m.mode, strings.TrimSpace(out))
+		}
+	}
+
+	for _, tc := range []struct {
+		set  []string
+		path string // in the error, as the schema validator names it
+	}{
+		{[]string{"mode=shadow"}, "/mode"},
+		{[]string{"mode=dry-run", "replicas=2"}, "/replicas"},
+		{[]string{"leaderElection.enabled=false", "replicas=3"}, "/replicas"},
+		{[]string{"replicas=0"}, "/replicas"},
+		{[]string{"image.digest=latest"}, "/image/digest"},
+		{[]string{"image.tag=v1 2"}, "/image/tag"},
+		{[]string{"workers=many"}, "/workers"},
+		{[]string{"resources.limits.memory=lots"}, "/resources/limits/memory"},
+		{[]string{"policy.rules[0].resource=configmaps", "policy.rules[0].collect=Sometimes"}, "/policy/rules/0/collect"},
+		{[]string{"policy.rules[0].resource=configmaps", "policy.rules[0].defaultPropagation=Later"}, "/policy/rules/0/defaultPropagation"},
+		{[]string{"monitoring.serviceMonitor.interval=often"}, "/monitoring/serviceMonitor/interval"},
+		{[]string{"monitoring.metricsReaders[0].name=prometheus"}, "/monitoring/metricsReaders/0"},
+		{[]string{"networkPolicy.enabled=maybe"}, "/networkPolicy/enabled"},
+		{[]string{"replica=2"}, "replica"}, // a key the chart does not have
+	} {
+		args := []string{"template", "cascade", chart, "--namespace", chartNamespace}
+		for _, s := range tc.set {
+			args = append(args, "--set", s)
+		}
+		_, err := helm(t, args...)
+		switch {
+		case err == nil:
+			t.Errorf("--set %v: rendered, want the schema to refuse it", tc.set)
+		case !strings.Contains(err.Error(), "values don't meet the specifications of the schema"):
+			t.Errorf("--set %v: refused, but not by the schema: %v", tc.set, err)
+		case !strings.Contains(err.Error(), tc.path):
+			t.Errorf("--set %v: the error does not name %s: %v", tc.set, tc.path, err)
+		}
+	}
+}
+
+// TestChartServerDryRun: the chart rendered with the default values and in each mode, every
+// monitoring object on, passes kubectl apply --dry-run=server on the local control plane with
+// the Prometheus Operator's CRDs installed, and each mode runs cascade as it says.
+func TestChartServerDryRun(t *testing.T) {
+	chartNamespaceExists(t)
+	installPromOperatorCRDs(t)
+	for _, m := range chartModes {
+		set := append(slices.Clone(m.set), "monitoring.serviceMonitor.enabled=true", "monitoring.prometheusRule.enabled=true",
+			"monitoring.dashboard.enabled=true", "monitoring.metricsReaders[0].name=prometheus", "monitoring.metricsReaders[0].namespace=monitoring")
+		rendered := helmTemplate(t, set...)
+		file := filepath.Join(t.TempDir(), "chart.yaml")
+		if err := os.WriteFile(file, []byte(rendered), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := serverDryRun(t, "mode "+m.mode, "-f", file)
+		objs := objects(t, rendered)
+		for _, o := range objs {
+			id := fmt.Sprintf("%s/%s ", strings.ToLower(o.GetKind()), o.GetName())
+			if o.GetAPIVersion() != "v1" {
+				id = fmt.Sprintf("%s.%s/%s ", strings.ToLower(o.GetKind()), o.GroupVersionKind().Group, o.GetName())
+			}
+			if !strings.Contains(out, id) {
+				t.Errorf("mode %s: the server dry run does not name %s:\n%s", m.mode, id, out)
+			}
+		}
+		for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
+			if !strings.Contains(strings.Join(kindNames(objs), " "), kind+"/") {
+				t.Errorf("mode %s: no %s rendered", m.mode, kind)
+			}
+		}
+		t.Logf("mode %s: %d objects pass the server dry run", m.mode, len(objs))
+	}
+}
+
+// TestChartMatchesKustomize: in each mode the chart creates what the matching kustomize
+// directory does (deploy/base for the default and collector, the overlays for companion and
+// dry-run): the same kinds and names (but the Namespace, which helm install --create-namespace
+// makes), the same rules in every Role and ClusterRole, the same bindings, and the same
+// Deployment (replicas, arguments, ports, image name, priority class), Service and NetworkPolicy.
+func TestChartMatchesKustomize(t *testing.T) {
+	for _, m := range chartModes {
+		t.Run(m.mode, func(t *testing.T) {
+			chart := objects(t, helmTemplate(t, m.set...))
+			kust := objects(t, kustomize(t, filepath.Join(deployDir(t), m.kustomize)))
+			kust = slices.DeleteFunc(kust, func(o *unstructured.Unstructured) bool { return o.GetKind() == "Namespace" })
+			if got, want := kindNames(chart), kindNames(kust); !slices.Equal(got, want) {
+				t.Fatalf("the chart creates\n  %v\ndeploy/%s creates\n  %v", got, m.kustomize, want)
+			}
+			for _, k := range kust {
+				c := find(t, chart, k.GetKind(), k.GetName())
+				var got, want any
+				switch k.GetKind() {
+				case "ClusterRole":
+					got, want = into[rbacv1.ClusterRole](t, c).Rules, into[rbacv1.ClusterRole](t, k).Rules
+				case "Role":
+					got, want = into[rbacv1.Role](t, c).Rules, into[rbacv1.Role](t, k).Rules
+				case "ClusterRoleBinding":
+					cb, kb := into[rbacv1.ClusterRoleBinding](t, c), into[rbacv1.ClusterRoleBinding](t, k)
+					got, want = []any{cb.RoleRef, cb.Subjects}, []any{kb.RoleRef, kb.Subjects}
+				case "RoleBinding":
+					cb, kb := into[rbacv1.RoleBinding](t, c), into[rbacv1.RoleBinding](t, k)
+					got, want = []any{cb.RoleRef, cb.Subjects}, []any{kb.RoleRef, kb.Subjects}
+				case "Deployment":
+					got, want = deploymentEssentials(t, c), deploymentEssentials(t, k)
+				case "Service", "NetworkPolicy", "PodDisruptionBudget":
+					got, want = c.Object["spec"], k.Object["spec"]
+				case "ConfigMap":
+					got, want = decodedPolicy(t, c), decodedPolicy(t, k)
+				default:
+					continue
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("%s %s: the chart has\n  %+v\ndeploy/%s has\n  %+v", k.GetKind(), k.GetName(), got, m.kustomize, want)
+				}
+			}
+		})
+	}
+}
+
+// deploymentEssentials is what a Deployment runs: replicas, selector, the pod's service account,
+// priority class and security context, and the container's image name (without tag: the chart
+// takes its appVersion), arguments, ports, probes, resources and security context.
+func deploymentEssentials(t *testing.T, o *unstructured.Unstructured) map[string]any {
+	t.Helper()
+	spec, _, _ := unstructured.NestedMap(o.Object, "spec")
+	pod, _, _ := unstructured.NestedMap(spec, "template", "spec")
+	containers, _, _ := unstructured.NestedSlice(pod, "containers")
+	if len(containers) != 1 {
+		t.Fatalf("Deployment %s: %d containers", o.GetName(), len(containers))
+	}
+	c := containers[0].(map[string]any)
+	image, _ := c["image"].(string)
+	if i := strings.LastIndexAny(image, ":@"); i > 0 {
+		image = image[:i]
+	}
+	e := map[string]any{
+		"replicas": spec["replicas"], "selector": spec["selector"], "strategy": spec["strategy"],
+		"serviceAccountName": pod["serviceAccountName"], "priorityClassName": pod["priorityClassName"],
+		"podSecurityContext": pod["securityContext"], "affinity": pod["affinity"],
+		"image": image,
+	}
+	for _, k := range []string{"args", "ports", "startupProbe", "livenessProbe", "readinessProbe", "resources", "securityContext", "imagePullPolicy"} {
+		e[k] = c[k]
+	}
+	// Replicas as a number: a YAML int from the chart, an int64 from kustomize.
+	if r, ok := e["replicas"].(int64); ok {
+		e["replicas"] = float64(r)
+	}
+	if r, ok := e["replicas"].(int); ok {
+		e["replicas"] = float64(r)
+	}
+	return e
+}
+
+// decodedPolicy decodes and validates the policy ConfigMap's document (a ConfigMap that holds
+// none returns its data as it is).
+func decodedPolicy(t *testing.T, o *unstructured.Unstructured) any {
+	t.Helper()
+	data, _, _ := unstructured.NestedStringMap(o.Object, "data")
+	doc, ok := data[policy.ConfigMapKey]
+	if !ok {
+		return data
+	}
+	p, errs := policy.Decode([]byte(doc))
+	if len(errs) > 0 {
+		t.Errorf("ConfigMap %s: %v", o.GetName(), errs.ToAggregate())
+	}
+	return p
+}
+
+// TestChartPolicyAndImage: the values' policy is rendered into the ConfigMap as a document that
+// cascade decodes and validates to the same rules; an image digest wins over the tag; extra
+// arguments are appended.
+func TestChartPolicyAndImage(t *testing.T) {
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte(`
+image:
+  repository: registry.example.com/cascade
+  tag: v9.9.9
+  digest: sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+policy:
+  ignoredResources: [podtemplates]
+  rules:
+    - resource: replicasets.apps
+      collect: After 10m
+    - resource: configmaps
+      namespaceSelector:
+        matchLabels: {team: a}
+      collect: Never
+      defaultPropagation: Orphan
+extraArgs: ["--v=2", "--discovery-period=1m"]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := helm(t, "template", "cascade", filepath.Join(deployDir(t), "chart"), "--namespace", chartNamespace, "-f", values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := objects(t, out)
+	p, _ := decodedPolicy(t, find(t, objs, "ConfigMap", "cascade-policy")).(*policy.Policy)
+	if p == nil || !slices.Equal(p.IgnoredResources, []string{"podtemplates"}) || len(p.Rules) != 2 ||
+		p.Rules[0].Resource != "replicasets.apps" || p.Rules[0].Collect != "After 10m" ||
+		p.Rules[1].NamespaceSelector == nil || p.Rules[1].NamespaceSelector.MatchLabels["team"] != "a" ||
+		p.Rules[1].Collect != "Never" || p.Rules[1].DefaultPropagation != "Orphan" {
+		t.Errorf("rendered policy %+v, want the values' rules", p)
+	}
+	d := deploymentEssentials(t, find(t, objs, "Deployment", "cascade"))
+	image, _, _ := unstructured.NestedSlice(find(t, objs, "Deployment", "cascade").Object, "spec", "template", "spec", "containers")
+	if got := image[0].(map[string]any)["image"]; got != "registry.example.com/cascade@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" {
+		t.Errorf("image %v, want the digest", got)
+	}
+	args, _ := d["args"].([]any)
+	if n := len(args); n < 2 || args[n-2] != "--v=2" || args[n-1] != "--discovery-period=1m" {
+		t.Errorf("args %v do not end with the extra args", args)
+	}
+}
+
+// TestChartMonitoringSource: the chart's PrometheusRule holds exactly deploy/monitoring's rules
+// and its dashboard ConfigMap (label grafana_dashboard: "1") exactly its dashboard, as do the
+// kustomize component's objects: one source for all.
+func TestChartMonitoringSource(t *testing.T) {
+	want, err := monitoring.Alerts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart := objects(t, helmTemplate(t, "monitoring.prometheusRule.enabled=true", "monitoring.dashboard.enabled=true", "monitoring.serviceMonitor.enabled=true"))
+	overlay := monitoringOverlay(t, "base")
+	comp := objects(t, kustomize(t, overlay))
+	for from, objs := range map[string][]*unstructured.Unstructured{"the chart": chart, "the component": comp} {
+		rule := find(t, objs, "PrometheusRule", "cascade")
+		groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
+		b, err := yaml.Marshal(map[string]any{"groups": groups})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f struct {
+			Groups []struct {
+				Name  string            `json:"name"`
+				Rules []monitoring.Rule `json:"rules"`
+			} `json:"groups"`
+		}
+		if err := yaml.UnmarshalStrict(b, &f); err != nil {
+			t.Fatal(err)
+		}
+		var got []monitoring.Rule
+		for _, g := range f.Groups {
+			got = append(got, g.Rules...)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s's PrometheusRule differs from deploy/monitoring/alerts.yaml", from)
+		}
+		cm := find(t, objs, "ConfigMap", "cascade-dashboard")
+		if cm.GetLabels()["grafana_dashboard"] != "1" {
+			t.Errorf("%s's dashboard ConfigMap labels %v, want grafana_dashboard: \"1\"", from, cm.GetLabels())
+		}
+		data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+		if strings.TrimSpace(data["cascade.json"]) != strings.TrimSpace(string(monitoring.DashboardJSON())) {
+			t.Errorf("%s's dashboard ConfigMap does not hold deploy/monitoring/dashboard.json", from)
+		}
+		sm := find(t, objs, "ServiceMonitor", "cascade")
+		if jl, _, _ := unstructured.NestedString(sm.Object, "spec", "jobLabel"); jl != "app.kubernetes.io/name" {
+			t.Errorf("%s's ServiceMonitor jobLabel %q, want app.kubernetes.io/name", from, jl)
+		}
+		endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		if len(endpoints) != 1 || endpoints[0].(map[string]any)["port"] != "metrics" || endpoints[0].(map[string]any)["scheme"] != "https" {
+			t.Errorf("%s's ServiceMonitor endpoints %v, want the metrics port over https", from, endpoints)
+		}
+	}
+}
+
+// monitoringOverlay writes a kustomization that adds deploy/components/monitoring to the
+// directory dir of deploy/ (kustomize takes relative paths only) and returns its directory.
+func monitoringOverlay(t *testing.T, dir string) string {
+	t.Helper()
+	tmp := t.TempDir()
+	rel, err := filepath.Rel(tmp, deployDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := fmt.Sprintf("resources:\n  - %s\ncomponents:\n  - %s\n", filepath.Join(rel, dir), filepath.Join(rel, "components", "monitoring"))
+	if err := os.WriteFile(filepath.Join(tmp, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return tmp
+}
+
+// TestKustomizeServerDryRun: kubectl apply --dry-run=server -k passes for the shadow and companion
+// overlays and for each kustomize directory with the monitoring component (Prometheus
+// Operator's CRDs installed), naming the component's objects.
+func TestKustomizeServerDryRun(t *testing.T) {
+	chartNamespaceExists(t)
+	installPromOperatorCRDs(t)
+	for _, dir := range []string{"base", "overlays/shadow", "overlays/companion"} {
+		out := serverDryRun(t, "deploy/"+dir, "-k", filepath.Join(deployDir(t), dir))
+		if !strings.Contains(out, "deployment.apps/cascade ") {
+			t.Errorf("deploy/%s: no Deployment in\n%s", dir, out)
+		}
+		out = serverDryRun(t, "deploy/"+dir+" with the monitoring component", "-k", monitoringOverlay(t, dir))
+		for _, obj := range []string{"servicemonitor.monitoring.coreos.com/cascade ", "prometheusrule.monitoring.coreos.com/cascade ", "configmap/cascade-dashboard "} {
+			if !strings.Contains(out, obj) {
+				t.Errorf("deploy/%s with the monitoring component: the server dry run does not name %s:\n%s", dir, obj, out)
+			}
+		}
+	}
+}
+
+// TestShadowOverlayRBACSuffices: cascade runs in shadow mode with exactly the RBAC of
+// deploy/overlays/shadow (its ClusterRole, which only reads, and its policy Role, for a
+// ServiceAccount of the test's own; the Roles for the Lease and the orphan record are not
+// there) and the overlay's arguments: it syncs, loads the policy ConfigMap, decides to delete the
+// dependents of a deleted owner without sending anything, and no request of its is refused.
+// The chart's mode dry-run has the same RBAC (TestChartMatchesKustomize).
+func TestShadowOverlayRBACSuffices(t *testing.T) {
+	cs := suite.Clients(t)
+	ctx := context.Background()
+	objs := objects(t, kustomize(t, filepath.Join(deployDir(t), "overlays", "shadow")))
+	ns := cs.NewNamespace(t)
+	clusterRole := into[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole", "cascade"))
+	policyRole := into[rbacv1.Role](t, find(t, objs, "Role", "cascade-policy"))
+	policyCM := into[corev1.ConfigMap](t, find(t, objs, "ConfigMap", "cascade-policy"))
+	dep := into[appsv1.Deployment](t, find(t, objs, "Deployment", "cascade"))
+
+	// The overlay's objects in the test's namespace, the ClusterRole under a name of its own.
+	name := "e2e-shadow-" + ns
+	sa := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "cascade", Namespace: ns}
+	if _, err := cs.Kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "cascade"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	crs, crbs := cs.Kube.RbacV1().ClusterRoles(), cs.Kube.RbacV1().ClusterRoleBindings()
+	t.Cleanup(func() {
+		_ = crbs.Delete(ctx, name, metav1.DeleteOptions{})
+		_ = crs.Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	if _, err := crs.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: clusterRole.Rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := crbs.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: []rbacv1.Subject{sa},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Kube.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "cascade-policy"}, Rules: policyRole.Rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "cascade-policy"}, Subjects: []rbacv1.Subject{sa},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "cascade-policy"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cascade-policy"}, Data: policyCM.Data}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := cs.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "cascade", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := suite.CP.WriteKubeconfig(kc, "system:serviceaccount:"+ns+":cascade", tok.Status.Token); err != nil {
+		t.Fatal(err)
+	}
+
+	// The overlay's arguments, in the test's namespace; the addresses are the harness's.
+	args := []string{"--kubeconfig=" + kc}
+	for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
+		if strings.HasPrefix(a, "--metrics-bind-address=") || strings.HasPrefix(a, "--health-probe-bind-address=") {
+			continue
+		}
+		args = append(args, strings.ReplaceAll(a, chartNamespace+"/", ns+"/"))
+	}
+	if !slices.Contains(args, "--dry-run") {
+		t.Fatalf("the shadow overlay's arguments %v lack --dry-run", dep.Spec.Template.Spec.Containers[0].Args)
+	}
+	c := suite.StartCascade(t, args...)
+	framework.WaitForMetric(t, c, "cascade_policy_generation", 1, collectTimeout)
+
+	owner := cs.CreateCM(t, ns, "owner")
+	const deps = 3
+	for i := range deps {
+		cs.CreateCM(t, ns, fmt.Sprintf("dep-%d", i), framework.CMRef(owner))
+	}
+	before := framework.MetricValue(t, c, `cascade_dry_run_actions_total{action="delete"}`)
+	cs.DeleteCM(t, ns, "owner", metav1.DeletePropagationBackground)
+	framework.WaitForMetric(t, c, `cascade_dry_run_actions_total{action="delete"}`, before+deps, collectTimeout)
+	cs.WaitCMCount(t, ns, "dep-", deps, collectTimeout) // still there: nothing was sent
+
+	for _, s := range framework.Scrape(t, c).Samples("cascade_api_requests_total") {
+		if code := s.Labels["code"]; code == "401" || code == "403" {
+			t.Errorf("a request of cascade's was refused with the shadow overlay's RBAC: %+v\n%s", s, c.Tail(20))
+		}
+	}
+}
