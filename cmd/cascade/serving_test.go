@@ -93,7 +93,7 @@ func startServers(t *testing.T, opts *Options, api *reviewServer) (metrics, heal
 		_, _ = io.WriteString(w, "graph of "+r.URL.Query().Get("uid")+" "+r.Header.Get("Authorization"))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	servers, err := newServers(ctx, opts, reg, fakeReadiness{ready: true}, func() error { return nil }, graph, kube)
+	servers, err := newServers(ctx, opts, reg, fakeReadiness{ready: true}, func() error { return nil }, graph, nil, kube)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
