@@ -86,7 +86,7 @@ func aggregatedAPI(explain explainFunc) http.Handler {
 		PreferredVersion: metav1.GroupVersionForDiscovery{GroupVersion: gv, Version: debugVersion},
 	}
 	docs := map[string]any{
-		"/apis": metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{group}},
+		"/apis":               metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{group}},
 		"/apis/" + debugGroup: group,
 		"/apis/" + gv: metav1.APIResourceList{
 			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
