@@ -157,7 +157,9 @@ func TestExplainAggregatedAPI(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cs.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cs.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding, metav1.DeleteOptions{})
+	})
 	// The binding in force in the API server's RBAC authorizer before anyone asks, so that no
 	// denial is cached (by cascade) before it is.
 	framework.Eventually(t, 30*time.Second, "explainer may get explanations", func() (bool, error) {
