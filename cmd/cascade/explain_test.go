@@ -74,6 +74,10 @@ func newFakeAPIServer(t *testing.T, token string) *fakeAPIServer {
 			http.NotFound(w, r)
 			return
 		}
+		if strings.HasSuffix(r.URL.Path, "/explanations/down") { // the aggregator, cascade unreachable
+			writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "the server is currently unable to handle the request")
+			return
+		}
 		cascade.ServeHTTP(w, r)
 	}))
 	t.Cleanup(f.Close)
@@ -153,6 +157,7 @@ func TestExplainThroughTheAPIServer(t *testing.T) {
 	}{
 		{[]string{"widgets/x"}, exitFailure, `the server doesn't have a resource type "widgets"`},
 		{[]string{"cm/missing"}, exitFailure, "404 Not Found: configmaps shop/missing is not in the graph"},
+		{[]string{"cm/down"}, exitFailure, "503 Service Unavailable: the server is currently unable to handle the request (the API server cannot reach cascade: kubectl get apiservice v1alpha1.debug.cascade.dev says why)"},
 		{[]string{"cm/x", "--kubeconfig", writeKubeconfig(t, api.URL, denyToken)}, exitFailure, `403 Forbidden: explanations.debug.cascade.dev "x" is forbidden: User "nobody"`},
 		{[]string{"cm/x", "--service", "cascade-system/cascade-metrics"}, exitUsage, "unknown flag: --service"},
 	} {
