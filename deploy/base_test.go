@@ -196,13 +196,21 @@ func TestBaseSecuresTheMetricsPort(t *testing.T) {
 	if !may(roles["cascade"], "authentication.k8s.io", "tokenreviews") || !may(roles["cascade"], "authorization.k8s.io", "subjectaccessreviews") {
 		t.Errorf("ClusterRole cascade %+v cannot create tokenreviews and subjectaccessreviews", roles["cascade"])
 	}
-	for name, paths := range map[string][]string{
-		"cascade-metrics-reader": {"/metrics"},
-		"cascade-debug-reader":   {"/debug/graph", "/debug/pprof", "/debug/pprof/*"},
+	for name, want := range map[string][]rbacv1.PolicyRule{
+		"cascade-metrics-reader": {{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+		"cascade-debug-reader": {
+			{APIGroups: []string{"debug.cascade.dev"}, Resources: []string{"explanations"}, Verbs: []string{"get"}},
+			{NonResourceURLs: []string{"/debug/graph", "/debug/pprof", "/debug/pprof/*"}, Verbs: []string{"get"}},
+		},
 	} {
-		want := []rbacv1.PolicyRule{{NonResourceURLs: paths, Verbs: []string{"get"}}}
-		if got := roles[name]; len(got) != 1 || !slices.Equal(got[0].NonResourceURLs, paths) || !slices.Equal(got[0].Verbs, want[0].Verbs) ||
-			len(got[0].APIGroups)+len(got[0].Resources)+len(got[0].ResourceNames) > 0 {
+		got := roles[name]
+		same := len(got) == len(want)
+		for i := 0; same && i < len(got); i++ {
+			same = slices.Equal(got[i].APIGroups, want[i].APIGroups) && slices.Equal(got[i].Resources, want[i].Resources) &&
+				slices.Equal(got[i].NonResourceURLs, want[i].NonResourceURLs) && slices.Equal(got[i].Verbs, want[i].Verbs) &&
+				len(got[i].ResourceNames) == 0
+		}
+		if !same {
 			t.Errorf("ClusterRole %s rules %+v, want %+v", name, got, want)
 		}
 	}
@@ -221,5 +229,74 @@ func TestBaseSecuresTheMetricsPort(t *testing.T) {
 		if !slices.Contains(k.Resources, f) {
 			t.Errorf("kustomization.yaml does not list %s", f)
 		}
+	}
+}
+
+// TestBaseRegistersTheAggregatedAPI: the APIService of cascade's aggregated API points at the
+// Service's port in cascade's namespace (the self-signed certificate: insecureSkipTLSVerify,
+// and no caBundle beside it, which the API server would refuse), and cascade's ServiceAccount
+// may read the front-proxy configuration through kube-apiserver's own Role, bound where that
+// Role is: kube-system.
+func TestBaseRegistersTheAggregatedAPI(t *testing.T) {
+	var svc corev1.Service
+	readStrict(t, "base/service.yaml", &svc)
+	b, err := os.ReadFile("base/aggregated-api.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		api struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Spec struct {
+				Group, Version string
+				Service        struct {
+					Namespace, Name string
+					Port            int32
+				}
+				InsecureSkipTLSVerify bool   `json:"insecureSkipTLSVerify"`
+				CABundle              []byte `json:"caBundle"`
+			} `json:"spec"`
+		}
+		rb rbacv1.RoleBinding
+	)
+	docs := strings.Split(string(b), "\n---\n")
+	if len(docs) != 2 {
+		t.Fatalf("aggregated-api.yaml has %d objects, want the APIService and the RoleBinding", len(docs))
+	}
+	if err := yaml.Unmarshal([]byte(docs[0]), &api); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict([]byte(docs[1]), &rb); err != nil {
+		t.Fatal(err)
+	}
+	s := api.Spec
+	if api.Kind != "APIService" || api.Metadata.Name != s.Version+"."+s.Group || s.Group != "debug.cascade.dev" || s.Version != "v1alpha1" {
+		t.Errorf("APIService %s serves %s/%s, want v1alpha1.debug.cascade.dev", api.Metadata.Name, s.Group, s.Version)
+	}
+	if s.Service.Namespace != "cascade-system" || s.Service.Name != svc.Name || len(svc.Spec.Ports) != 1 || s.Service.Port != svc.Spec.Ports[0].Port {
+		t.Errorf("APIService points at %+v, want the Service %s's port %+v in cascade-system", s.Service, svc.Name, svc.Spec.Ports)
+	}
+	if !s.InsecureSkipTLSVerify || len(s.CABundle) > 0 {
+		t.Errorf("APIService insecureSkipTLSVerify %t, caBundle %d bytes: want the self-signed default (skip, no bundle)", s.InsecureSkipTLSVerify, len(s.CABundle))
+	}
+	if rb.Namespace != "kube-system" || rb.RoleRef.Kind != "Role" || rb.RoleRef.Name != "extension-apiserver-authentication-reader" ||
+		len(rb.Subjects) != 1 || rb.Subjects[0].Kind != rbacv1.ServiceAccountKind || rb.Subjects[0].Name != "cascade" || rb.Subjects[0].Namespace != "cascade-system" {
+		t.Errorf("RoleBinding %s/%s %+v %+v, want extension-apiserver-authentication-reader in kube-system for cascade-system/cascade", rb.Namespace, rb.Name, rb.RoleRef, rb.Subjects)
+	}
+	k, err := os.ReadFile("base/kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kust struct {
+		Resources []string `json:"resources"`
+	}
+	if err := yaml.Unmarshal(k, &kust); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(kust.Resources, "aggregated-api.yaml") {
+		t.Error("kustomization.yaml does not list aggregated-api.yaml")
 	}
 }

@@ -236,6 +236,21 @@ func (c *Controller) findObject(resource, namespace, name string) (types.UID, er
 	return uid, nil
 }
 
+// ExplainNamed is Explain for the object of resource (plural[.group]) named namespace/name (the
+// namespace is ignored for a cluster-scoped resource); the error says why there is none: the
+// resource is not watched, or the graph does not have the object.
+func (c *Controller) ExplainNamed(ctx context.Context, resource, namespace, name string) (Explanation, error) {
+	uid, err := c.findObject(resource, namespace, name)
+	if err != nil {
+		return Explanation{}, err
+	}
+	e, ok := c.Explain(ctx, uid)
+	if !ok {
+		return Explanation{}, fmt.Errorf("%s %s/%s is not in the graph", resource, namespace, name)
+	}
+	return e, nil
+}
+
 // DebugGraph serves /debug/graph: ?uid=UID, or ?resource=RESOURCE[.GROUP]&namespace=NS&name=NAME,
 // and &format=dot for Graphviz instead of JSON.
 func (c *Controller) DebugGraph(w http.ResponseWriter, r *http.Request) {

@@ -75,4 +75,19 @@ func TestExplain(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("unknown object: %d, want 404", resp.StatusCode)
 	}
+
+	// ExplainNamed (the aggregated API's): the same explanation by coordinates, an error for
+	// an object the graph lacks or a resource it does not watch.
+	if ne, err := c.ExplainNamed(context.Background(), "widgets.example.com", "ns", "dep"); err != nil || ne.Object.UID != "u-dep" || ne.Decision == nil {
+		t.Errorf("ExplainNamed widgets.example.com ns/dep = %+v, %v", ne.Object, err)
+	}
+	for _, tc := range []struct{ resource, ns, name, want string }{
+		{"widgets.example.com", "ns", "nope", "widgets.example.com ns/nope is not in the graph"},
+		{"widgets.example.com", "other", "dep", "widgets.example.com other/dep is not in the graph"},
+		{"gadgets.example.com", "ns", "dep", `resource "gadgets.example.com" is not watched`},
+	} {
+		if _, err := c.ExplainNamed(context.Background(), tc.resource, tc.ns, tc.name); err == nil || err.Error() != tc.want {
+			t.Errorf("ExplainNamed %s %s/%s: error %v, want %q", tc.resource, tc.ns, tc.name, err, tc.want)
+		}
+	}
 }

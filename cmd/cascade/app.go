@@ -174,7 +174,7 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 		Events:       events,
 		StuckAfter:   opts.StuckAfter,
 	})
-	servers, err := newServers(ctx, opts, reg, ctrl, live.check, ctrl.DebugGraph, cs.kube)
+	servers, err := newServers(ctx, opts, reg, ctrl, live.check, ctrl.DebugGraph, ctrl.ExplainNamed, cs.kube)
 	if err != nil {
 		return nil, err
 	}

@@ -23,28 +23,21 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cascade-gc/cascade/gc"
-	"github.com/cascade-gc/cascade/policy/watch"
 )
 
-// Where `cascade explain` finds cascade through the API server by default: deploy/base's
-// Service in front of the metrics port.
-const (
-	defaultExplainService = "cascade-system/cascade-metrics"
-	defaultExplainPort    = "metrics"
-)
-
-// newExplainCommand is `cascade explain RESOURCE/NAME`: it asks a running cascade (its
-// /debug/graph) what it knows about one object and what it would do, and prints it. With the
-// user's kubeconfig (kubectl's flags) it goes through the API server's service proxy, so access
-// is the user's RBAC (get on services/proxy) and no port-forward is needed; --url asks a cascade
-// directly (a local run).
+// newExplainCommand is `cascade explain RESOURCE/NAME`: it asks a running cascade what it knows
+// about one object and what it would do, and prints it. With the user's kubeconfig (kubectl's
+// flags) it asks the API server for the object's explanation in cascade's aggregated API
+// (debug.cascade.dev, aggregated.go): the API server authenticates the user with whatever the
+// kubeconfig holds (token, client certificate, exec plugin), authorizes get on explanations
+// with the user's RBAC and forwards the request to cascade, which knows who asks; no
+// port-forward. --url asks a cascade's /debug/graph directly (a local run, a port-forward).
 func newExplainCommand() *cobra.Command {
 	var (
-		kf                    kubeFlags
-		base, format          string
-		service, port, scheme string
-		caFile                string
-		insecureTLS           bool
+		kf           kubeFlags
+		base, format string
+		caFile       string
+		insecureTLS  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "explain RESOURCE[.GROUP]/NAME [-n NAMESPACE] [-o text|json|yaml|dot]",
@@ -52,9 +45,10 @@ func newExplainCommand() *cobra.Command {
 		Long: "Ask a running cascade what it knows about one object (its owners and the graph's verdict on\n" +
 			"each, its dependents) and what it would do now, and why. RESOURCE is any name kubectl\n" +
 			"accepts (configmap, cm, configmaps, deployment.apps), resolved with the cluster's discovery.\n" +
-			"cascade is reached through the API server's service proxy (--service, --port), with the\n" +
-			"kubeconfig's credentials; the namespace defaults to the context's. --url asks a cascade\n" +
-			"directly instead (a local run, a port-forward), with RESOURCE as plural[.group].",
+			"cascade is reached through the API server, as the kubeconfig's user, in its aggregated API\n" +
+			"(get explanations.debug.cascade.dev: the ClusterRole cascade-debug-reader grants it); the\n" +
+			"namespace defaults to the context's. --url asks a cascade directly instead (a local run, a\n" +
+			"port-forward), with RESOURCE as plural[.group].",
 		Example: "  cascade explain cm/my-config\n" +
 			"  cascade explain deployment.apps/web -n shop -o yaml --context prod\n" +
 			"  cascade explain configmaps/my-config -n default --url http://127.0.0.1:8443\n" +
@@ -67,9 +61,6 @@ func newExplainCommand() *cobra.Command {
 	cmd.Flags().StringVar(&caFile, "certificate-authority", "", "With an https --url: the CA file that signed cascade's serving certificate (its --tls-cert-file).")
 	cmd.Flags().BoolVar(&insecureTLS, "insecure-skip-tls-verify", false, "With an https --url: do not verify cascade's serving certificate (its self-signed one); the token is still sent, so use it only through a port-forward.")
 	cmd.Flags().StringVarP(&format, "output", "o", "text", "text, json, yaml or dot.")
-	cmd.Flags().StringVar(&service, "service", defaultExplainService, "The Service in front of cascade's metrics port, NAMESPACE/NAME, reached through the API server's service proxy.")
-	cmd.Flags().StringVar(&port, "port", defaultExplainPort, "The Service's port, by name or number.")
-	cmd.Flags().StringVar(&scheme, "scheme", "http", "http or https: how the API server talks to cascade's metrics port.")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		resource, name, ok := strings.Cut(args[0], "/")
 		if !ok || resource == "" || name == "" {
@@ -77,13 +68,6 @@ func newExplainCommand() *cobra.Command {
 		}
 		if !slices.Contains([]string{"text", "json", "yaml", "dot"}, format) {
 			return &usageError{err: fmt.Errorf("invalid -o %q: text, json, yaml or dot", format)}
-		}
-		if scheme != "http" && scheme != "https" {
-			return &usageError{err: fmt.Errorf("invalid --scheme %q: http or https", scheme)}
-		}
-		svcNS, svcName, err := watch.ParseName(service)
-		if err != nil {
-			return &usageError{err: fmt.Errorf("invalid --service=%s: %v", service, err)}
 		}
 		ctx := cmd.Context()
 		if base != "" {
@@ -93,11 +77,12 @@ func newExplainCommand() *cobra.Command {
 			}
 			hc := &http.Client{Timeout: 30 * time.Second}
 			if strings.HasPrefix(base, "https://") {
+				var err error
 				if hc, err = secureURLClient(kf, base, caFile, insecureTLS); err != nil {
 					return err
 				}
 			}
-			return explain(ctx, cmd.OutOrStdout(), hc, strings.TrimRight(base, "/"), resource, ns, name, format)
+			return explain(ctx, cmd.OutOrStdout(), hc, debugGraphURL(base, resource, ns, name, format), format)
 		}
 		cfg, err := kf.restConfig()
 		if err != nil {
@@ -125,7 +110,11 @@ func newExplainCommand() *cobra.Command {
 			return fmt.Errorf("build HTTP client: %w", err)
 		}
 		hc.Timeout = 30 * time.Second
-		return explain(ctx, cmd.OutOrStdout(), hc, serviceProxyURL(cfg.Host, svcNS, svcName, port, scheme), graphResource, ns, name, format)
+		server, _, err := rest.DefaultServerUrlFor(cfg)
+		if err != nil {
+			return fmt.Errorf("the kubeconfig's server: %w", err)
+		}
+		return explain(ctx, cmd.OutOrStdout(), hc, aggregatedURL(server.String(), graphResource, ns, name, format), format)
 	}
 	return cmd
 }
@@ -177,31 +166,39 @@ func resolveResource(mapper meta.RESTMapper, resource string) (graphResource str
 	return gvr.GroupResource().String(), m.Scope.Name() == meta.RESTScopeNameNamespace, nil
 }
 
-// serviceProxyURL is the API server's proxy to port of Service namespace/name: what is under it
-// is cascade's metrics address.
-func serviceProxyURL(host, namespace, name, port, scheme string) string {
-	target := name + ":" + port
-	if scheme == "https" {
-		target = "https:" + target
+// aggregatedURL is the explanation of the object of resource (plural[.group]) named ns/name (ns
+// empty: cluster-scoped) in cascade's aggregated API, under the API server at server.
+func aggregatedURL(server, resource, ns, name, format string) string {
+	u := strings.TrimRight(server, "/") + "/apis/" + debugGroup + "/" + debugVersion + "/"
+	if ns != "" {
+		u += "namespaces/" + url.PathEscape(ns) + "/"
 	}
-	return strings.TrimRight(host, "/") + "/api/v1/namespaces/" + url.PathEscape(namespace) + "/services/" + url.PathEscape(target) + "/proxy"
+	q := url.Values{"resource": {resource}}
+	if format == "dot" {
+		q.Set("format", "dot")
+	}
+	return u + explanationsName + "/" + url.PathEscape(name) + "?" + q.Encode()
 }
 
-// explain asks the cascade whose metrics address is base about one object and prints the
-// answer in format.
-func explain(ctx context.Context, out io.Writer, c *http.Client, base, resource, ns, name, format string) error {
+// debugGraphURL is the /debug/graph question about one object to the cascade whose metrics
+// address is base.
+func debugGraphURL(base, resource, ns, name, format string) string {
 	q := url.Values{"resource": {resource}, "namespace": {ns}, "name": {name}}
 	if format == "dot" {
 		q.Set("format", "dot")
 	}
-	u := base + "/debug/graph?" + q.Encode()
+	return strings.TrimRight(base, "/") + "/debug/graph?" + q.Encode()
+}
+
+// explain asks for the explanation at u and prints it in format.
+func explain(ctx context.Context, out io.Writer, c *http.Client, u, format string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("cannot reach cascade at %s: %v", base, err)
+		return fmt.Errorf("cannot reach cascade: %v", err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -209,7 +206,7 @@ func explain(ctx context.Context, out io.Writer, c *http.Client, base, resource,
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+		return answerError(resp, body)
 	}
 	switch format {
 	case "json", "dot":
@@ -302,4 +299,23 @@ func explainText(e gc.Explanation) string {
 		}
 	}
 	return b.String()
+}
+
+// answerError says why the answer is not an explanation: the message of an API Status (the
+// API server's 403, cascade's 404), else the body, with a hint where the API server answered
+// for a cascade it cannot reach or does not know.
+func answerError(resp *http.Response, body []byte) error {
+	msg := strings.TrimSpace(string(body))
+	var st metav1.Status
+	isStatus := json.Unmarshal(body, &st) == nil && st.Kind == "Status" && st.Message != ""
+	if isStatus {
+		msg = st.Message
+	}
+	switch {
+	case resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(resp.Request.URL.Path, "/apis/"+debugGroup+"/"):
+		msg += " (the API server cannot reach cascade: kubectl get apiservice " + debugVersion + "." + debugGroup + " says why)"
+	case resp.StatusCode == http.StatusNotFound && !isStatus && strings.Contains(resp.Request.URL.Path, "/apis/"+debugGroup+"/"):
+		msg += " (the API server does not serve " + debugGroup + ": is deploy/base's APIService " + debugVersion + "." + debugGroup + " installed? --url asks a cascade directly)"
+	}
+	return fmt.Errorf("%s: %s", resp.Status, msg)
 }

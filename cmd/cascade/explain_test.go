@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,13 +19,17 @@ import (
 )
 
 // fakeAPIServer serves the discovery documents of configmaps (cm), namespaces and
-// deployments.apps (deploy) over TLS, and answers the service proxy to cascade's /debug/graph with an
-// explanation, recording each proxied request. Every request must carry the user's token.
+// deployments.apps (deploy) over TLS, and forwards the aggregated API debug.cascade.dev to
+// cascade's handler of it (aggregatedAPI), whose explanations it records: "RESOURCE NS/NAME".
+// Every request must carry the user's token; a request with denyToken is forbidden as
+// kube-apiserver forbids it.
 type fakeAPIServer struct {
 	*httptest.Server
 	mu      sync.Mutex
-	proxied []string // path?query of each proxied request
+	proxied []string
 }
+
+const denyToken = "denied-token"
 
 func newFakeAPIServer(t *testing.T, token string) *fakeAPIServer {
 	f := &fakeAPIServer{}
@@ -41,8 +47,21 @@ func newFakeAPIServer(t *testing.T, token string) *fakeAPIServer {
 			{Name: "deployments", SingularName: "deployment", Namespaced: true, Kind: "Deployment", ShortNames: []string{"deploy"}, Verbs: []string{"get", "list"}},
 		}},
 	}
+	cascade := aggregatedAPI(func(_ context.Context, resource, ns, name string) (gc.Explanation, error) {
+		f.mu.Lock()
+		f.proxied = append(f.proxied, resource+" "+ns+"/"+name)
+		f.mu.Unlock()
+		if name == "missing" {
+			return gc.Explanation{}, fmt.Errorf("%s %s/missing is not in the graph", resource, ns)
+		}
+		return gc.Explanation{Object: gc.ExplainedObject{Kind: "ConfigMap", Namespace: ns, Name: name, UID: "u-1"}, State: "Observed", Resource: resource}, nil
+	})
 	f.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if got := r.Header.Get("Authorization"); got != "Bearer "+token {
+		if r.Header.Get("Authorization") == "Bearer "+denyToken && strings.HasPrefix(r.URL.Path, "/apis/debug.cascade.dev/") {
+			writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, `explanations.debug.cascade.dev "x" is forbidden: User "nobody" cannot get resource "explanations"`)
+			return
+		}
+		if got := r.Header.Get("Authorization"); got != "Bearer "+token && got != "Bearer "+denyToken {
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		}
@@ -51,24 +70,15 @@ func newFakeAPIServer(t *testing.T, token string) *fakeAPIServer {
 			_ = json.NewEncoder(w).Encode(doc)
 			return
 		}
-		const proxy = "/api/v1/namespaces/cascade-system/services/cascade-metrics:metrics/proxy/debug/graph"
-		if r.URL.Path != proxy {
+		if !strings.HasPrefix(r.URL.Path, "/apis/debug.cascade.dev/") {
 			http.NotFound(w, r)
 			return
 		}
-		f.mu.Lock()
-		f.proxied = append(f.proxied, r.URL.RawQuery)
-		f.mu.Unlock()
-		q := r.URL.Query()
-		if q.Get("name") == "missing" {
-			http.Error(w, q.Get("resource")+" "+q.Get("namespace")+"/missing is not in the graph", http.StatusNotFound)
+		if strings.HasSuffix(r.URL.Path, "/explanations/down") { // the aggregator, cascade unreachable
+			writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "the server is currently unable to handle the request")
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(gc.Explanation{
-			Object: gc.ExplainedObject{Kind: "ConfigMap", Namespace: q.Get("namespace"), Name: q.Get("name"), UID: "u-1"},
-			State:  "Observed", Resource: q.Get("resource"),
-		})
+		cascade.ServeHTTP(w, r)
 	}))
 	t.Cleanup(f.Close)
 	return f
@@ -103,11 +113,12 @@ current-context: shop
 	return p
 }
 
-// TestExplainThroughTheAPIServer: without --url, `cascade explain` reaches cascade through the
-// API server's service proxy with the kubeconfig's credentials ($KUBECONFIG, --kubeconfig,
-// --context), takes the namespace from the context unless -n names one, accepts resource names
-// as kubectl does (resolved with discovery: singular, plural, short, .group) and prints text,
-// json or yaml.
+// TestExplainThroughTheAPIServer: without --url, `cascade explain` asks the API server for the
+// explanation in cascade's aggregated API with the kubeconfig's credentials ($KUBECONFIG,
+// --kubeconfig, --context), takes the namespace from the context unless -n names one (none for
+// a cluster-scoped resource), accepts resource names as kubectl does (resolved with discovery:
+// singular, plural, short, .group) and prints text, json, yaml or dot; the API server's 403
+// and cascade's 404 are failures that give their message.
 func TestExplainThroughTheAPIServer(t *testing.T) {
 	const token = "user-token"
 	api := newFakeAPIServer(t, token)
@@ -118,12 +129,13 @@ func TestExplainThroughTheAPIServer(t *testing.T) {
 		wantQuery string
 		wantOut   string
 	}{
-		{[]string{"cm/x"}, "name=x&namespace=shop&resource=configmaps", "ConfigMap shop/x (u-1): Observed, resource configmaps\n"},
-		{[]string{"configmap/x", "-n", "ns1"}, "name=x&namespace=ns1&resource=configmaps", "ConfigMap ns1/x"},
-		{[]string{"configmaps/x", "--context", "other"}, "name=x&namespace=other&resource=configmaps", "ConfigMap other/x"},
-		{[]string{"deployment.apps/web", "--kubeconfig", kubeconfig}, "name=web&namespace=shop&resource=deployments.apps", "resource deployments.apps"},
-		{[]string{"deploy/web", "-o", "json"}, "name=web&namespace=shop&resource=deployments.apps", `"resource":"deployments.apps"`},
-		{[]string{"ns/kube-system", "-o", "yaml"}, "name=kube-system&namespace=&resource=namespaces", "resource: namespaces\n"},
+		{[]string{"cm/x"}, "configmaps shop/x", "ConfigMap shop/x (u-1): Observed, resource configmaps\n"},
+		{[]string{"configmap/x", "-n", "ns1"}, "configmaps ns1/x", "ConfigMap ns1/x"},
+		{[]string{"configmaps/x", "--context", "other"}, "configmaps other/x", "ConfigMap other/x"},
+		{[]string{"deployment.apps/web", "--kubeconfig", kubeconfig}, "deployments.apps shop/web", "resource deployments.apps"},
+		{[]string{"deploy/web", "-o", "json"}, "deployments.apps shop/web", `"resource": "deployments.apps"`},
+		{[]string{"ns/kube-system", "-o", "yaml"}, "namespaces /kube-system", "resource: namespaces\n"},
+		{[]string{"cm/x", "-o", "dot"}, "configmaps shop/x", "digraph cascade {"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			c := runCLI(t, nil, append([]string{"explain"}, tt.args...)...)
@@ -131,7 +143,7 @@ func TestExplainThroughTheAPIServer(t *testing.T) {
 				t.Fatalf("exit %d, stderr:\n%s", c.code, c.stderr)
 			}
 			if got := api.last(); got != tt.wantQuery {
-				t.Errorf("proxied /debug/graph?%s, want ?%s", got, tt.wantQuery)
+				t.Errorf("cascade explained %q, want %q", got, tt.wantQuery)
 			}
 			if !strings.Contains(c.stdout, tt.wantOut) {
 				t.Errorf("output lacks %q:\n%s", tt.wantOut, c.stdout)
@@ -145,8 +157,9 @@ func TestExplainThroughTheAPIServer(t *testing.T) {
 	}{
 		{[]string{"widgets/x"}, exitFailure, `the server doesn't have a resource type "widgets"`},
 		{[]string{"cm/missing"}, exitFailure, "404 Not Found: configmaps shop/missing is not in the graph"},
-		{[]string{"cm/x", "--scheme", "gopher"}, exitUsage, `invalid --scheme "gopher"`},
-		{[]string{"cm/x", "--service", "no-namespace"}, exitUsage, "invalid --service=no-namespace"},
+		{[]string{"cm/down"}, exitFailure, "503 Service Unavailable: the server is currently unable to handle the request (the API server cannot reach cascade: kubectl get apiservice v1alpha1.debug.cascade.dev says why)"},
+		{[]string{"cm/x", "--kubeconfig", writeKubeconfig(t, api.URL, denyToken)}, exitFailure, `403 Forbidden: explanations.debug.cascade.dev "x" is forbidden: User "nobody"`},
+		{[]string{"cm/x", "--service", "cascade-system/cascade-metrics"}, exitUsage, "unknown flag: --service"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			c := runCLI(t, nil, append([]string{"explain"}, tt.args...)...)
@@ -177,13 +190,13 @@ func TestExplainURL(t *testing.T) {
 	}
 }
 
-func TestServiceProxyURL(t *testing.T) {
-	for _, tt := range []struct{ host, scheme, want string }{
-		{"https://api:6443", "http", "https://api:6443/api/v1/namespaces/cascade-system/services/cascade-metrics:metrics/proxy"},
-		{"https://rancher/k8s/clusters/c-1/", "https", "https://rancher/k8s/clusters/c-1/api/v1/namespaces/cascade-system/services/https:cascade-metrics:metrics/proxy"},
+func TestAggregatedURL(t *testing.T) {
+	for _, tt := range []struct{ server, ns, format, want string }{
+		{"https://api:6443", "shop", "text", "https://api:6443/apis/debug.cascade.dev/v1alpha1/namespaces/shop/explanations/x?resource=configmaps"},
+		{"https://rancher/k8s/clusters/c-1/", "", "dot", "https://rancher/k8s/clusters/c-1/apis/debug.cascade.dev/v1alpha1/explanations/x?format=dot&resource=configmaps"},
 	} {
-		if got := serviceProxyURL(tt.host, "cascade-system", "cascade-metrics", "metrics", tt.scheme); got != tt.want {
-			t.Errorf("serviceProxyURL(%s, %s) = %s, want %s", tt.host, tt.scheme, got, tt.want)
+		if got := aggregatedURL(tt.server, "configmaps", tt.ns, "x", tt.format); got != tt.want {
+			t.Errorf("aggregatedURL(%s, %q, %s) = %s, want %s", tt.server, tt.ns, tt.format, got, tt.want)
 		}
 	}
 }

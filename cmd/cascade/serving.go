@@ -17,12 +17,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/authentication/request/headerrequest"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	authorizationcel "k8s.io/apiserver/pkg/authorization/cel"
+	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
@@ -43,6 +46,9 @@ type server struct {
 	l    net.Listener
 	s    *http.Server
 	tls  *servingCert
+	// background runs beside the server until ctx ends (the access gate's front-proxy
+	// configuration, kept current from the API server).
+	background []func(context.Context)
 }
 
 // newServer listens on addr for the flag named flagName; nil for "0" (disabled).
@@ -68,6 +74,9 @@ func (s *server) Run(ctx context.Context) error {
 		defer cancel()
 		_ = s.s.Shutdown(shutdownCtx)
 	}()
+	for _, f := range s.background {
+		go f(ctx)
+	}
 	var err error
 	if s.tls != nil {
 		if s.tls.files != nil {
@@ -86,16 +95,21 @@ func (s *server) Run(ctx context.Context) error {
 	return nil
 }
 
-// newServers builds the /metrics (and /debug) server and the /healthz,/readyz server on their
-// own ports (either may be disabled with "0"). With --metrics-secure (the default) the first
-// serves HTTPS only and lets a request through only when reviews, the API server's answers to
-// a TokenReview and a SubjectAccessReview sent with cascade's own credentials, say that its
-// bearer token is valid and that its user may get the path; the health server stays plain HTTP
-// and reveals nothing but whether cascade is alive and synced.
-func newServers(ctx context.Context, opts *Options, reg *prometheus.Registry, ready readiness, alive func() error, debugGraph http.HandlerFunc, reviews kubernetes.Interface) ([]*server, error) {
+// newServers builds the /metrics (and /debug, and the aggregated API debug.cascade.dev) server
+// and the /healthz,/readyz server on their own ports (either may be disabled with "0"). With
+// --metrics-secure (the default) the first serves HTTPS only and lets a request through only
+// when it is authenticated (a bearer token the API server's TokenReview accepts, or the API
+// server's own front-proxy client certificate carrying the user it forwards a request of) and,
+// but for the aggregated API's discovery documents, authorized (the API server's answer to a
+// SubjectAccessReview); the reviews are sent with cascade's own credentials. The health server
+// stays plain HTTP and reveals nothing but whether cascade is alive and synced.
+func newServers(ctx context.Context, opts *Options, reg *prometheus.Registry, ready readiness, alive func() error, debugGraph http.HandlerFunc, explain explainFunc, reviews kubernetes.Interface) ([]*server, error) {
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	metricsMux.HandleFunc("/debug/graph", debugGraph)
+	api := aggregatedAPI(explain)
+	metricsMux.Handle("/apis", api)
+	metricsMux.Handle("/apis/", api)
 	if opts.EnableProfiling {
 		metricsMux.HandleFunc("/debug/pprof/", pprof.Index)
 		metricsMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -105,14 +119,16 @@ func newServers(ctx context.Context, opts *Options, reg *prometheus.Registry, re
 	var (
 		metricsHandler http.Handler = metricsMux
 		cert           *servingCert
+		background     []func(context.Context)
 	)
 	if opts.MetricsBindAddress != "0" {
 		if opts.MetricsSecure {
-			gate, err := newAccessGate(reviews)
+			gate, err := newAccessGate(ctx, reviews)
 			if err != nil {
 				return nil, err
 			}
 			metricsHandler = gate.wrap(metricsMux)
+			background = append(background, gate.run)
 			if cert, err = newServingCert(opts.TLSCertFile, opts.TLSPrivateKeyFile); err != nil {
 				return nil, err
 			}
@@ -129,9 +145,10 @@ func newServers(ctx context.Context, opts *Options, reg *prometheus.Registry, re
 		flag, addr string
 		h          http.Handler
 		tls        *servingCert
+		background []func(context.Context)
 	}{
-		{"--metrics-bind-address", opts.MetricsBindAddress, metricsHandler, cert},
-		{"--health-probe-bind-address", opts.HealthProbeBindAddress, healthMux, nil},
+		{"--metrics-bind-address", opts.MetricsBindAddress, metricsHandler, cert, background},
+		{"--health-probe-bind-address", opts.HealthProbeBindAddress, healthMux, nil, nil},
 	} {
 		srv, err := newServer(s.flag, s.addr, s.h)
 		if err != nil {
@@ -141,6 +158,7 @@ func newServers(ctx context.Context, opts *Options, reg *prometheus.Registry, re
 			return nil, err
 		}
 		if srv != nil {
+			srv.background = s.background
 			if s.tls != nil {
 				srv.tls = s.tls
 				srv.s.TLSConfig = s.tls.config()
@@ -159,25 +177,65 @@ func newServers(ctx context.Context, opts *Options, reg *prometheus.Registry, re
 // kube-controller-manager and kube-scheduler do for their secure port. A variable for tests.
 var reviewCacheTTL = 10 * time.Second
 
-// accessGate lets a request through when the API server says its bearer token is valid and
-// its user may get (head, post...) its path. The reviews are k8s.io/apiserver's delegating
-// authenticator and authorizer, the ones every Kubernetes component serves its secure port
-// with: TokenReview and SubjectAccessReview webhooks, cached and retried.
+// The ConfigMap in which kube-apiserver publishes how it authenticates as a front proxy (its
+// --requestheader-* flags): the CA of its --proxy-client-cert-file, the names that certificate
+// may have, and the headers that carry the user of a request it forwards to an aggregated API.
+const (
+	authenticationConfigMap          = "extension-apiserver-authentication"
+	authenticationConfigMapNamespace = metav1.NamespaceSystem
+)
+
+// accessGate lets a request through when the API server vouches for its user and says that
+// user may do what it asks. The pieces are k8s.io/apiserver's delegating authenticator and
+// authorizer, the ones every Kubernetes component serves its secure port with and every
+// aggregated API server (metrics-server) serves its API with:
+//   - authentication, first of the request-header (front-proxy) authenticator: a client
+//     certificate signed by the API server's front-proxy CA, with one of the allowed names,
+//     whose X-Remote-User (and group, extra) headers name the user the API server
+//     authenticated, read live from kube-system/extension-apiserver-authentication; then of a
+//     bearer token, reviewed by TokenReview; cached;
+//   - authorization by SubjectAccessReview, cached: the resource attributes of an aggregated
+//     API request as the API server parsed them, or the non-resource URL (/metrics,
+//     /debug/graph) and its verb; the aggregated API's discovery documents need none.
 type accessGate struct {
 	authn authenticator.Request
 	authz authorizer.Authorizer
+	// frontProxy keep the front-proxy CA and header names current (run).
+	frontProxy []dynamiccertificates.ControllerRunner
 }
 
-func newAccessGate(kube kubernetes.Interface) (*accessGate, error) {
+func newAccessGate(ctx context.Context, kube kubernetes.Interface) (*accessGate, error) {
 	// The API server's retry schedule for its own webhooks (k8s.io/apiserver's
 	// DefaultAuthWebhookRetryBackoff): 5 tries over about 4 s.
 	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
+	ca, err := dynamiccertificates.NewDynamicCAFromConfigMapController("front-proxy-client-ca", authenticationConfigMapNamespace,
+		authenticationConfigMap, "requestheader-client-ca-file", kube)
+	if err != nil {
+		return nil, fmt.Errorf("front-proxy authentication: %w", err)
+	}
+	headers := headerrequest.NewRequestHeaderAuthRequestController(authenticationConfigMap, authenticationConfigMapNamespace, kube,
+		"requestheader-username-headers", "requestheader-uid-headers", "requestheader-group-headers",
+		"requestheader-extra-headers-prefix", "requestheader-allowed-names")
+	if err := headers.RunOnce(ctx); err != nil {
+		// Not fatal: bearer tokens still work, and run keeps trying.
+		klog.FromContext(ctx).Info("WARNING: cannot read the API server's front-proxy configuration; requests it forwards to the aggregated API "+
+			debugGroup+" (cascade explain) are refused until cascade can (deploy/base's RoleBinding cascade-authentication-reader grants it)",
+			"configMap", authenticationConfigMapNamespace+"/"+authenticationConfigMap, "err", err)
+	}
 	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
 		Anonymous:                nil, // no anonymous requests: no token, no answer
 		TokenAccessReviewClient:  kube.AuthenticationV1(),
 		TokenAccessReviewTimeout: 10 * time.Second,
 		WebhookRetryBackoff:      &backoff,
 		CacheTTL:                 reviewCacheTTL,
+		RequestHeaderConfig: &authenticatorfactory.RequestHeaderConfig{
+			CAContentProvider:   ca,
+			AllowedClientNames:  headerrequest.StringSliceProviderFunc(headers.AllowedClientNames),
+			UsernameHeaders:     headerrequest.StringSliceProviderFunc(headers.UsernameHeaders),
+			UIDHeaders:          headerrequest.StringSliceProviderFunc(headers.UIDHeaders),
+			GroupHeaders:        headerrequest.StringSliceProviderFunc(headers.GroupHeaders),
+			ExtraHeaderPrefixes: headerrequest.StringSliceProviderFunc(headers.ExtraHeaderPrefixes),
+		},
 	}.New()
 	if err != nil {
 		return nil, fmt.Errorf("delegated authentication (TokenReview): %w", err)
@@ -192,7 +250,15 @@ func newAccessGate(kube kubernetes.Interface) (*accessGate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("delegated authorization (SubjectAccessReview): %w", err)
 	}
-	return &accessGate{authn: authn, authz: authz}, nil
+	return &accessGate{authn: authn, authz: authz, frontProxy: []dynamiccertificates.ControllerRunner{ca, headers}}, nil
+}
+
+// run keeps the front-proxy configuration current (an informer on the one ConfigMap) until ctx
+// ends.
+func (g *accessGate) run(ctx context.Context) {
+	for _, c := range g.frontProxy {
+		go c.Run(ctx, 1)
+	}
 }
 
 // noMatchConditions is the CEL compiler of an authorizer without match conditions: it is never
@@ -203,9 +269,10 @@ func (noMatchConditions) CompileCELExpression(authorizationcel.ExpressionAccesso
 	return authorizationcel.CompilationResult{}, errors.New("cascade's authorizer has no match conditions")
 }
 
-// wrap answers 401 to a request without a valid bearer token, 403 to one whose user may not
-// use the method on the path (verb get for GET and HEAD, as kube-apiserver names verbs of
-// non-resource URLs), 500 when the API server could not say, and passes the others to h.
+// wrap answers 401 to a request that is not authenticated, 403 to one whose user may not do
+// what it asks (for a non-resource URL, verb get for GET and HEAD, as kube-apiserver names
+// them), 500 when the API server could not say, and passes the others to h, with the user in
+// their context (k8s.io/apiserver's request.UserFrom).
 func (g *accessGate) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		logger := klog.FromContext(r.Context()).WithValues("path", r.URL.Path, "remote", r.RemoteAddr)
@@ -217,25 +284,48 @@ func (g *accessGate) wrap(h http.Handler) http.Handler {
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		}
-		verb := nonResourceVerb(r.Method)
-		decision, reason, err := g.authz.Authorize(r.Context(), authorizer.AttributesRecord{User: res.User, Verb: verb, Path: r.URL.Path})
-		if err != nil {
-			logger.Error(err, "Cannot authorize a request", "user", res.User.GetName())
-			http.Error(w, "Internal Server Error: authorization failed", http.StatusInternalServerError)
-			return
-		}
-		if decision != authorizer.DecisionAllow {
-			logger.V(2).Info("Request forbidden", "user", res.User.GetName(), "verb", verb, "reason", reason)
-			msg := fmt.Sprintf("Forbidden: user %q cannot %s path %q", res.User.GetName(), verb, r.URL.Path)
-			if reason != "" {
-				msg += ": " + reason
+		if !isDiscoveryPath(r.URL.Path) {
+			attrs := requestAttributes(r, res.User)
+			decision, reason, err := g.authz.Authorize(r.Context(), attrs)
+			if err != nil {
+				logger.Error(err, "Cannot authorize a request", "user", res.User.GetName())
+				http.Error(w, "Internal Server Error: authorization failed", http.StatusInternalServerError)
+				return
 			}
-			http.Error(w, msg, http.StatusForbidden)
-			return
+			if decision != authorizer.DecisionAllow {
+				logger.V(2).Info("Request forbidden", "user", res.User.GetName(), "verb", attrs.Verb, "reason", reason)
+				msg := fmt.Sprintf("Forbidden: user %q cannot %s", res.User.GetName(), describeAccess(attrs))
+				if reason != "" {
+					msg += ": " + reason
+				}
+				http.Error(w, msg, http.StatusForbidden)
+				return
+			}
 		}
 		r.Header.Del("Authorization") // the handlers never need the token
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, r.WithContext(request.WithUser(r.Context(), res.User)))
 	})
+}
+
+// describeAccess says what a request asked, as kube-apiserver's Forbidden messages do.
+func describeAccess(a authorizer.AttributesRecord) string {
+	if !a.ResourceRequest {
+		return fmt.Sprintf("%s path %q", a.Verb, a.Path)
+	}
+	what := a.Resource
+	if a.APIGroup != "" {
+		what += "." + a.APIGroup
+	}
+	if a.Subresource != "" {
+		what += "/" + a.Subresource
+	}
+	if a.Name != "" {
+		what += fmt.Sprintf(" %q", a.Name)
+	}
+	if a.Namespace != "" {
+		return fmt.Sprintf("%s %s in namespace %q", a.Verb, what, a.Namespace)
+	}
+	return fmt.Sprintf("%s %s at the cluster scope", a.Verb, what)
 }
 
 // nonResourceVerb is the verb kube-apiserver authorizes an HTTP method on a non-resource URL
@@ -315,10 +405,15 @@ func (c *servingCert) current() (*tls.Certificate, error) {
 	return c.cert, nil
 }
 
+// config asks clients for a certificate but requires none and verifies none in the handshake:
+// the API server presents its front-proxy client certificate when it forwards a request to
+// the aggregated API, and the request-header authenticator verifies it against the front-proxy
+// CA as it stands when the request comes; scrapers and operators send a bearer token instead.
 func (c *servingCert) config() *tls.Config {
 	return &tls.Config{
 		MinVersion:     tls.VersionTLS12,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return c.current() },
+		ClientAuth:     tls.RequestClientCert,
 	}
 }
 

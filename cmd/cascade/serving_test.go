@@ -2,11 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"io"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -28,19 +35,47 @@ import (
 )
 
 // reviewServer is a fake API server that answers TokenReviews from a token → user table and
-// SubjectAccessReviews from a user → allowed paths table (verb get only), and records them.
+// SubjectAccessReviews from a user → allowed paths table (verb get only) and a user → allowed
+// resources table, and records them; with authConfig set, it serves that ConfigMap as
+// kube-system/extension-apiserver-authentication (get, list, watch: the initial events only).
 type reviewServer struct {
-	users  map[string]string   // token → user name
-	paths  map[string][]string // user → paths it may get
-	mu     sync.Mutex
-	tokens int // TokenReviews received
-	access []authorizationv1.SubjectAccessReviewSpec
+	users      map[string]string   // token → user name
+	paths      map[string][]string // user → paths it may get
+	resources  map[string][]string // user → "VERB RESOURCE.GROUP NAMESPACE/NAME" it may do
+	authConfig *corev1.ConfigMap
+	mu         sync.Mutex
+	tokens     int // TokenReviews received
+	access     []authorizationv1.SubjectAccessReviewSpec
 }
 
 func (f *reviewServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	const configMaps = "/api/v1/namespaces/kube-system/configmaps"
+	if strings.HasPrefix(r.URL.Path, configMaps) {
+		switch {
+		case f.authConfig == nil || r.URL.Path != configMaps && r.URL.Path != configMaps+"/"+authenticationConfigMap:
+			w.WriteHeader(http.StatusNotFound)
+			_ = json.NewEncoder(w).Encode(metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure, Reason: metav1.StatusReasonNotFound, Code: 404})
+		case r.URL.Query().Get("watch") == "true":
+			w.WriteHeader(http.StatusOK)
+			if r.URL.Query().Get("sendInitialEvents") == "true" { // client-go's watch-list: the object, then the end of the initial events
+				enc := json.NewEncoder(w)
+				_ = enc.Encode(map[string]any{"type": "ADDED", "object": f.authConfig})
+				_ = enc.Encode(map[string]any{"type": "BOOKMARK", "object": &corev1.ConfigMap{TypeMeta: f.authConfig.TypeMeta,
+					ObjectMeta: metav1.ObjectMeta{ResourceVersion: f.authConfig.ResourceVersion, Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}})
+			}
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		case r.URL.Path == configMaps:
+			_ = json.NewEncoder(w).Encode(corev1.ConfigMapList{TypeMeta: metav1.TypeMeta{Kind: "ConfigMapList", APIVersion: "v1"},
+				ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []corev1.ConfigMap{*f.authConfig}})
+		default:
+			_ = json.NewEncoder(w).Encode(f.authConfig)
+		}
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
 	switch r.URL.Path {
 	case "/apis/authentication.k8s.io/v1/tokenreviews":
 		var tr authenticationv1.TokenReview
@@ -63,6 +98,9 @@ func (f *reviewServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.access = append(f.access, sar.Spec)
 		sar.TypeMeta = metav1.TypeMeta{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview"}
 		if a := sar.Spec.NonResourceAttributes; a != nil && a.Verb == "get" && slices.Contains(f.paths[sar.Spec.User], a.Path) {
+			sar.Status.Allowed = true
+		}
+		if a := sar.Spec.ResourceAttributes; a != nil && slices.Contains(f.resources[sar.Spec.User], a.Verb+" "+a.Resource+"."+a.Group+" "+a.Namespace+"/"+a.Name) {
 			sar.Status.Allowed = true
 		}
 		_ = json.NewEncoder(w).Encode(sar)
@@ -93,7 +131,7 @@ func startServers(t *testing.T, opts *Options, api *reviewServer) (metrics, heal
 		_, _ = io.WriteString(w, "graph of "+r.URL.Query().Get("uid")+" "+r.Header.Get("Authorization"))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	servers, err := newServers(ctx, opts, reg, fakeReadiness{ready: true}, func() error { return nil }, graph, kube)
+	servers, err := newServers(ctx, opts, reg, fakeReadiness{ready: true}, func() error { return nil }, graph, fakeExplain, kube)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -376,5 +414,166 @@ func TestHealthz(t *testing.T) {
 	failing.Store(&err)
 	if code, body := probe(); code != http.StatusInternalServerError || !strings.Contains(body, "attempt_to_delete") {
 		t.Errorf("stalled: %d %q, want 500 naming the queue", code, body)
+	}
+}
+
+// testCA is a CA of the test that signs client certificates.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newTestCA(t *testing.T, name string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// clientCert is a client certificate for cn signed by the CA.
+func (ca *testCA) clientCert(t *testing.T, cn string) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// TestFrontProxy: a request the API server forwards to the aggregated API is authenticated by
+// the API server's front-proxy client certificate (signed by the CA, with an allowed name, both
+// read from kube-system/extension-apiserver-authentication) and the user it names in its
+// headers, then authorized for that user with the resource attributes of the path; discovery
+// needs authentication only. The user's headers without that certificate (none, another CA's,
+// another name) are not believed: 401. A bearer token reaches the aggregated API as well.
+func TestFrontProxy(t *testing.T) {
+	defer func(ttl time.Duration) { reviewCacheTTL = ttl }(reviewCacheTTL)
+	reviewCacheTTL = time.Hour
+	front, rogue := newTestCA(t, "front-proxy-ca"), newTestCA(t, "rogue-ca")
+	api := reviews()
+	api.resources = map[string][]string{"operator": {"get explanations.debug.cascade.dev shop/x"}}
+	api.authConfig = &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: authenticationConfigMap, Namespace: "kube-system", ResourceVersion: "1"},
+		Data: map[string]string{
+			"requestheader-client-ca-file":       string(front.pem),
+			"requestheader-allowed-names":        `["front-proxy-client"]`,
+			"requestheader-username-headers":     `["X-Remote-User"]`,
+			"requestheader-group-headers":        `["X-Remote-Group"]`,
+			"requestheader-extra-headers-prefix": `["X-Remote-Extra-"]`,
+		},
+	}
+	metrics, _ := startServers(t, secureOptions(), api)
+	base := "https://" + metrics
+	client := func(cert *tls.Certificate) *http.Client {
+		c := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // cascade's self-signed certificate
+		if cert != nil {
+			c.Certificates = []tls.Certificate{*cert}
+		}
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: c}}
+	}
+	proxy := front.clientCert(t, "front-proxy-client")
+	forwarded := func(c *http.Client, path, user string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if user != "" {
+			req.Header.Set("X-Remote-User", user)
+			req.Header.Add("X-Remote-Group", "ops")
+			req.Header.Add("X-Remote-Group", "system:authenticated")
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	const explanation = "/apis/debug.cascade.dev/v1alpha1/namespaces/shop/explanations/x?resource=configmaps"
+	// The CA comes from an informer cascade starts with its servers: wait until it is loaded.
+	deadline := time.Now().Add(time.Minute)
+	for code, _ := forwarded(client(&proxy), explanation, "operator"); code == http.StatusUnauthorized; code, _ = forwarded(client(&proxy), explanation, "operator") {
+		if time.Now().After(deadline) {
+			t.Fatal("the front-proxy CA was never loaded")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	otherName, rogueCert := front.clientCert(t, "someone-else"), rogue.clientCert(t, "front-proxy-client")
+	for _, tc := range []struct {
+		name   string
+		c      *http.Client
+		path   string
+		user   string
+		token  string
+		code   int
+		answer string
+	}{
+		{"front proxy, allowed user", client(&proxy), explanation, "operator", "", 200, `"name": "x"`},
+		{"front proxy, user without the role", client(&proxy), explanation, "nobody", "", 403, `Forbidden: user "nobody" cannot get explanations.debug.cascade.dev "x" in namespace "shop"`},
+		{"front proxy, discovery", client(&proxy), "/apis/debug.cascade.dev/v1alpha1", "nobody", "", 200, `"explanations"`},
+		{"front proxy, /metrics as a user without the role", client(&proxy), "/metrics", "nobody", "", 403, `cannot get path "/metrics"`},
+		{"front proxy, no user", client(&proxy), explanation, "", "", 401, "Unauthorized"},
+		{"headers, no certificate", client(nil), explanation, "operator", "", 401, "Unauthorized"},
+		{"headers, no certificate, discovery", client(nil), "/apis/debug.cascade.dev/v1alpha1", "operator", "", 401, "Unauthorized"},
+		{"headers, another CA's certificate", client(&rogueCert), explanation, "operator", "", 401, "Unauthorized"},
+		{"headers, a name not allowed", client(&otherName), explanation, "operator", "", 401, "Unauthorized"},
+		{"bearer token, allowed user", client(nil), explanation, "", "t-debug", 200, `"name": "x"`},
+		{"bearer token, user without the role", client(nil), explanation, "", "t-none", 403, `Forbidden: user "nobody"`},
+	} {
+		var code int
+		var body string
+		if tc.token != "" {
+			code, body = get(t, tc.c, base+tc.path, tc.token)
+		} else {
+			code, body = forwarded(tc.c, tc.path, tc.user)
+		}
+		if code != tc.code || !strings.Contains(body, tc.answer) {
+			t.Errorf("%s: GET %s = %d %q, want %d containing %q", tc.name, tc.path, code, body, tc.code, tc.answer)
+		}
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	var sawOperator bool
+	for _, spec := range api.access {
+		if spec.NonResourceAttributes != nil {
+			continue
+		}
+		a := spec.ResourceAttributes
+		if a == nil || a.Verb != "get" || a.Group != "debug.cascade.dev" || a.Version != "v1alpha1" || a.Resource != "explanations" || a.Namespace != "shop" || a.Name != "x" {
+			t.Errorf("SubjectAccessReview %+v: want get explanations.debug.cascade.dev shop/x", spec)
+		}
+		if spec.User == "operator" && slices.Equal(spec.Groups, []string{"ops", "system:authenticated"}) {
+			sawOperator = true
+		}
+	}
+	if !sawOperator {
+		t.Errorf("no SubjectAccessReview for the forwarded user operator with its groups: %+v", api.access)
 	}
 }

@@ -1,8 +1,9 @@
 // Package harness starts a real local control plane (etcd and kube-apiserver built from pinned
 // Go modules into bin/) for cascade's e2e tests, benchmarks and `make run`.
 //
-// Start picks free loopback ports, generates a service-account key and a token file for an
-// admin user, runs etcd and kube-apiserver (RBAC authorization, the default admission plugins)
+// Start picks free loopback ports, generates a service-account key, a token file for an
+// admin user and a front proxy's CA and client certificate (for aggregated APIs), runs etcd and
+// kube-apiserver (RBAC authorization, the default admission plugins)
 // in a temporary directory, waits for /readyz and writes a kubeconfig. Stop ends every child
 // and removes the directory unless asked to keep it. Children die with the harness process
 // (see Process), so a panicking or killed test leaves nothing behind.
@@ -10,14 +11,18 @@ package harness
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -63,6 +68,12 @@ type ControlPlane struct {
 	CAFile string
 	// SAKeyFile is the service-account signing key (also what kube-controller-manager needs).
 	SAKeyFile string
+	// The front proxy: kube-apiserver forwards requests to aggregated APIs with the client
+	// certificate ProxyClientCertFile (ProxyClientKeyFile; common name FrontProxyClientName),
+	// signed by FrontProxyCAFile, and the user in X-Remote-User, X-Remote-Group and
+	// X-Remote-Extra-* headers; it publishes the CA, the name and the headers in
+	// kube-system/extension-apiserver-authentication for aggregated API servers to read.
+	FrontProxyCAFile, ProxyClientCertFile, ProxyClientKeyFile string
 
 	Etcd      *Process
 	APIServer *Process
@@ -145,6 +156,12 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 	if err := writeServiceAccountKey(cp.SAKeyFile, saPub); err != nil {
 		return cp, err
 	}
+	cp.FrontProxyCAFile = filepath.Join(dir, "front-proxy-ca.crt")
+	cp.ProxyClientCertFile = filepath.Join(dir, "front-proxy-client.crt")
+	cp.ProxyClientKeyFile = filepath.Join(dir, "front-proxy-client.key")
+	if err := writeFrontProxyCerts(cp.FrontProxyCAFile, cp.ProxyClientCertFile, cp.ProxyClientKeyFile); err != nil {
+		return cp, fmt.Errorf("front-proxy certificates: %w", err)
+	}
 	certDir := filepath.Join(dir, "certs")
 	args := []string{
 		"--etcd-servers=" + etcdURL,
@@ -160,6 +177,17 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--enable-garbage-collector=true", // the apiserver sets orphan/foregroundDeletion finalizers
 		"--allow-privileged=true",
+		// The front proxy, for aggregated APIs (APIServices served by a test's process, cascade's
+		// debug.cascade.dev); with no kube-proxy here, the API server dials an APIService's
+		// endpoint itself rather than its Service's cluster IP.
+		"--requestheader-client-ca-file=" + cp.FrontProxyCAFile,
+		"--requestheader-allowed-names=" + FrontProxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + cp.ProxyClientCertFile,
+		"--proxy-client-key-file=" + cp.ProxyClientKeyFile,
+		"--enable-aggregator-routing=true",
 		"--profiling=false",
 		"--v=1",
 	}
@@ -393,6 +421,59 @@ func randomHex(n int) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// FrontProxyClientName is the common name of kube-apiserver's front-proxy client certificate,
+// the one name an aggregated API server accepts it with (--requestheader-allowed-names).
+const FrontProxyClientName = "front-proxy-client"
+
+// writeFrontProxyCerts writes a new CA (caPath) and a client certificate it signs for
+// FrontProxyClientName (certPath, keyPath), valid for a day: a control plane lives for a test run.
+func writeFrontProxyCerts(caPath, certPath, keyPath string) error {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "cascade-e2e-front-proxy-ca"},
+		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: FrontProxyClientName},
+		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	for path, block := range map[string]*pem.Block{
+		caPath:   {Type: "CERTIFICATE", Bytes: caDER},
+		certPath: {Type: "CERTIFICATE", Bytes: der},
+		keyPath:  {Type: "EC PRIVATE KEY", Bytes: keyDER},
+	} {
+		if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func writeServiceAccountKey(keyPath, pubPath string) error {
