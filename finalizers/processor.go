@@ -76,6 +76,11 @@ type Options struct {
 	// no dependent of it was seen (its first dependent may be in flight). Zero: every owner
 	// deleted with the orphan policy is recorded. cascade passes the record's TTL.
 	RecordWindow time.Duration
+	// Companion is --mode=companion: kube-controller-manager's collector finishes the GC
+	// finalizers. The processor only diagnoses: it follows every owner being deleted with one,
+	// reports it stuck (the DeletionStuck Event, cascade_oldest_waiting_owner_seconds) and
+	// writes nothing: no dependent patched, no finalizer removed, nothing recorded.
+	Companion bool
 	// Clock is injected for tests.
 	Clock clock.WithTicker
 }
@@ -259,6 +264,9 @@ func (p *Processor) process(ctx context.Context, uid types.UID) (work.Outcome, e
 	owner := client.Target{GVR: res.GVR, Namespace: n.Namespace, Name: n.Name, UID: uid}
 	if !res.Namespaced {
 		owner.Namespace = ""
+	}
+	if p.opts.Companion {
+		return p.diagnose(ctx, logger, owner, todo), nil
 	}
 	if todo.Orphan {
 		pr := p.progressOf(uid)

@@ -14,6 +14,7 @@ import (
 	"github.com/cascade-gc/cascade/gc"
 	"github.com/cascade-gc/cascade/graph"
 	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/work"
 )
 
 // Stuck deletions. An owner that waits on its GC finalizer longer than Options.StuckAfter gets
@@ -31,6 +32,29 @@ const (
 	// maxStuckNamed bounds the dependents one Event names (and the live GETs it costs).
 	maxStuckNamed = 5
 )
+
+// diagnose is process in companion mode: kube-controller-manager's collector finishes the
+// owner's GC finalizers; this reports the owner stuck once it has waited longer than
+// StuckAfter, and writes nothing. The owner is followed (Retry, with the queue's backoff) while
+// something in the graph holds it: a dependent that still references an orphaning owner, a
+// blocking dependent of a foreground one. Once nothing does, the in-tree collector is about to
+// finish it, and the resync looks again.
+func (p *Processor) diagnose(ctx context.Context, logger klog.Logger, owner client.Target, todo Work) work.Outcome {
+	pr := p.progressOf(owner.UID)
+	waiting := false
+	if todo.Orphan && len(p.view.Dependents(owner.UID)) > 0 {
+		waiting = true
+		p.reportStuck(ctx, logger, owner, pr, metav1.FinalizerOrphanDependents)
+	}
+	if todo.Foreground && p.view.BlockingDependents(owner.UID) > 0 {
+		waiting = true
+		p.reportStuck(ctx, logger, owner, pr, metav1.FinalizerDeleteDependents)
+	}
+	if waiting {
+		return work.Retry
+	}
+	return work.Done
+}
 
 // reportStuck emits the Warning Event for owner if it has waited on finalizer longer than
 // StuckAfter and was not reported within the last StuckAfter.
@@ -83,6 +107,9 @@ func (p *Processor) whatHolds(ctx context.Context, d graph.Ref, finalizer string
 		return fmt.Sprintf("%s (its resource %s is not synced: cascade cannot list or watch it)", name, gc.GVRString(res.GVR))
 	}
 	if finalizer == metav1.FinalizerOrphanDependents {
+		if p.opts.Companion {
+			return name + " (still references the owner: kube-controller-manager's garbage collector has not removed the reference)"
+		}
 		return name + " (removing its reference keeps failing)"
 	}
 	res, ok := p.view.ResourceFor(d.APIVersion, d.Kind)
@@ -101,6 +128,8 @@ func (p *Processor) whatHolds(ctx context.Context, d graph.Ref, finalizer string
 		return name + " (gone; its deletion has not reached cascade yet)"
 	case live.DeletionTimestamp != nil:
 		return fmt.Sprintf("%s (being deleted, held by finalizers %v)", name, live.Finalizers)
+	case p.opts.Companion:
+		return name + " (not deleted yet: kube-controller-manager's garbage collector deletes it; see its log)"
 	default:
 		return name + " (not deleted yet: see cascade_worker_errors_total and the log)"
 	}

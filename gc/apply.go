@@ -23,14 +23,16 @@ func (c *Controller) apply(ev graph.Event) {
 	if eff.IsZero() {
 		return
 	}
-	for _, uid := range eff.AttemptDelete {
-		c.deleteQueue.Add(uid)
+	if !c.opts.Companion { // no delete worker runs, and the in-tree collector says this itself
+		for _, uid := range eff.AttemptDelete {
+			c.deleteQueue.Add(uid)
+		}
+		for _, inv := range eff.InvalidNamespace {
+			c.reportInvalidNamespace(inv)
+		}
 	}
 	for _, ref := range eff.VerifyOwner {
 		c.verifyQueue.Add(ref)
-	}
-	for _, inv := range eff.InvalidNamespace {
-		c.reportInvalidNamespace(inv)
 	}
 	if c.opts.Finalizers != nil {
 		for _, uids := range [][]types.UID{eff.AttemptOrphan, eff.Foreground, eff.RecheckOwner} {

@@ -83,6 +83,13 @@ type Options struct {
 	// graph (graph.EventOrphanRecorded), so references to them are removed, never a reason to
 	// delete. Until it loads, nothing is collected (retried with backoff).
 	OrphanRecords OrphanRecords
+	// Companion is --mode=companion: kube-controller-manager's collector collects, so nothing
+	// is decided to be carried out. The graph, discovery and owner verification (reads) run
+	// as usual, for Explain, the metrics and the finalizers' diagnosis; the delete workers and
+	// the foreground resync do not run, no dependent is queued for them, the in-tree
+	// collector's OwnerRefInvalidNamespace Events are left to it, and decisions apply no
+	// collect rule (the in-tree collector knows none): Explain says what it would do.
+	Companion bool
 	// Clock is the clock of time-based policy rules and of the delete queue's delays
 	// (clock.RealClock when nil); tests inject a fake one.
 	Clock clock.WithTicker
@@ -236,10 +243,14 @@ func (c *Controller) Run(ctx context.Context) error {
 			return
 		}
 		c.lead()
-		wg.Go(func() { c.deleteQueue.Run(ctx, c.opts.Workers, c.attemptToDelete) })
 		wg.Go(func() { c.verifyQueue.Run(ctx, c.opts.Workers, c.verifyOwner) })
-		wg.Go(func() { c.runForegroundResync(ctx) })
 		wg.Go(func() { c.runReverify(ctx) })
+		if c.opts.Companion {
+			logger.Info("Companion mode: kube-controller-manager's garbage collector collects; cascade verifies owners, explains and diagnoses, and deletes nothing")
+			return
+		}
+		wg.Go(func() { c.deleteQueue.Run(ctx, c.opts.Workers, c.attemptToDelete) })
+		wg.Go(func() { c.runForegroundResync(ctx) })
 	})
 	wg.Go(func() { c.watchInitialSync(ctx) })
 

@@ -21,6 +21,9 @@ import (
 // means no decision now: decide later.
 func (c *Controller) decide(ctx context.Context, res Resource, n graph.NodeView, owners []graph.OwnerView) (in policy.Input, d policy.Decision, err error) {
 	in = c.decisionInput(ctx, n, owners)
+	if c.opts.Companion { // the in-tree collector decides, and knows no collect rule
+		return in, policy.Decide(in), nil
+	}
 	if err := c.collectInput(ctx, res, n, &in); err != nil { // the policy's collect rule (policy.go)
 		return in, policy.Decision{}, err
 	}

@@ -18,6 +18,10 @@ import (
 // each reference, and the collector's decision. /debug/graph serves it; `cascade explain`
 // prints it.
 type Explanation struct {
+	// Mode is "companion" when cascade runs beside kube-controller-manager's collector
+	// (--mode=companion): the Decision is then what that collector would do (no collect rule
+	// applies), and cascade carries none out. Empty: cascade is the collector.
+	Mode   string          `json:"mode,omitempty"`
 	Object ExplainedObject `json:"object"`
 	// State is observed, virtual (referenced, never observed), absent (observed deleted, still
 	// referenced) or orphaned (absent, deleted with the orphan policy).
@@ -88,6 +92,9 @@ type ExplainedDependent struct {
 	Unsynced bool `json:"unsynced,omitempty"`
 }
 
+// ModeCompanion is Explanation.Mode in --mode=companion.
+const ModeCompanion = "companion"
+
 // maxExplainedReads bounds the live GETs one explanation makes.
 const maxExplainedReads = 10
 
@@ -145,6 +152,9 @@ func (c *Controller) Explain(ctx context.Context, uid types.UID) (Explanation, b
 		return Explanation{}, false
 	}
 	e := Explanation{Object: explainedObject(n.Ref), Deleting: n.Deleting, Finalizers: finalizerNames(n.Finalizers), BlockingDependents: blocking}
+	if c.opts.Companion {
+		e.Mode = ModeCompanion
+	}
 	switch {
 	case n.Virtual:
 		e.State = "virtual"

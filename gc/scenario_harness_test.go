@@ -74,6 +74,8 @@ type scenarioSetup struct {
 	reverifyPeriod time.Duration
 	// policy is the policy in force (built in when nil); its clock stands at scT0.
 	policy *policy.Compiled
+	// companion is Options.Companion (--mode=companion).
+	companion bool
 }
 
 // scenario is one collector under test and what it did. Only the test goroutine touches it.
@@ -134,6 +136,7 @@ func newScenario(t *testing.T, setup scenarioSetup) *scenario {
 		WorkMetrics:         work.NewMetrics(s.Reg),
 		Finalizers:          s.handed,
 		OwnerReverifyPeriod: setup.reverifyPeriod,
+		Companion:           setup.companion,
 	}
 	if setup.policy != nil {
 		deps.Policy = func() *policy.Compiled { return setup.policy }

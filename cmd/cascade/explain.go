@@ -265,10 +265,15 @@ func explainText(e gc.Explanation) string {
 			fmt.Fprintf(&b, "  %s %s/%s (%s)%s: %s%s — %s\n", o.APIVersion, o.Kind, o.Name, o.UID, flags, o.State, fin, o.Meaning)
 		}
 	}
+	decision := "Decision now"
+	if e.Mode == gc.ModeCompanion {
+		b.WriteString("Mode: companion: kube-controller-manager's garbage collector acts; cascade deletes nothing and removes no reference or GC finalizer\n")
+		decision = "What the in-tree collector would decide now (cascade's reading of its rules; the policy's collect rules do not apply)"
+	}
 	if d := e.Decision; d != nil && d.Error != "" {
-		fmt.Fprintf(&b, "Decision now: none, retried: %s\n", d.Error)
+		fmt.Fprintf(&b, "%s: none, retried: %s\n", decision, d.Error)
 	} else if d != nil {
-		fmt.Fprintf(&b, "Decision now: %s (%s)", d.Action, d.Reason)
+		fmt.Fprintf(&b, "%s: %s (%s)", decision, d.Action, d.Reason)
 		if d.Propagation != "" {
 			fmt.Fprintf(&b, ", propagation %s", d.Propagation)
 		}
