@@ -15,6 +15,9 @@ type Metrics struct {
 	// LastLoadSuccess is 1 when the last version of the ConfigMap (or its absence) was put in
 	// force, 0 when it was rejected and an older policy stays in force.
 	LastLoadSuccess prometheus.Gauge
+	// RulesUnenforced is the number of rules of the policy in force that cascade does not
+	// enforce in its mode: in companion mode its collect rules; always 0 in collector mode.
+	RulesUnenforced prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them on reg.
@@ -35,8 +38,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name:      "policy_last_load_success",
 			Help:      "1 when the last version of the policy ConfigMap (or its absence: built-in policy) is in force, 0 when it was rejected.",
 		}),
+		RulesUnenforced: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metricsNamespace,
+			Name:      "policy_rules_unenforced",
+			Help:      "Rules of the policy in force that cascade does not enforce in its --mode: in companion mode its collect rules (Never, After), which need the collector (the PolicyRulesUnenforced Event on the policy ConfigMap names them); 0 in collector mode.",
+		}),
 	}
 	m.LastLoadSuccess.Set(1)
-	reg.MustRegister(m.Generation, m.LoadErrors, m.LastLoadSuccess)
+	reg.MustRegister(m.Generation, m.LoadErrors, m.LastLoadSuccess, m.RulesUnenforced)
 	return m
 }

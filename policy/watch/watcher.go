@@ -32,6 +32,9 @@ const (
 	EventReasonRejected = "PolicyRejected"
 	// EventReasonLoaded (Normal): a version of the ConfigMap is in force.
 	EventReasonLoaded = "PolicyLoaded"
+	// EventReasonUnenforced (Warning): the version in force has rules cascade does not
+	// enforce in its mode (companion: the collect rules); the message names each.
+	EventReasonUnenforced = "PolicyRulesUnenforced"
 )
 
 // maxEventMessage bounds an Event's message (the API's limit for a note is 1 KiB).
@@ -53,6 +56,11 @@ type Options struct {
 	// Served, when set, says what the cluster serves, for the warnings of a loaded policy (a
 	// rule for a resource not served yet).
 	Served func(ctx context.Context) (policy.Served, error)
+	// Companion is --mode=companion: each version put in force says which of its rules
+	// cascade does not enforce beside kube-controller-manager's collector
+	// (policy.CompanionUnenforced): a log line, a Warning Event and
+	// cascade_policy_rules_unenforced.
+	Companion bool
 }
 
 // Watcher keeps the policy of one ConfigMap in force.
@@ -219,10 +227,33 @@ func (w *Watcher) load(ctx context.Context, cm *corev1.ConfigMap) {
 		msg += "; " + strings.Join(notes, "; ")
 	}
 	w.event(cm, corev1.EventTypeNormal, EventReasonLoaded, msg)
+	unenforced := w.unenforced(logger, cm, p)
 	// The metrics last: whoever sees them changed (a test, a dashboard) sees the log line and
 	// the Event already out.
+	w.opts.Metrics.RulesUnenforced.Set(float64(unenforced))
 	w.opts.Metrics.Generation.Set(float64(w.generation))
 	w.opts.Metrics.LastLoadSuccess.Set(1)
+}
+
+// unenforced says which rules of p, just put in force, cascade does not enforce in its mode,
+// and returns how many. Call it with mu held.
+func (w *Watcher) unenforced(logger klog.Logger, cm *corev1.ConfigMap, p *policy.Policy) int {
+	if !w.opts.Companion {
+		return 0
+	}
+	errs := policy.CompanionUnenforced(p)
+	if len(errs) == 0 {
+		return 0
+	}
+	msgs := make([]string, 0, len(errs))
+	for _, e := range errs {
+		msgs = append(msgs, e.Error())
+	}
+	all := strings.Join(msgs, "; ")
+	logger.Info("Policy rules not enforced in companion mode: kube-controller-manager's garbage collector collects", "generation", w.generation, "rules", len(errs), "unenforced", all)
+	w.event(cm, corev1.EventTypeWarning, EventReasonUnenforced,
+		fmt.Sprintf("generation %d: %d rules not enforced in companion mode (they need --mode=collector): %s", w.generation, len(errs), all))
+	return len(errs)
 }
 
 // notes are what an accepted policy will not do (yet): rules for resources the cluster does
@@ -275,6 +306,7 @@ func (w *Watcher) missing(ctx context.Context, how string) {
 	}
 	klog.FromContext(ctx).Info("Policy ConfigMap "+how+"; the built-in policy is in force until it exists",
 		"configmap", w.Name(), "generation", w.generation)
+	w.opts.Metrics.RulesUnenforced.Set(0)                // the built-in policy has no rule
 	w.opts.Metrics.Generation.Set(float64(w.generation)) // last, as in load
 	w.opts.Metrics.LastLoadSuccess.Set(1)
 }

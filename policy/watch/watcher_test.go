@@ -139,6 +139,9 @@ func TestLifecycle(t *testing.T) {
 	if evs := drainEvents(h.rec); len(evs) != 1 || !strings.HasPrefix(evs[0], "Normal PolicyLoaded generation 1 in force: 1 rules") {
 		t.Errorf("events %q, want PolicyLoaded", evs)
 	}
+	if v := testutil.ToFloat64(h.m.RulesUnenforced); v != 0 { // collector mode enforces collect rules
+		t.Errorf("cascade_policy_rules_unenforced = %v in collector mode, want 0", v)
+	}
 
 	h.update(t, policyCM(badDoc))
 	eventually(t, "a load error", func() bool { return testutil.ToFloat64(h.m.LoadErrors) == 1 })
@@ -270,5 +273,60 @@ func TestParseName(t *testing.T) {
 		if ns != tt.ns || name != tt.name || (err == nil) != tt.ok {
 			t.Errorf("ParseName(%q) = %q, %q, %v", tt.in, ns, name, err)
 		}
+	}
+}
+
+// TestCompanionUnenforcedRules (--mode=companion): a policy put in force with collect rules
+// says, once per version, that they are not enforced: a log line, a Warning Event on the
+// ConfigMap naming each rule, and cascade_policy_rules_unenforced; a version without such rules,
+// and the built-in policy after the ConfigMap goes, bring the gauge back to 0 and say nothing.
+// In collector mode (TestLifecycle) the same documents say nothing of the kind.
+func TestCompanionUnenforcedRules(t *testing.T) {
+	two := "apiVersion: cascade.dev/v1alpha1\nkind: Policy\nrules:\n- resource: configmaps\n  collect: Never\n- resource: secrets\n  defaultPropagation: Orphan\n- resource: replicasets.apps\n  collect: After 10m\n"
+	cs := fake.NewClientset(policyCM(two))
+	rec := record.NewFakeRecorder(20)
+	m := NewMetrics(prometheus.NewRegistry())
+	logs := &logLines{}
+	w := New(Options{Client: cs, Namespace: "cascade-system", Name: "cascade-policy", Events: rec, Metrics: m, Companion: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := w.Start(logs.ctx(ctx), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if v := testutil.ToFloat64(m.RulesUnenforced); v != 2 {
+		t.Errorf("cascade_policy_rules_unenforced = %v, want 2", v)
+	}
+	evs := drainEvents(rec)
+	if len(evs) != 2 || !strings.HasPrefix(evs[1], "Warning PolicyRulesUnenforced generation 1: 2 rules not enforced in companion mode") ||
+		!strings.Contains(evs[1], "rules[0].collect") || !strings.Contains(evs[1], "rules[2].collect") || strings.Contains(evs[1], "rules[1]") {
+		t.Errorf("events %q, want PolicyLoaded then PolicyRulesUnenforced naming rules 0 and 2", evs)
+	}
+	if n := logs.count("Policy rules not enforced in companion mode"); n != 1 {
+		t.Errorf("said %d times in the log, want once", n)
+	}
+
+	h := &harness{cs: cs}
+	h.update(t, policyCM(withDefault))
+	eventually(t, "generation 2", func() bool { return testutil.ToFloat64(m.Generation) == 2 })
+	if v := testutil.ToFloat64(m.RulesUnenforced); v != 0 {
+		t.Errorf("cascade_policy_rules_unenforced = %v without collect rules, want 0", v)
+	}
+	for _, e := range drainEvents(rec) {
+		if strings.Contains(e, EventReasonUnenforced) {
+			t.Errorf("event %q for a policy without collect rules", e)
+		}
+	}
+
+	h.update(t, policyCM(goodDoc))
+	eventually(t, "generation 3", func() bool { return testutil.ToFloat64(m.Generation) == 3 })
+	if v := testutil.ToFloat64(m.RulesUnenforced); v != 1 {
+		t.Errorf("cascade_policy_rules_unenforced = %v, want 1", v)
+	}
+	if err := cs.CoreV1().ConfigMaps("cascade-system").Delete(context.Background(), "cascade-policy", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "generation 4", func() bool { return testutil.ToFloat64(m.Generation) == 4 })
+	if v := testutil.ToFloat64(m.RulesUnenforced); v != 0 {
+		t.Errorf("cascade_policy_rules_unenforced = %v with the built-in policy, want 0", v)
 	}
 }
