@@ -70,6 +70,12 @@
 // TestOrphanRecordFullNeverStalls about a third of 8,184 arrived); the metric counts each. Owners left unrecorded because no dependent of theirs
 // can need it are counted in cascade_orphan_record_skipped_total.
 //
+// # Companion mode
+//
+// With Options.Companion (--mode=companion) kube-controller-manager's collector finishes the
+// GC finalizers; the processor follows the same owners and only diagnoses (diagnose in
+// stuck.go): the DeletionStuck Event and cascade_oldest_waiting_owner_seconds, no write.
+//
 // # Concurrency
 //
 // One rate-limited queue of owner UIDs ("finalize_owner") served by a fixed number of

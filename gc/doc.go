@@ -30,4 +30,8 @@
 //     discovery loop for a round at once, and a kind whose CRD was seen deleted, confirmed by a
 //     live check to be served by nothing, owns nothing (gonekinds.go). A restarted process does
 //     not know which CRDs went before it started: references to their kinds stay kept.
+//   - Companion mode (Options.Companion, --mode=companion): kube-controller-manager's collector
+//     collects. The graph, discovery and owner verification run; no delete worker runs and no
+//     dependent is queued for one, and decisions (Explain's) are the in-tree collector's, with no
+//     collect rule. The Edge refuses the writes anyway (internal/client, Edge.Companion).
 package gc

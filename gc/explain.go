@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/internal/client"
 )
 
 // Explanation is what cascade knows about one object and what it would do about it now: the
@@ -93,7 +94,7 @@ type ExplainedDependent struct {
 }
 
 // ModeCompanion is Explanation.Mode in --mode=companion.
-const ModeCompanion = "companion"
+const ModeCompanion = client.ModeCompanion
 
 // maxExplainedReads bounds the live GETs one explanation makes.
 const maxExplainedReads = 10

@@ -92,6 +92,11 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 		})})
 	}
 	edge := client.NewEdge(cs.metadata, cs.kube)
+	companion := opts.Mode == client.ModeCompanion
+	if companion {
+		edge = edge.Companion(reg)
+		logger.Info("Companion mode: kube-controller-manager's garbage collector collects; cascade applies defaultPropagation, diagnoses stuck deletions, explains and exports metrics, and never deletes an object nor removes an ownerReference or a GC finalizer")
+	}
 	if opts.DryRun {
 		var dry *client.DryRun
 		edge, dry = edge.DryRun(reg, opts.DryRunDivergenceAfter)
@@ -114,6 +119,7 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 		a.policy = watch.New(watch.Options{
 			Client: cs.kube, Namespace: ns, Name: name, Events: events, Metrics: ms.policy,
 			Served: watch.ServedBy(disco), Timeout: max(opts.StartupTimeout, time.Second),
+			Companion: companion,
 		})
 		inForce, authoritative = a.policy.Policy, a.policy.Authoritative
 	}
@@ -127,14 +133,17 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 		loader  gc.OrphanRecords
 		orphans finalizers.OrphanRecord
 	)
-	if opts.OrphanRecordConfigMap != "" {
+	switch {
+	case companion:
+		logger.Info("Companion mode: no orphan record (--orphan-record-configmap): cascade removes no orphan finalizer")
+	case opts.OrphanRecordConfigMap != "":
 		ns, name, _ := watch.ParseName(opts.OrphanRecordConfigMap) // validated with the flags
 		records = orphanrecord.New(orphanrecord.Options{
 			ConfigMaps: edge.ConfigMaps(ns), Name: name, TTL: opts.OrphanRecordTTL, Metrics: ms.orphanRecord,
 			Synced: func() bool { return ctrl.Synced() },
 		})
 		loader, orphans = records, records
-	} else {
+	default:
 		logger.Info("No orphan record (--orphan-record-configmap is empty): after a restart or failover, a dependent created just before its owner's orphan deletion may be collected")
 	}
 
@@ -160,6 +169,7 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 		ForegroundResyncPeriod: opts.FinalizerResyncPeriod,
 		Finalizers:             gc.OwnerQueueFunc(func(uid types.UID) { fin.Enqueue(uid) }),
 		OrphanRecords:          loader,
+		Companion:              companion,
 	})
 	fin = finalizers.New(finalizers.Options{
 		Client:       edge.Objects,
@@ -173,6 +183,7 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 		WorkMetrics:  ms.work,
 		Events:       events,
 		StuckAfter:   opts.StuckAfter,
+		Companion:    companion,
 	})
 	servers, err := newServers(ctx, opts, reg, ctrl, live.check, ctrl.DebugGraph, ctrl.ExplainNamed, cs.kube)
 	if err != nil {
@@ -195,7 +206,7 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 	if records != nil {
 		a.writers = append(a.writers, part{"orphan record pruning", records})
 	}
-	logger.Info("cascade started", "server", cfg.Host, "workers", opts.Workers, "qps", opts.QPS, "burst", opts.Burst, "leaderElect", opts.LeaderElect, "dryRun", opts.DryRun)
+	logger.Info("cascade started", "server", cfg.Host, "workers", opts.Workers, "qps", opts.QPS, "burst", opts.Burst, "leaderElect", opts.LeaderElect, "mode", opts.Mode, "dryRun", opts.DryRun)
 	return a, nil
 }
 

@@ -244,3 +244,27 @@ func TestExplainSecureURL(t *testing.T) {
 		t.Errorf("a token without the role: exit %d (want %d), Authorization %q, stderr %q", c.code, exitFailure, auth, c.stderr)
 	}
 }
+
+// TestExplainTextCompanion: in companion mode the text says so, and presents the decision as
+// the in-tree collector's, not cascade's; in collector mode it says neither.
+func TestExplainTextCompanion(t *testing.T) {
+	e := gc.Explanation{
+		Object:   gc.ExplainedObject{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "dep", UID: "u-dep"},
+		State:    "observed",
+		Decision: &gc.ExplainedDecision{Action: "Delete", Reason: "OwnersGone", Propagation: "Background"},
+	}
+	collector := explainText(e)
+	e.Mode = gc.ModeCompanion
+	companion := explainText(e)
+	for _, want := range []string{
+		"Mode: companion: kube-controller-manager's garbage collector acts",
+		"What the in-tree collector would decide now (cascade's reading of its rules; the policy's collect rules do not apply): Delete (OwnersGone), propagation Background",
+	} {
+		if !strings.Contains(companion, want) {
+			t.Errorf("companion explanation lacks %q:\n%s", want, companion)
+		}
+	}
+	if !strings.Contains(collector, "Decision now: Delete (OwnersGone)") || strings.Contains(collector, "companion") {
+		t.Errorf("collector explanation:\n%s", collector)
+	}
+}

@@ -16,8 +16,9 @@ import (
 
 // metricSet is every metric cascade registers up front, one constructor per package, all on
 // one injected registerer. (The scrape-time collector of the graph is registered by gc.New,
-// and cascade_dry_run_actions_total by client.NewDryRun, in --dry-run only.) docs/metrics.md
-// is generated from it (TestMetricsDoc).
+// cascade_dry_run_actions_total by client.NewDryRun, in --dry-run only, and
+// cascade_companion_refused_writes_total by client.Edge.Companion, in --mode=companion only.)
+// docs/metrics.md is generated from it (TestMetricsDoc).
 type metricSet struct {
 	requests   *prometheus.CounterVec
 	rest       *client.RESTMetrics

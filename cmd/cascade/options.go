@@ -16,6 +16,7 @@ import (
 
 	"github.com/cascade-gc/cascade/finalizers/orphanrecord"
 	"github.com/cascade-gc/cascade/finalizers/stamp"
+	"github.com/cascade-gc/cascade/internal/client"
 	"github.com/cascade-gc/cascade/policy/watch"
 )
 
@@ -68,6 +69,9 @@ type Options struct {
 	HealthProbeBindAddress string
 	// EnableProfiling serves /debug/pprof on the metrics address.
 	EnableProfiling bool
+	// Mode is client.ModeCollector (cascade is the garbage collector) or client.ModeCompanion
+	// (beside kube-controller-manager's collector, which collects: docs/modes.md).
+	Mode string
 	// DryRun decides everything and writes nothing (shadow mode).
 	DryRun bool
 	// DryRunDivergenceAfter is how long after a would-be write its object is read again to
@@ -108,6 +112,7 @@ func defaultLeaseNamespace() string {
 func NewOptions() *Options {
 	return &Options{
 		Logs:                         logsapi.NewLoggingConfiguration(),
+		Mode:                         client.ModeCollector,
 		QPS:                          0, // no client-side limit: see Options.QPS
 		Burst:                        60,
 		Workers:                      20,
@@ -162,6 +167,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.DefaultPropagationRate, "default-propagation-rate", o.DefaultPropagationRate, "Objects per second the policy's defaultPropagation pass stamps or unstamps (objects that existed before a rule, or whose rule changed; each costs a GET and a PATCH). New objects are stamped at creation by the admission policy cascade maintains.")
 	fs.StringVar(&o.OrphanRecordConfigMap, "orphan-record-configmap", o.OrphanRecordConfigMap, "ConfigMap, NAMESPACE/NAME (default: the pod's namespace in a cluster, else kube-system), where each owner deleted with the orphan policy is recorded before its orphan finalizer is removed; a leader loads it before collecting, so a dependent created just before the owner's deletion loses its reference, not its life, across a failover or restart. Empty: no record (such a dependent may then be collected, as in-tree).")
 	fs.DurationVar(&o.OrphanRecordTTL, "orphan-record-ttl", o.OrphanRecordTTL, "How long an entry of --orphan-record-configmap is kept at least: it is pruned once older, by a leader whose graph has been synced for as long.")
+	fs.StringVar(&o.Mode, "mode", o.Mode, "collector: cascade is the cluster's garbage collector (kube-controller-manager's must be off: --controllers=*,-garbage-collector-controller). companion: beside kube-controller-manager's collector, which stays on and collects (managed clusters): cascade applies the policy's defaultPropagation, diagnoses stuck deletions (DeletionStuck Events), explains and exports its metrics, and never deletes an object nor removes an ownerReference or a GC finalizer; the policy's collect rules are not enforced (cascade_policy_rules_unenforced). Not with --dry-run. See docs/modes.md.")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Shadow mode: decide everything, write nothing (no DELETE, PATCH, Event or Lease); count and log every write cascade would have sent (cascade_dry_run_actions_total).")
 	fs.DurationVar(&o.DryRunDivergenceAfter, "dry-run-divergence-after", o.DryRunDivergenceAfter, "With --dry-run: how long after a would-be write the object is read again; another collector that did otherwise counts in cascade_dry_run_divergence_total.")
 	fs.BoolVar(&o.EnableProfiling, "enable-profiling", o.EnableProfiling, "Serve Go's /debug/pprof on --metrics-bind-address.")
@@ -226,6 +232,15 @@ func (o *Options) Validate() field.ErrorList {
 	}
 	if o.DryRunDivergenceAfter < time.Second {
 		errs = append(errs, field.Invalid(field.NewPath("--dry-run-divergence-after"), o.DryRunDivergenceAfter.String(), "must be at least 1s"))
+	}
+	switch o.Mode {
+	case client.ModeCollector:
+	case client.ModeCompanion:
+		if o.DryRun {
+			errs = append(errs, field.Invalid(field.NewPath("--mode"), o.Mode, "--dry-run is the collector's shadow (it writes nothing, not even the companion's stamps and Events): use --mode=collector --dry-run to see what cascade would do as the collector, or --mode=companion alone"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("--mode"), o.Mode, []string{client.ModeCollector, client.ModeCompanion}))
 	}
 	if o.DryRun && o.LeaderElect {
 		errs = append(errs, field.Invalid(field.NewPath("--dry-run"), true, "writes nothing, not even a Lease: run one replica without --leader-elect"))

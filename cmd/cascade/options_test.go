@@ -81,3 +81,35 @@ func TestIgnoredGroupResources(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateMode: --mode is collector (the default) or companion; companion refuses --dry-run
+// (the collector's shadow, which would suppress the companion's writes too), and says which
+// combination to run instead.
+func TestValidateMode(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // "" valid
+	}{
+		{args: nil},
+		{args: []string{"--mode=collector"}},
+		{args: []string{"--mode=companion"}},
+		{args: []string{"--mode=companion", "--leader-elect"}},
+		{args: []string{"--mode=collector", "--dry-run"}},
+		{args: []string{"--mode=companion", "--dry-run"}, want: "invalid --mode=companion: --dry-run is the collector's shadow"},
+		{args: []string{"--mode=shadow"}, want: `--mode: Unsupported value: "shadow": supported values: "collector", "companion"`},
+	} {
+		o := NewOptions()
+		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		errs := o.Validate()
+		switch {
+		case tc.want == "" && len(errs) > 0:
+			t.Errorf("%v: %s", tc.args, oneLine(errs))
+		case tc.want != "" && (len(errs) != 1 || !strings.Contains(oneLine(errs)+errs[0].Error(), tc.want)):
+			t.Errorf("%v: %q, want one error with %q", tc.args, oneLine(errs), tc.want)
+		}
+	}
+}

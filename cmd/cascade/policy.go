@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cascade-gc/cascade/internal/client"
 	"github.com/cascade-gc/cascade/policy"
 	"github.com/cascade-gc/cascade/policy/watch"
 )
@@ -32,12 +33,18 @@ func newPolicyCommand() *cobra.Command {
 		Long: "Decode FILE strictly and validate it; print every error, warning and note; exit 1 on\n" +
 			"errors. FILE is a policy document (apiVersion: cascade.dev/v1alpha1, kind: Policy) or a\n" +
 			"ConfigMap manifest holding one under data.policy.yaml; \"-\" reads stdin. With\n" +
-			"--kubeconfig, rules for resources the cluster does not serve are warned about.",
+			"--kubeconfig, rules for resources the cluster does not serve are warned about. With\n" +
+			"--mode=companion, the rules cascade does not enforce in that mode (collect) are warned\n" +
+			"about; warnings never change the exit status.",
 		Args: noArgs,
 	}
 	vfile := validate.Flags().StringP("filename", "f", "", `The policy document or ConfigMap manifest ("-": stdin).`)
 	kubeconfig := validate.Flags().String("kubeconfig", "", "Check the resources the policy names against this cluster (optional).")
+	mode := validate.Flags().String("mode", client.ModeCollector, "The --mode cascade runs the policy in: collector, or companion (warns about the rules it does not enforce there).")
 	validate.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *mode != client.ModeCollector && *mode != client.ModeCompanion {
+			return &usageError{err: fmt.Errorf("--mode is %s or %s, not %q", client.ModeCollector, client.ModeCompanion, *mode), cmd: cmd}
+		}
 		doc, from, err := readPolicy(*vfile, cmd.CommandPath())
 		if err != nil {
 			return err
@@ -58,7 +65,7 @@ func newPolicyCommand() *cobra.Command {
 				return fmt.Errorf("cannot list the resources %s serves: %v", cfg.Host, err)
 			}
 		}
-		return validatePolicy(cmd.OutOrStdout(), from, doc, served)
+		return validatePolicy(cmd.OutOrStdout(), from, doc, served, *mode)
 	}
 	render := &cobra.Command{
 		Use:   "render -f FILE",
@@ -156,7 +163,7 @@ func policyDocument(data []byte) (doc []byte, from string, err error) {
 }
 
 // validatePolicy prints every finding about doc and returns an error when there are errors.
-func validatePolicy(out io.Writer, name string, doc []byte, served policy.Served) error {
+func validatePolicy(out io.Writer, name string, doc []byte, served policy.Served, mode string) error {
 	c, p, errs := policy.Parse(doc)
 	var b strings.Builder
 	for _, e := range errs {
@@ -165,6 +172,11 @@ func validatePolicy(out io.Writer, name string, doc []byte, served policy.Served
 	if p != nil {
 		for _, w := range policy.Warnings(p, served) {
 			fmt.Fprintf(&b, "warning: %s\n", w.Error())
+		}
+		if mode == client.ModeCompanion {
+			for _, w := range policy.CompanionUnenforced(p) {
+				fmt.Fprintf(&b, "warning: %s\n", w.Error())
+			}
 		}
 	}
 	if c != nil {

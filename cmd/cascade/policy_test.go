@@ -37,8 +37,10 @@ func TestPolicyValidate(t *testing.T) {
 	tests := []struct {
 		name    string
 		body    string
+		args    []string // more flags
 		wantErr string
 		want    []string
+		notWant []string
 	}{
 		{
 			name: "valid document",
@@ -48,6 +50,24 @@ func TestPolicyValidate(t *testing.T) {
 				"note: resources not checked against a cluster",
 				"valid: 2 rules, 0 ignored resources",
 			},
+			notWant: []string{"companion"},
+		},
+		{
+			// A warning: the exit status stays 0.
+			name: "valid document in companion mode",
+			body: good,
+			args: []string{"--mode=companion"},
+			want: []string{
+				`warning: rules[0].collect: Invalid value: "Never": not enforced in companion mode: kube-controller-manager's garbage collector collects the dependents of configmaps as built in (the rule needs --mode=collector)`,
+				"valid: 2 rules, 0 ignored resources",
+			},
+			notWant: []string{"warning: rules[1]"},
+		},
+		{
+			name:    "an unknown mode",
+			body:    good,
+			args:    []string{"--mode=shadow"},
+			wantErr: `--mode is collector or companion, not "shadow"`,
 		},
 		{
 			name:    "every error",
@@ -72,13 +92,18 @@ func TestPolicyValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out strings.Builder
-			err := runPolicy([]string{"validate", "-f", writeFile(t, tt.body)}, &out)
+			err := runPolicy(append([]string{"validate", "-f", writeFile(t, tt.body)}, tt.args...), &out)
 			if (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Errorf("error = %v, want %q", err, tt.wantErr)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(out.String(), w) {
 					t.Errorf("output lacks %q:\n%s", w, out.String())
+				}
+			}
+			for _, w := range tt.notWant {
+				if strings.Contains(out.String(), w) {
+					t.Errorf("output has %q:\n%s", w, out.String())
 				}
 			}
 		})

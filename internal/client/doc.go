@@ -2,10 +2,12 @@
 // DELETE, ownerReference patch, finalizer removal, default-propagation stamp and annotation of
 // its own, the admission objects of the policy's defaultPropagation rules, the orphan record's
 // ConfigMap and the Events are built and sent here (Edge: Objects, Admission, ConfigMaps,
-// Events), so dry-run (Edge.DryRun), and companion mode after it, are decided in one place. A
-// test lists every write method of the Edge and proves each is counted and not sent in dry-run
-// (TestDryRunEdgeSendsNoWrite); another fails on a write built anywhere else
-// (TestOnlyTheEdgeWrites). The leader-election Lease is the one write outside: it decides
+// Events), so dry-run (Edge.DryRun) and companion mode (Edge.Companion: no DELETE, no
+// ownerReference or finalizer removal, only the default-propagation stamp on a live object) are
+// decided in one place. A test lists every write method of the Edge and proves each is counted
+// and not sent in dry-run (TestDryRunEdgeSendsNoWrite); another says of each method and patch
+// shape whether companion mode sends or refuses it (TestCompanionEdge); another fails on a
+// write built anywhere else (TestOnlyTheEdgeWrites). The leader-election Lease is the one write outside: it decides
 // whether the others may be sent (package internal/leader).
 //
 // Invariants:
