@@ -25,6 +25,7 @@ import (
 
 	"github.com/cascade-gc/cascade/e2e/framework"
 	"github.com/cascade-gc/cascade/e2e/harness"
+	"github.com/cascade-gc/cascade/gc"
 	"github.com/cascade-gc/cascade/policy"
 )
 
@@ -61,7 +62,8 @@ rules:
 // delete of an owner stamped before cascade started (by the pass) and of one stamped at
 // creation (by admission) orphans their dependents: the in-tree collector orphans them because
 // cascade's finalizer made the delete an orphan delete; in a namespace the rule does not select,
-// the same plain delete collects the dependent (the in-tree default). A foreground owner held by
+// the same plain delete collects the dependents (the in-tree default), a Secret that the collect:
+// Never rule would keep in collector mode included. A foreground owner held by
 // a blocking dependent that a foreign finalizer keeps gets cascade's DeletionStuck Event. At the
 // end the audit log shows cascade's writes: stamps that add a GC finalizer, its admission
 // objects, no DELETE, no ownerReference write and no GC-finalizer removal; two canaries (a
@@ -145,6 +147,11 @@ func TestCompanion(t *testing.T) {
 	cs.CreateCM(t, selected, "dep-after", framework.CMRef(after))
 	unselected := cs.CreateCM(t, other, "owner")
 	cs.CreateCM(t, other, "dep", framework.CMRef(unselected))
+	// A Secret the unenforced collect: Never rule names, owned by that ConfigMap too.
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kept-by-never", OwnerReferences: []metav1.OwnerReference{framework.CMRef(unselected)}}}
+	if _, err := cs.Kube.CoreV1().Secrets(other).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	// Plain deletes (no propagation policy): the in-tree collector collects the unselected
 	// namespace's dependent (the built-in default), and orphans the stamped owners' dependents.
@@ -154,6 +161,10 @@ func TestCompanion(t *testing.T) {
 		}
 	}
 	cs.WaitCMGone(t, other, "dep", collectTimeout)
+	framework.WaitGone(t, "Secret "+other+"/kept-by-never (collect: Never is not enforced)", collectTimeout, func() error {
+		_, err := cs.Kube.CoreV1().Secrets(other).Get(ctx, "kept-by-never", metav1.GetOptions{})
+		return err
+	})
 	for _, name := range []string{"owner-before", "owner-after"} {
 		cs.WaitCMGone(t, selected, name, collectTimeout)
 	}
@@ -184,10 +195,18 @@ func TestCompanion(t *testing.T) {
 	if stuck.Source.Component != "cascade" {
 		t.Errorf("DeletionStuck from %q, want cascade", stuck.Source.Component)
 	}
+	// explain says it is companion mode.
+	if e := companionExplain(t, c, fg.UID); e.Mode != gc.ModeCompanion || e.BlockingDependents != 1 {
+		t.Errorf("explained fg-owner: mode %q, %d blocking dependents; want companion, 1", e.Mode, e.BlockingDependents)
+	}
 	release()
 	cs.WaitCMGone(t, stuckNS, "fg-owner", collectTimeout) // the in-tree collector finishes it
-	if v, _ := framework.Scrape(t, c).Value("cascade_companion_refused_writes_total"); v != 0 {
+	m := framework.Scrape(t, c)
+	if v, _ := m.Value("cascade_companion_refused_writes_total"); v != 0 {
 		t.Errorf("cascade_companion_refused_writes_total = %v, want 0 (nothing asks for a forbidden write)", v)
+	}
+	if v, _ := m.Value("cascade_collected_total"); v != 0 {
+		t.Errorf("cascade_collected_total = %v in companion mode, want 0", v)
 	}
 	if err := c.Stop(10 * time.Second); err != nil {
 		t.Logf("stop cascade: %v", err)
@@ -208,6 +227,21 @@ func TestCompanion(t *testing.T) {
 		t.Errorf("cascade's writes seen: %d stamps, %d admission objects; want some of each (else the audit check reads nothing)", found.stamps, found.admission)
 	}
 	t.Logf("audit log: cascade's stamps %d, admission writes %d, other writes %d, forbidden %q", found.stamps, found.admission, found.other, found.forbidden)
+}
+
+// companionExplain reads cascade's explanation of uid (/debug/graph).
+func companionExplain(t *testing.T, c *harness.Cascade, uid types.UID) gc.Explanation {
+	t.Helper()
+	resp, err := c.Get(context.Background(), "/debug/graph?uid="+string(uid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var e gc.Explanation
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+		t.Fatalf("/debug/graph?uid=%s (%s): %v", uid, resp.Status, err)
+	}
+	return e
 }
 
 // companionClients are admin clients of cp.
