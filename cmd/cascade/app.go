@@ -197,6 +197,7 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 			return ms.features.Level(features.AdmissionPolicy)
 		},
 		Rate:        opts.DefaultPropagationRate,
+		Period:      opts.DefaultPropagationPeriod,
 		Metrics:     ms.defaults,
 		WorkMetrics: ms.work,
 	})})
