@@ -218,8 +218,11 @@ func (r readyState) Features() string { return r.features.Summary() }
 
 // detectAdmission asks discovery which version of the MutatingAdmissionPolicy the server
 // serves and records the level (features.Set logs a change); a failure keeps the level in use.
-func detectAdmission(ctx context.Context, disco discovery.DiscoveryInterface, set *features.Set) {
-	a, err := features.DetectAdmission(disco)
+func detectAdmission(ctx context.Context, disco features.GroupVersionResources, set *features.Set) {
+	a, err := features.DetectAdmission(ctx, disco)
+	if ctx.Err() != nil {
+		return // shutting down
+	}
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot tell which MutatingAdmissionPolicy version the API server serves; keeping the level in use until the next discovery round", "level", set.Level(features.AdmissionPolicy))
 		return

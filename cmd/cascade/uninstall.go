@@ -88,7 +88,7 @@ func newUninstallCommand() *cobra.Command {
 		defer stop()
 		u := &uninstaller{
 			resources: cs.disco.ServerPreferredResources, meta: cs.metadata, kube: cs.kube, edge: client.NewEdge(cs.metadata, cs.kube),
-			admission: func() (features.Admission, error) { return features.DetectAdmission(cs.disco) },
+			admission: func() (features.Admission, error) { return features.DetectAdmission(ctx, cs.disco) },
 			dryRun:    dryRun, leaseNamespace: leaseNS, leaseName: leaseName, force: force, now: time.Now,
 		}
 		return u.run(ctx, cmd.OutOrStdout())

@@ -1,6 +1,7 @@
 package features
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -20,9 +21,9 @@ const (
 )
 
 // GroupVersionResources is the part of the discovery client detection reads
-// (discovery.DiscoveryInterface has it).
+// (*discovery.DiscoveryClient has it).
 type GroupVersionResources interface {
-	ServerResourcesForGroupVersion(groupVersion string) (*metav1.APIResourceList, error)
+	ServerResourcesForGroupVersionWithContext(ctx context.Context, groupVersion string) (*metav1.APIResourceList, error)
 }
 
 // Admission is which versions of the MutatingAdmissionPolicy and its binding the server
@@ -46,9 +47,9 @@ func (a Admission) Level() string {
 // binding: one request per version (the group-version's discovery document). A version the
 // server does not know (404) is not served; any other failure is an error, and the caller
 // keeps what it knew.
-func DetectAdmission(disco GroupVersionResources) (Admission, error) {
+func DetectAdmission(ctx context.Context, disco GroupVersionResources) (Admission, error) {
 	served := func(gv string) (bool, error) {
-		list, err := disco.ServerResourcesForGroupVersion(gv)
+		list, err := disco.ServerResourcesForGroupVersionWithContext(ctx, gv)
 		switch {
 		case apierrors.IsNotFound(err):
 			return false, nil

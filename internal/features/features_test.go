@@ -25,7 +25,7 @@ type fakeDiscovery struct {
 	asked []string
 }
 
-func (f *fakeDiscovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceList, error) {
+func (f *fakeDiscovery) ServerResourcesForGroupVersionWithContext(_ context.Context, gv string) (*metav1.APIResourceList, error) {
 	f.asked = append(f.asked, gv)
 	if f.err != nil {
 		return nil, f.err
@@ -68,14 +68,14 @@ func TestDetectAdmission(t *testing.T) {
 		{"no group at all", nil, Admission{}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := DetectAdmission(&fakeDiscovery{docs: tt.docs})
+			got, err := DetectAdmission(context.Background(), &fakeDiscovery{docs: tt.docs})
 			if err != nil || got != tt.want {
 				t.Errorf("DetectAdmission = %+v, %v; want %+v", got, err, tt.want)
 			}
 		})
 	}
 	f := &fakeDiscovery{err: errors.New("connection refused")}
-	if got, err := DetectAdmission(f); err == nil {
+	if got, err := DetectAdmission(context.Background(), f); err == nil {
 		t.Errorf("DetectAdmission with discovery down = %+v, want an error", got)
 	}
 	if got := (Admission{V1: true, V1beta1: true}).Level(); got != LevelV1 {
