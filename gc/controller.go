@@ -21,6 +21,7 @@ import (
 
 	"github.com/cascade-gc/cascade/graph"
 	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/features"
 	"github.com/cascade-gc/cascade/internal/leader"
 	"github.com/cascade-gc/cascade/internal/work"
 	"github.com/cascade-gc/cascade/policy"
@@ -93,6 +94,12 @@ type Options struct {
 	// Clock is the clock of time-based policy rules and of the delete queue's delays
 	// (clock.RealClock when nil); tests inject a fake one.
 	Clock clock.WithTicker
+	// Features, when set, is told how resources are listed (the feature "list": watch_list,
+	// paged, both when they differ) after every list.
+	Features *features.Set
+	// AfterDiscovery, when set, is called after every discovery round, failed ones too: cascade
+	// detects the server's other feature levels there (the admission policy's).
+	AfterDiscovery func(ctx context.Context)
 }
 
 const (
@@ -206,6 +213,18 @@ func New(opts Options) *Controller {
 		verifyQueue: work.NewQueue("verify_owner", work.Options[graph.Ref]{Metrics: opts.WorkMetrics}),
 	}
 	c.monitors = newMonitors(opts.Metadata, c)
+	if opts.Features != nil {
+		c.monitors.lists = func(ctx context.Context, watchList, paged int) {
+			var levels []string
+			if watchList > 0 {
+				levels = append(levels, features.LevelWatchList)
+			}
+			if paged > 0 {
+				levels = append(levels, features.LevelPaged)
+			}
+			opts.Features.Use(ctx, features.List, levels...)
+		}
+	}
 	if opts.Dynamic != nil && opts.Metadata != nil {
 		c.api = newAPIWatch(opts.Dynamic, opts.Metadata)
 	}

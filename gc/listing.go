@@ -32,14 +32,38 @@ const listPageSize = 500
 //
 // It asks for a streaming list first (a watch with sendInitialEvents, ended by the
 // initial-events-end bookmark: kube-apiserver serves it from its watch cache, Kubernetes
-// 1.32+ by default), and falls back to paginated lists of listPageSize where the server
-// refuses one.
+// 1.34+ by default), and falls back to paginated lists of listPageSize where the server
+// refuses one. The level each list used is recorded (mode) and told to listed: the feature
+// "list" of cascade_feature_in_use (package internal/features).
 type streamLister struct {
 	client metadata.ResourceInterface
 	store  *graphStore
 	logger klog.Logger
-	// paginate is set once the server refused a watch-list.
+	// paginate is set once the server refused a watch-list, until retryWatchList clears it
+	// (every discovery round: a server upgraded since may serve them now).
 	paginate atomic.Bool
+	// mode is how the last successful list was made (listNone before the first).
+	mode atomic.Int32
+	// listed, when set, is called after each successful list with its context.
+	listed func(ctx context.Context)
+}
+
+// Modes of a list (streamLister.mode).
+const (
+	listNone int32 = iota
+	listWatchList
+	listPaged
+)
+
+// retryWatchList makes the next list try a watch-list again.
+func (l *streamLister) retryWatchList() { l.paginate.Store(false) }
+
+// setMode records how the last list was made and reports it.
+func (l *streamLister) setMode(ctx context.Context, mode int32) {
+	l.mode.Store(mode)
+	if l.listed != nil {
+		l.listed(ctx)
+	}
 }
 
 var (
@@ -94,12 +118,15 @@ func (l *streamLister) stream(ctx context.Context, rv string) (string, error) {
 		got, err := l.watchList(ctx, rv, seen)
 		if err == nil {
 			l.store.streamed = seen
+			l.setMode(ctx, listWatchList)
 			return got, nil
 		}
 		if !refusedWatchList(err) {
 			return "", err
 		}
-		l.logger.Info("The server refused a streaming list (watch with sendInitialEvents); listing in pages from now on", "err", err)
+		if l.mode.Load() != listPaged {
+			l.logger.Info("The server refused a streaming list (watch with sendInitialEvents); listing in pages (tried again after the next discovery round)", "err", err)
+		}
 		l.paginate.Store(true)
 	}
 	seen := graph.NewUIDSet(0)
@@ -108,6 +135,7 @@ func (l *streamLister) stream(ctx context.Context, rv string) (string, error) {
 		return "", err
 	}
 	l.store.streamed = seen
+	l.setMode(ctx, listPaged)
 	return got, nil
 }
 

@@ -22,6 +22,7 @@ import (
 type monitor struct {
 	res    Resource
 	store  *graphStore
+	lister *streamLister
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -40,6 +41,11 @@ type monitors struct {
 	// stopped are the resources stop ended whose objects the graph still holds as observed: it is
 	// told (graph.EventUnwatched) once unwatchDue says so.
 	stopped []stoppedResource
+
+	// lists, when set, is told how many watched resources were last listed with a watch-list
+	// and how many in pages, after every list and every stop; listsMu orders the reports.
+	lists   func(ctx context.Context, watchList, paged int)
+	listsMu sync.Mutex
 }
 
 // stoppedResource is a resource whose monitor stop ended, and when.
@@ -69,14 +75,14 @@ func (ms *monitors) start(ctx context.Context, r Resource) error {
 	// Failures are recorded on the store, so a resource that cannot be listed is named in
 	// /readyz, the metrics and the Events instead of silently holding everything back. Lists
 	// stream into the graph (listing.go).
-	lw := &streamLister{client: ms.client.Resource(r.GVR), store: store, logger: logger}
+	lw := &streamLister{client: ms.client.Resource(r.GVR), store: store, logger: logger, listed: ms.reportLists}
 	refl := cache.NewReflectorWithOptions(lw, &metav1.PartialObjectMetadata{}, store, cache.ReflectorOptions{
 		Logger:          &logger,
 		Name:            "cascade/" + GVRString(r.GVR),
 		TypeDescription: GVRString(r.GVR),
 	})
 	mctx, cancel := context.WithCancel(klog.NewContext(ctx, logger))
-	m := &monitor{res: r, store: store, cancel: cancel, done: make(chan struct{})}
+	m := &monitor{res: r, store: store, lister: lw, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
 		refl.RunWithContext(mctx)
@@ -106,6 +112,38 @@ func (ms *monitors) stop(gvr schema.GroupVersionResource, now time.Time) {
 	}
 	m.cancel()
 	<-m.done
+	ms.reportLists(context.Background())
+}
+
+// reportLists counts the watched resources by how their last list was made and tells lists.
+func (ms *monitors) reportLists(ctx context.Context) {
+	if ms.lists == nil {
+		return
+	}
+	ms.listsMu.Lock()
+	defer ms.listsMu.Unlock()
+	var watchList, paged int
+	ms.mu.RLock()
+	for _, m := range ms.byR {
+		switch m.lister.mode.Load() {
+		case listWatchList:
+			watchList++
+		case listPaged:
+			paged++
+		}
+	}
+	ms.mu.RUnlock()
+	ms.lists(ctx, watchList, paged)
+}
+
+// retryWatchLists makes the next list of every resource listed in pages try a watch-list
+// again (once per discovery round).
+func (ms *monitors) retryWatchLists() {
+	ms.mu.RLock()
+	defer ms.mu.RUnlock()
+	for _, m := range ms.byR {
+		m.lister.retryWatchList()
+	}
 }
 
 // unwatchDue returns the stopped resources whose objects the graph is to stop holding as

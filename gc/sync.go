@@ -68,6 +68,12 @@ func (c *Controller) Resources() ResourceSet {
 // watched nor stops collection elsewhere.
 func (c *Controller) syncResources(ctx context.Context) {
 	logger := klog.FromContext(ctx)
+	if c.opts.AfterDiscovery != nil {
+		defer c.opts.AfterDiscovery(ctx)
+	}
+	// A server that refused watch-lists may serve them now (upgraded, its feature gate on):
+	// each resource listed in pages tries again at its next list.
+	c.monitors.retryWatchLists()
 	res, err := DiscoverDeletable(ctx, c.opts.Discovery, c.ignored())
 	failed := map[string]struct{}{}
 	for gv := range res.FailedGroups {

@@ -1,11 +1,15 @@
 package policy
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	admissionv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -154,4 +158,35 @@ func celSelector(ls *metav1.LabelSelector) string {
 // celString quotes s as a CEL string literal.
 func celString(s string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\n", `\n`).Replace(s) + "'"
+}
+
+// AdmissionV1beta1 is p and b at admissionregistration.k8s.io/v1beta1, for API servers that
+// serve the MutatingAdmissionPolicy at that version only (Kubernetes 1.34 and 1.35 with it
+// turned on). The two versions have the same fields: each object is carried over by its JSON,
+// decoded strictly, so a field v1beta1 lacks is an error, never silently dropped. Nil in, nil
+// out.
+func AdmissionV1beta1(p *admissionv1.MutatingAdmissionPolicy, b *admissionv1.MutatingAdmissionPolicyBinding) (*admissionv1beta1.MutatingAdmissionPolicy, *admissionv1beta1.MutatingAdmissionPolicyBinding, error) {
+	if p == nil || b == nil {
+		return nil, nil, nil
+	}
+	var pb admissionv1beta1.MutatingAdmissionPolicy
+	if err := convertStrict(p, &pb); err != nil {
+		return nil, nil, fmt.Errorf("MutatingAdmissionPolicy at v1beta1: %w", err)
+	}
+	var bb admissionv1beta1.MutatingAdmissionPolicyBinding
+	if err := convertStrict(b, &bb); err != nil {
+		return nil, nil, fmt.Errorf("MutatingAdmissionPolicyBinding at v1beta1: %w", err)
+	}
+	pb.APIVersion, bb.APIVersion = admissionv1beta1.SchemeGroupVersion.String(), admissionv1beta1.SchemeGroupVersion.String()
+	return &pb, &bb, nil
+}
+
+func convertStrict(in, out any) error {
+	data, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(out)
 }

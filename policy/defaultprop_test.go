@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -161,6 +162,39 @@ func TestAdmission(t *testing.T) {
 	}
 	if p, b := onlyCollect.Admission(); p != nil || b != nil {
 		t.Error("admission objects rendered for a policy that stamps nothing")
+	}
+}
+
+// TestAdmissionV1beta1: the objects at v1beta1 say exactly what the v1 ones say (their JSON is
+// the same but for apiVersion), and a policy that stamps nothing renders nothing at either.
+func TestAdmissionV1beta1(t *testing.T) {
+	c, _, errs := Parse([]byte(defaultsDoc))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	p, b := c.Admission()
+	pb, bb, err := AdmissionV1beta1(p, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pair := range [][2]any{{p, pb}, {b, bb}} {
+		v1, err := json.Marshal(pair[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		beta, err := json.Marshal(pair[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(beta), `"apiVersion":"admissionregistration.k8s.io/v1beta1"`) {
+			t.Errorf("not at v1beta1: %s", beta)
+		}
+		if got := strings.Replace(string(beta), "/v1beta1", "/v1", 1); got != string(v1) {
+			t.Errorf("v1beta1 differs from v1:\n%s\n%s", got, v1)
+		}
+	}
+	if pb, bb, err := AdmissionV1beta1(nil, nil); pb != nil || bb != nil || err != nil {
+		t.Errorf("nothing to render: %v %v %v", pb, bb, err)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/cascade-gc/cascade/finalizers/stamp"
 	"github.com/cascade-gc/cascade/gc"
 	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/features"
 	"github.com/cascade-gc/cascade/internal/leader"
 	"github.com/cascade-gc/cascade/policy"
 	"github.com/cascade-gc/cascade/policy/watch"
@@ -170,6 +171,10 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 		Finalizers:             gc.OwnerQueueFunc(func(uid types.UID) { fin.Enqueue(uid) }),
 		OrphanRecords:          loader,
 		Companion:              companion,
+		Features:               ms.features,
+		AfterDiscovery: func(ctx context.Context) {
+			detectAdmission(ctx, disco, ms.features)
+		},
 	})
 	fin = finalizers.New(finalizers.Options{
 		Client:       edge.Objects,
@@ -185,7 +190,7 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 		StuckAfter:   opts.StuckAfter,
 		Companion:    companion,
 	})
-	servers, err := newServers(ctx, opts, reg, ctrl, live.check, ctrl.DebugGraph, ctrl.ExplainNamed, cs.kube)
+	servers, err := newServers(ctx, opts, reg, readyState{ctrl, ms.features}, live.check, ctrl.DebugGraph, ctrl.ExplainNamed, cs.kube)
 	if err != nil {
 		return nil, err
 	}
@@ -199,15 +204,41 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 		View:          ctrl,
 		Policy:        inForce,
 		Authoritative: authoritative,
-		Rate:          opts.DefaultPropagationRate,
-		Metrics:       ms.defaults,
-		WorkMetrics:   ms.work,
+		AdmissionLevel: func() string {
+			return ms.features.Level(features.AdmissionPolicy)
+		},
+		Rate:        opts.DefaultPropagationRate,
+		Period:      opts.DefaultPropagationPeriod,
+		Metrics:     ms.defaults,
+		WorkMetrics: ms.work,
 	})})
 	if records != nil {
 		a.writers = append(a.writers, part{"orphan record pruning", records})
 	}
 	logger.Info("cascade started", "server", cfg.Host, "workers", opts.Workers, "qps", opts.QPS, "burst", opts.Burst, "leaderElect", opts.LeaderElect, "mode", opts.Mode, "dryRun", opts.DryRun)
 	return a, nil
+}
+
+// readyState is what /readyz reports: the collector's sync and the feature levels in use.
+type readyState struct {
+	*gc.Controller
+	features *features.Set
+}
+
+func (r readyState) Features() string { return r.features.Summary() }
+
+// detectAdmission asks discovery which version of the MutatingAdmissionPolicy the server
+// serves and records the level (features.Set logs a change); a failure keeps the level in use.
+func detectAdmission(ctx context.Context, disco features.GroupVersionResources, set *features.Set) {
+	a, err := features.DetectAdmission(ctx, disco)
+	if ctx.Err() != nil {
+		return // shutting down
+	}
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot tell which MutatingAdmissionPolicy version the API server serves; keeping the level in use until the next discovery round", "level", set.Level(features.AdmissionPolicy))
+		return
+	}
+	set.Use(ctx, features.AdmissionPolicy, a.Level())
 }
 
 // run reads the policy, then runs every part until ctx ends or one fails (losing the Lease

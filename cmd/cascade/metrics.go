@@ -10,6 +10,7 @@ import (
 	"github.com/cascade-gc/cascade/finalizers/stamp"
 	"github.com/cascade-gc/cascade/gc"
 	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/features"
 	"github.com/cascade-gc/cascade/internal/work"
 	"github.com/cascade-gc/cascade/policy/watch"
 )
@@ -28,6 +29,7 @@ type metricSet struct {
 	finalizers *finalizers.Metrics
 	policy     *watch.Metrics
 	defaults   *stamp.Metrics
+	features   *features.Set
 
 	orphanRecord *orphanrecord.Metrics
 }
@@ -54,6 +56,7 @@ func newMetricSet(reg prometheus.Registerer) metricSet {
 		finalizers: finalizers.NewMetrics(reg),
 		policy:     watch.NewMetrics(reg),
 		defaults:   stamp.NewMetrics(reg),
+		features:   features.New(reg),
 
 		orphanRecord: orphanrecord.NewMetrics(reg),
 	}

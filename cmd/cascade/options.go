@@ -88,6 +88,9 @@ type Options struct {
 	// DefaultPropagationRate bounds the objects per second the policy's defaultPropagation pass
 	// stamps or unstamps.
 	DefaultPropagationRate float64
+	// DefaultPropagationPeriod is how often the pass runs when the policy does not change: on a
+	// server without a MutatingAdmissionPolicy, the most an object waits for its stamp.
+	DefaultPropagationPeriod time.Duration
 
 	// Leader election: one replica collects; standbys keep their graph warm.
 	LeaderElect                  bool
@@ -125,6 +128,7 @@ func NewOptions() *Options {
 		AbsentOwnerCacheSize:         10000,
 		FinalizerResyncPeriod:        30 * time.Second,
 		DefaultPropagationRate:       stamp.DefaultRate,
+		DefaultPropagationPeriod:     stamp.DefaultPeriod,
 		OrphanRecordConfigMap:        defaultLeaseNamespace() + "/" + orphanrecord.DefaultName,
 		OrphanRecordTTL:              orphanrecord.DefaultTTL,
 		StartupTimeout:               30 * time.Second,
@@ -164,7 +168,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LeaderElectResourceName, "leader-elect-resource-name", o.LeaderElectResourceName, "Name of the Lease.")
 	fs.StringVar(&o.LeaderElectResourceNamespace, "leader-elect-resource-namespace", o.LeaderElectResourceNamespace, "Namespace of the Lease (default: the pod's namespace in a cluster, else kube-system).")
 	fs.StringVar(&o.PolicyConfigMap, "policy-configmap", o.PolicyConfigMap, "The policy ConfigMap, NAMESPACE/NAME (key policy.yaml), watched and reloaded without a restart; a rejected edit keeps the last good policy. Empty: the built-in policy. Check a policy with: cascade policy validate -f FILE.")
-	fs.Float64Var(&o.DefaultPropagationRate, "default-propagation-rate", o.DefaultPropagationRate, "Objects per second the policy's defaultPropagation pass stamps or unstamps (objects that existed before a rule, or whose rule changed; each costs a GET and a PATCH). New objects are stamped at creation by the admission policy cascade maintains.")
+	fs.Float64Var(&o.DefaultPropagationRate, "default-propagation-rate", o.DefaultPropagationRate, "Objects per second the policy's defaultPropagation pass stamps or unstamps (objects that existed before a rule, or whose rule changed; each costs a GET and a PATCH). New objects are stamped at creation by the admission policy cascade maintains, where the API server serves one (docs/compatibility.md).")
+	fs.DurationVar(&o.DefaultPropagationPeriod, "default-propagation-period", o.DefaultPropagationPeriod, "How often the defaultPropagation pass looks for objects to stamp or unstamp when the policy does not change. Where the API server serves no MutatingAdmissionPolicy (Kubernetes 1.34 and 1.35 by default), the pass alone stamps new objects: at most this long after their creation (docs/compatibility.md).")
 	fs.StringVar(&o.OrphanRecordConfigMap, "orphan-record-configmap", o.OrphanRecordConfigMap, "ConfigMap, NAMESPACE/NAME (default: the pod's namespace in a cluster, else kube-system), where each owner deleted with the orphan policy is recorded before its orphan finalizer is removed; a leader loads it before collecting, so a dependent created just before the owner's deletion loses its reference, not its life, across a failover or restart. Empty: no record (such a dependent may then be collected, as in-tree).")
 	fs.DurationVar(&o.OrphanRecordTTL, "orphan-record-ttl", o.OrphanRecordTTL, "How long an entry of --orphan-record-configmap is kept at least: it is pruned once older, by a leader whose graph has been synced for as long.")
 	fs.StringVar(&o.Mode, "mode", o.Mode, "collector: cascade is the cluster's garbage collector (kube-controller-manager's must be off: --controllers=*,-garbage-collector-controller). companion: beside kube-controller-manager's collector, which stays on and collects (managed clusters): cascade applies the policy's defaultPropagation, diagnoses stuck deletions (DeletionStuck Events), explains and exports its metrics, and never deletes an object nor removes an ownerReference or a GC finalizer; the policy's collect rules are not enforced (cascade_policy_rules_unenforced). Not with --dry-run. See docs/modes.md.")
@@ -229,6 +234,9 @@ func (o *Options) Validate() field.ErrorList {
 	}
 	if o.DefaultPropagationRate <= 0 {
 		errs = append(errs, field.Invalid(field.NewPath("--default-propagation-rate"), o.DefaultPropagationRate, "must be positive"))
+	}
+	if o.DefaultPropagationPeriod < time.Second {
+		errs = append(errs, field.Invalid(field.NewPath("--default-propagation-period"), o.DefaultPropagationPeriod.String(), "must be at least 1s"))
 	}
 	if o.DryRunDivergenceAfter < time.Second {
 		errs = append(errs, field.Invalid(field.NewPath("--dry-run-divergence-after"), o.DryRunDivergenceAfter.String(), "must be at least 1s"))

@@ -24,6 +24,7 @@ func TestValidateNamesEveryBadFlag(t *testing.T) {
 		"--discovery-period=10ms", "--absent-owner-cache-size=0", "--startup-timeout=0s",
 		"--ignored-resources=a/b", "--metrics-bind-address=nope", "--health-probe-bind-address=:99999",
 		"--sync-timeout=0s", "--owner-reverify-period=10ms", "--dry-run", "--leader-elect",
+		"--default-propagation-period=500ms",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -41,6 +42,7 @@ func TestValidateNamesEveryBadFlag(t *testing.T) {
 		"invalid --health-probe-bind-address=:99999",
 		"invalid --sync-timeout=0s",
 		"invalid --owner-reverify-period=10ms",
+		"invalid --default-propagation-period=500ms",
 		"invalid --dry-run=true: writes nothing, not even a Lease",
 	} {
 		if !strings.Contains(line, want) {

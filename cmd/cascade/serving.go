@@ -457,10 +457,12 @@ func healthz(alive func() error) http.HandlerFunc {
 	}
 }
 
-// readiness is what /readyz reports on (gc.Controller).
+// readiness is what /readyz reports on (gc.Controller, and the feature levels).
 type readiness interface {
 	Synced() bool
 	Unsynced() []gc.Unsynced
+	// Features is the feature levels in use (features.Set.Summary): "" for none.
+	Features() string
 }
 
 // readyz answers 503 until the graph counts as synced (every initial list in, or
@@ -468,20 +470,33 @@ type readiness interface {
 // incomplete, but never names them nor says why: the health port answers anyone who reaches
 // it, unauthenticated, and the names (the APIs the cluster serves) and errors (text of the API
 // server, of conversion webhooks) are for cascade_resource_unsynced on the authenticated
-// metrics port and the log.
+// metrics port and the log. A second line says the feature levels in use (such as
+// "features in use: admission_policy=v1 list=watch_list", docs/compatibility.md): what any
+// client of the API server can learn from its discovery.
 func readyz(r readiness) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
 		n := len(r.Unsynced())
+		features := ""
+		if f := r.Features(); f != "" {
+			features = "features in use: " + f + "\n"
+		}
 		if !r.Synced() {
 			msg := "not ready: the dependency graph has not synced"
 			if n > 0 {
 				msg += fmt.Sprintf("; waiting for %d resources (cascade_resource_unsynced names them)", n)
 			}
-			http.Error(w, msg, http.StatusServiceUnavailable)
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, "%s\n%s", msg, features)
 			return
 		}
 		if n > 0 {
-			_, _ = fmt.Fprintf(w, "ok; %d resources unsynced, decisions that need them wait (cascade_resource_unsynced names them)\n", n)
+			_, _ = fmt.Fprintf(w, "ok; %d resources unsynced, decisions that need them wait (cascade_resource_unsynced names them)\n%s", n, features)
+			return
+		}
+		if features != "" {
+			_, _ = fmt.Fprintf(w, "ok\n%s", features)
 			return
 		}
 		_, _ = w.Write([]byte("ok"))

@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/features"
 	"github.com/cascade-gc/cascade/policy"
 	"github.com/cascade-gc/cascade/policy/watch"
 )
@@ -50,7 +51,8 @@ func newUninstallCommand() *cobra.Command {
 		Use:   "uninstall [--dry-run] [--kubeconfig PATH] [--context NAME]",
 		Short: "Remove cascade's admission objects and the finalizers and annotations its defaults stamped",
 		Long: "Remove what cascade wrote into the cluster at run time and what would keep acting without it:\n" +
-			"the MutatingAdmissionPolicy and binding " + policy.AdmissionName + " (only when labelled " + policy.ManagedByLabel + "=" + policy.ManagedByValue + "),\n" +
+			"the MutatingAdmissionPolicy and binding " + policy.AdmissionName + " (only when labelled " + policy.ManagedByLabel + "=" + policy.ManagedByValue + ";\n" +
+			"at admissionregistration.k8s.io/v1 and v1beta1, whichever the server serves),\n" +
 			"then, on every object of every resource that supports list and patch and carries the\n" +
 			"annotation " + policy.DefaultPropagationAnnotation + ", the finalizer that annotation records\n" +
 			"(when still there) and the annotation. No other finalizer is ever removed; an object being\n" +
@@ -86,7 +88,8 @@ func newUninstallCommand() *cobra.Command {
 		defer stop()
 		u := &uninstaller{
 			resources: cs.disco.ServerPreferredResources, meta: cs.metadata, kube: cs.kube, edge: client.NewEdge(cs.metadata, cs.kube),
-			dryRun: dryRun, leaseNamespace: leaseNS, leaseName: leaseName, force: force, now: time.Now,
+			admission: func() (features.Admission, error) { return features.DetectAdmission(ctx, cs.disco) },
+			dryRun:    dryRun, leaseNamespace: leaseNS, leaseName: leaseName, force: force, now: time.Now,
 		}
 		return u.run(ctx, cmd.OutOrStdout())
 	}
@@ -98,6 +101,9 @@ func newUninstallCommand() *cobra.Command {
 type uninstaller struct {
 	// resources is discovery's preferred resources (ServerPreferredResources).
 	resources func() ([]*metav1.APIResourceList, error)
+	// admission is which versions of the MutatingAdmissionPolicy the server serves
+	// (features.DetectAdmission): cascade's objects are deleted at each.
+	admission func() (features.Admission, error)
 	meta      metadata.Interface
 	kube      kubernetes.Interface
 	edge      client.Edge
@@ -145,8 +151,11 @@ func (u *uninstaller) run(ctx context.Context, out io.Writer) error {
 	}
 	if !u.dryRun {
 		// A cascade still running (without leader election, or with --force) puts them back.
-		if p, err := u.edge.Admission.GetPolicy(ctx, policy.AdmissionName); err == nil && policy.ManagedByCascade(p.Labels) {
-			problems = append(problems, "the MutatingAdmissionPolicy "+policy.AdmissionName+" is back: a cascade is still running; stop it and run uninstall again")
+		for _, v := range u.admissionVersions(ctx) {
+			if obj, err := v.getPolicy(); err == nil && policy.ManagedByCascade(obj.GetLabels()) {
+				problems = append(problems, "the MutatingAdmissionPolicy "+policy.AdmissionName+" is back: a cascade is still running; stop it and run uninstall again")
+				break
+			}
 		}
 	}
 	if len(problems) > 0 {
@@ -180,13 +189,58 @@ func (u *uninstaller) checkLease(ctx context.Context) error {
 		u.leaseNamespace, u.leaseName, *s.HolderIdentity, age.Round(time.Second), u.leaseNamespace)
 }
 
+// admissionVersion is cascade's admission objects at one version of the API.
+type admissionVersion struct {
+	suffix                string // after the kind in the report: "" for v1
+	getPolicy, getBinding func() (metav1.Object, error)
+	deletePolicy          func(uid types.UID) error
+	deleteBinding         func() error
+}
+
+// admissionVersions is the versions of the admission objects the server serves, v1 first; nil
+// when it serves none (or discovery cannot say).
+func (u *uninstaller) admissionVersions(ctx context.Context) []admissionVersion {
+	served, err := u.admission()
+	if err != nil {
+		return nil
+	}
+	adm, name := u.edge.Admission, policy.AdmissionName
+	var out []admissionVersion
+	if served.V1 {
+		out = append(out, admissionVersion{
+			getPolicy:     func() (metav1.Object, error) { return adm.GetPolicy(ctx, name) },
+			getBinding:    func() (metav1.Object, error) { return adm.GetBinding(ctx, name) },
+			deletePolicy:  func(uid types.UID) error { return adm.DeletePolicy(ctx, name, uid) },
+			deleteBinding: func() error { return adm.DeleteBinding(ctx, name) },
+		})
+	}
+	if served.V1beta1 {
+		out = append(out, admissionVersion{
+			suffix:        " (admissionregistration.k8s.io/v1beta1)",
+			getPolicy:     func() (metav1.Object, error) { return adm.GetPolicyV1beta1(ctx, name) },
+			getBinding:    func() (metav1.Object, error) { return adm.GetBindingV1beta1(ctx, name) },
+			deletePolicy:  func(uid types.UID) error { return adm.DeletePolicyV1beta1(ctx, name, uid) },
+			deleteBinding: func() error { return adm.DeleteBindingV1beta1(ctx, name) },
+		})
+	}
+	return out
+}
+
 // deleteAdmission deletes the binding, then the policy, each only when labelled as cascade's,
-// and says what it did with each.
+// at every version the server serves (v1, then v1beta1: where both are served they are one
+// object, found gone at the second), and says what it did with each.
 func (u *uninstaller) deleteAdmission(ctx context.Context, out io.Writer) error {
-	adm := u.edge.Admission
 	deleted := "deleted"
 	if u.dryRun {
 		deleted = "would be deleted"
+	}
+	served, err := u.admission()
+	if err != nil {
+		return fmt.Errorf("cannot tell which versions of MutatingAdmissionPolicy the server serves: %w", err)
+	}
+	if !served.V1 && !served.V1beta1 {
+		_, _ = fmt.Fprintf(out, "MutatingAdmissionPolicy %s: none (the API server serves no MutatingAdmissionPolicy, neither admissionregistration.k8s.io/v1 nor v1beta1)\n", policy.AdmissionName)
+		return nil
 	}
 	var errs []error
 	// Each object: read, left alone unless labelled as cascade's, deleted (the policy with its
@@ -208,12 +262,10 @@ func (u *uninstaller) deleteAdmission(ctx context.Context, out io.Writer) error 
 			}
 		}
 	}
-	one("MutatingAdmissionPolicyBinding",
-		func() (metav1.Object, error) { return adm.GetBinding(ctx, policy.AdmissionName) },
-		func(types.UID) error { return adm.DeleteBinding(ctx, policy.AdmissionName) })
-	one("MutatingAdmissionPolicy",
-		func() (metav1.Object, error) { return adm.GetPolicy(ctx, policy.AdmissionName) },
-		func(uid types.UID) error { return adm.DeletePolicy(ctx, policy.AdmissionName, uid) })
+	for _, v := range u.admissionVersions(ctx) {
+		one("MutatingAdmissionPolicyBinding"+v.suffix, v.getBinding, func(types.UID) error { return v.deleteBinding() })
+		one("MutatingAdmissionPolicy"+v.suffix, v.getPolicy, v.deletePolicy)
+	}
 	return errors.Join(errs...)
 }
 

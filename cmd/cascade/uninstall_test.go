@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	admissionv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/cascade-gc/cascade/internal/client"
 	"github.com/cascade-gc/cascade/internal/client/clienttest"
+	"github.com/cascade-gc/cascade/internal/features"
 	"github.com/cascade-gc/cascade/policy"
 )
 
@@ -78,6 +81,7 @@ func newUninstallFixture(t *testing.T, labelled bool, kubeObjs ...runtime.Object
 	}
 	u := &uninstaller{
 		resources: func() ([]*metav1.APIResourceList, error) { return lists, nil },
+		admission: func() (features.Admission, error) { return features.Admission{V1: true}, nil },
 		meta:      meta, kube: kube, edge: client.NewEdge(meta, kube),
 		leaseNamespace: "cascade-system", leaseName: "cascade",
 		now: func() time.Time { return time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC) },
@@ -194,6 +198,62 @@ func TestUninstallDryRun(t *testing.T) {
 	}
 	if m := f.live(t, clienttest.Widgets, "ns1", "stamped-orphan"); !slices.Contains(m.Finalizers, "orphan") {
 		t.Errorf("dry run removed a finalizer: %q", m.Finalizers)
+	}
+}
+
+// TestUninstallAdmissionVersions: cascade's admission objects are deleted at whichever version
+// the server serves them: at v1beta1 on a server that serves only it (Kubernetes 1.34 and 1.35
+// with the beta on), at both where both are served, and none is looked for where neither is.
+func TestUninstallAdmissionVersions(t *testing.T) {
+	labels := map[string]string{policy.ManagedByLabel: policy.ManagedByValue}
+	beta := []runtime.Object{
+		&admissionv1beta1.MutatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: policy.AdmissionName, UID: "beta-uid", Labels: labels}},
+		&admissionv1beta1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: policy.AdmissionName, Labels: labels}},
+	}
+	for _, tt := range []struct {
+		name       string
+		served     features.Admission
+		wantWrites []string
+		wantOut    []string
+	}{
+		{"v1beta1 only", features.Admission{V1beta1: true},
+			[]string{"delete v1beta1/mutatingadmissionpolicybindings", "delete v1beta1/mutatingadmissionpolicies"},
+			[]string{"MutatingAdmissionPolicyBinding (admissionregistration.k8s.io/v1beta1) cascade-default-propagation: deleted\n",
+				"MutatingAdmissionPolicy (admissionregistration.k8s.io/v1beta1) cascade-default-propagation: deleted\n"}},
+		{"both", features.Admission{V1: true, V1beta1: true},
+			[]string{"delete v1/mutatingadmissionpolicybindings", "delete v1/mutatingadmissionpolicies", "delete v1beta1/mutatingadmissionpolicybindings", "delete v1beta1/mutatingadmissionpolicies"},
+			[]string{"MutatingAdmissionPolicy cascade-default-propagation: deleted\n", "MutatingAdmissionPolicy (admissionregistration.k8s.io/v1beta1) cascade-default-propagation: deleted\n"}},
+		{"neither", features.Admission{}, nil,
+			[]string{"MutatingAdmissionPolicy cascade-default-propagation: none (the API server serves no MutatingAdmissionPolicy"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newUninstallFixture(t, true, beta...)
+			f.u.admission = func() (features.Admission, error) { return tt.served, nil }
+			var out strings.Builder
+			if err := f.u.run(context.Background(), &out); err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			var got []string
+			for _, a := range f.kube.Actions() {
+				if a.GetVerb() == "delete" {
+					got = append(got, "delete "+a.GetResource().Version+"/"+a.GetResource().Resource)
+				}
+			}
+			if !slices.Equal(got, tt.wantWrites) {
+				t.Errorf("deletes %q, want %q", got, tt.wantWrites)
+			}
+			for _, want := range tt.wantOut {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("report lacks %q:\n%s", want, out.String())
+				}
+			}
+		})
+	}
+	f := newUninstallFixture(t, true)
+	f.u.admission = func() (features.Admission, error) { return features.Admission{}, errors.New("discovery down") }
+	var out strings.Builder
+	if err := f.u.run(context.Background(), &out); err == nil || !strings.Contains(err.Error(), "cannot tell which versions") {
+		t.Errorf("uninstall with discovery down = %v, want it incomplete", err)
 	}
 }
 

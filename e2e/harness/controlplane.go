@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -83,6 +84,8 @@ type ControlPlane struct {
 	// The flags etcd and kube-apiserver were started with, for RestartEtcd and
 	// RestartAPIServer (same ports, same data, same certificates).
 	etcdArgs, apiArgs []string
+	// baseAPIArgs are apiArgs without Options.ExtraAPIServerArgs (RestartAPIServerWith).
+	baseAPIArgs []string
 }
 
 // Start builds nothing: it expects the binaries to exist (`make tools`).
@@ -191,7 +194,8 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 		"--profiling=false",
 		"--v=1",
 	}
-	args = append(args, opts.ExtraAPIServerArgs...)
+	cp.baseAPIArgs = args
+	args = append(slices.Clone(args), opts.ExtraAPIServerArgs...)
 	cp.apiArgs = args
 	cp.APIServer, err = StartProcess(dir, "kube-apiserver", filepath.Join(binDir, "kube-apiserver"), args, ProcessOptions{})
 	if err != nil {
@@ -259,6 +263,14 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context, sig syscall.Signal
 	}
 	cp.APIServer = p
 	return cp.waitReady(ctx)
+}
+
+// RestartAPIServerWith is RestartAPIServer with extra in place of the ExtraAPIServerArgs the
+// control plane was started with (or last restarted with): the same server reconfigured, as an
+// upgrade turns on a feature (--runtime-config, --feature-gates).
+func (cp *ControlPlane) RestartAPIServerWith(ctx context.Context, sig syscall.Signal, extra []string) error {
+	cp.apiArgs = append(slices.Clone(cp.baseAPIArgs), extra...)
+	return cp.RestartAPIServer(ctx, sig)
 }
 
 // RestartEtcd ends etcd with sig, starts it again on the same ports and data directory, and

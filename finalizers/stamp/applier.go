@@ -3,14 +3,15 @@ package stamp
 import (
 	"context"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -18,6 +19,7 @@ import (
 	"github.com/cascade-gc/cascade/gc"
 	"github.com/cascade-gc/cascade/graph"
 	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/features"
 	"github.com/cascade-gc/cascade/internal/work"
 	"github.com/cascade-gc/cascade/policy"
 )
@@ -53,6 +55,11 @@ type Options struct {
 	Client client.Interface
 	// Admission writes the MutatingAdmissionPolicy and binding; nil: none are managed.
 	Admission client.Admission
+	// AdmissionLevel is the level of the admission policy the server offers, detected on every
+	// discovery round (features.Set.Level of features.AdmissionPolicy): the objects are
+	// written at v1 or v1beta1, none at none (the pass alone stamps), and nothing is done to
+	// them while it is "" (not known yet). A change of level re-syncs them at once. Nil: v1.
+	AdmissionLevel func() string
 	// View is the collector's graph the pass reads. Required.
 	View View
 	// Workers serve the objects the pass finds; 2 when zero.
@@ -83,9 +90,10 @@ type Applier struct {
 	limiter  flowcontrol.RateLimiter
 	nsLabels *client.NamespaceLabels
 
-	// admissionSet is the policy the admission objects were last made to match. Only Run's
-	// goroutine (syncAdmission) touches it.
-	admissionSet *policy.Compiled
+	// admissionSet is the policy the admission objects were last made to match, at
+	// admissionLevel. Only Run's goroutine (syncAdmission) touches them.
+	admissionSet   *policy.Compiled
+	admissionLevel string
 }
 
 // New returns an Applier; Run starts it.
@@ -104,6 +112,9 @@ func New(opts Options) *Applier {
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(prometheus.NewRegistry())
+	}
+	if opts.AdmissionLevel == nil {
+		opts.AdmissionLevel = func() string { return features.LevelV1 }
 	}
 	return &Applier{
 		opts:     opts,
@@ -127,17 +138,18 @@ func (a *Applier) Run(ctx context.Context) error {
 	wg.Go(func() { a.queue.Run(ctx, max(workers, 1), a.process) })
 
 	var (
-		ran     bool
-		applied *policy.Compiled
-		last    time.Time
+		ran          bool
+		applied      *policy.Compiled
+		appliedLevel string
+		last         time.Time
 	)
 	for {
 		if view.Synced() && (a.opts.Authoritative == nil || a.opts.Authoritative()) {
-			c := a.opts.Policy()
-			if !ran || c != applied || a.opts.Clock.Since(last) >= a.opts.Period {
-				a.syncAdmission(ctx, c)
+			c, level := a.opts.Policy(), a.opts.AdmissionLevel()
+			if !ran || c != applied || level != appliedLevel || a.opts.Clock.Since(last) >= a.opts.Period {
+				a.syncAdmission(ctx, c, level)
 				a.pass(ctx, view, c)
-				ran, applied, last = true, c, a.opts.Clock.Now()
+				ran, applied, appliedLevel, last = true, c, level, a.opts.Clock.Now()
 			}
 		}
 		select {
@@ -251,61 +263,201 @@ func (a *Applier) process(ctx context.Context, t client.Target) (work.Outcome, e
 	return work.Done, nil
 }
 
-// syncAdmission makes the admission objects match c: created or updated by server-side apply,
-// deleted when c stamps nothing. An object of that name not labelled as cascade's is never
-// touched (reported instead).
-func (a *Applier) syncAdmission(ctx context.Context, c *policy.Compiled) {
-	if a.opts.Admission == nil {
+// syncAdmission makes the admission objects match c at level: created or updated by
+// server-side apply, deleted when c stamps nothing; at level none there is nothing to write
+// (the pass alone stamps), and at an unknown level nothing is done. An object of that name not
+// labelled as cascade's is never touched (reported instead).
+func (a *Applier) syncAdmission(ctx context.Context, c *policy.Compiled, level string) {
+	if a.opts.Admission == nil || level == "" {
 		return
 	}
 	logger := klog.FromContext(ctx)
 	p, b := c.Admission()
-	err := a.applyAdmission(ctx, p, b)
+	var err error
+	switch level {
+	case features.LevelNone:
+		if p != nil {
+			err = fmt.Errorf("the API server serves no MutatingAdmissionPolicy (admissionregistration.k8s.io v1 or v1beta1)")
+		}
+	default:
+		err = a.applyAdmission(ctx, level, p, b)
+	}
 	if err != nil {
 		a.opts.Metrics.AdmissionSynced.Set(0)
 	} else {
 		a.opts.Metrics.AdmissionSynced.Set(1)
 	}
-	if err != nil {
-		logger.Error(err, "Cannot bring the admission objects in line with the policy; objects created meanwhile are stamped by the next pass", "name", policy.AdmissionName)
-		return
+	changed := a.admissionSet != c || a.admissionLevel != level
+	switch {
+	case err != nil && level == features.LevelNone:
+		if changed {
+			logger.Info("No admission objects can stamp defaults at creation: the stamping pass alone does, at most one period after an object is created", "period", a.opts.Period, "reason", err.Error())
+		}
+	case err != nil:
+		logger.Error(err, "Cannot bring the admission objects in line with the policy; objects created meanwhile are stamped by the next pass", "name", policy.AdmissionName, "version", level)
+		return // tried again next time, with the retirement of the other version
+	case changed:
+		logger.Info("Admission objects in line with the policy", "name", policy.AdmissionName, "version", level, "present", p != nil)
 	}
-	changed := a.admissionSet != c
-	a.admissionSet = c
-	if changed {
-		logger.Info("Admission objects in line with the policy", "name", policy.AdmissionName, "present", p != nil)
-	}
+	a.admissionSet, a.admissionLevel = c, level
 }
 
-func (a *Applier) applyAdmission(ctx context.Context, p *admissionv1.MutatingAdmissionPolicy, b *admissionv1.MutatingAdmissionPolicyBinding) error {
-	adm := a.opts.Admission
-	existing, err := adm.GetPolicy(ctx, policy.AdmissionName)
+// applyAdmission brings the objects at level (v1 or v1beta1) in line with p and b (nil: none
+// wanted). When the level changed since the last success (and at start), cascade's objects at
+// the other version are retired: a server that serves both versions serves one object at both,
+// which is kept; an object of its own at the other version (another UID) is deleted.
+func (a *Applier) applyAdmission(ctx context.Context, level string, p *admissionv1.MutatingAdmissionPolicy, b *admissionv1.MutatingAdmissionPolicyBinding) error {
+	at, err := admissionAtLevel(a.opts.Admission, level, p, b)
+	if err != nil {
+		return err
+	}
+	if err := at.sync(ctx); err != nil {
+		return err
+	}
+	if a.admissionLevel == level {
+		return nil
+	}
+	other := features.LevelV1beta1
+	if level == features.LevelV1beta1 {
+		other = features.LevelV1
+	}
+	old, err := admissionAtLevel(a.opts.Admission, other, nil, nil)
+	if err != nil {
+		return err
+	}
+	return old.retire(ctx, at)
+}
+
+// admissionObjects is cascade's admission objects at one version, in version-neutral terms.
+type admissionObjects struct {
+	version string
+	// getPolicy and getBinding read the live objects (NotFound: none, or not served).
+	getPolicy, getBinding func(context.Context) (metav1.Object, error)
+	// apply writes the wanted objects, policy then binding; nil when none are wanted.
+	apply func(context.Context) error
+	// deletePolicy (only while it has uid) and deleteBinding delete them.
+	deletePolicy  func(context.Context, types.UID) error
+	deleteBinding func(context.Context) error
+}
+
+// admissionAtLevel is adm's objects at level, wanting p and b (rendered at v1; carried to
+// v1beta1 there).
+func admissionAtLevel(adm client.Admission, level string, p *admissionv1.MutatingAdmissionPolicy, b *admissionv1.MutatingAdmissionPolicyBinding) (admissionObjects, error) {
+	name := policy.AdmissionName
+	switch level {
+	case features.LevelV1:
+		o := admissionObjects{
+			version:       "v1",
+			getPolicy:     func(ctx context.Context) (metav1.Object, error) { return adm.GetPolicy(ctx, name) },
+			getBinding:    func(ctx context.Context) (metav1.Object, error) { return adm.GetBinding(ctx, name) },
+			deletePolicy:  func(ctx context.Context, uid types.UID) error { return adm.DeletePolicy(ctx, name, uid) },
+			deleteBinding: func(ctx context.Context) error { return adm.DeleteBinding(ctx, name) },
+		}
+		if p != nil {
+			o.apply = func(ctx context.Context) error {
+				if err := adm.ApplyPolicy(ctx, p); err != nil {
+					return err
+				}
+				return adm.ApplyBinding(ctx, b)
+			}
+		}
+		return o, nil
+	case features.LevelV1beta1:
+		pb, bb, err := policy.AdmissionV1beta1(p, b)
+		if err != nil {
+			return admissionObjects{}, err
+		}
+		o := admissionObjects{
+			version:       "v1beta1",
+			getPolicy:     func(ctx context.Context) (metav1.Object, error) { return adm.GetPolicyV1beta1(ctx, name) },
+			getBinding:    func(ctx context.Context) (metav1.Object, error) { return adm.GetBindingV1beta1(ctx, name) },
+			deletePolicy:  func(ctx context.Context, uid types.UID) error { return adm.DeletePolicyV1beta1(ctx, name, uid) },
+			deleteBinding: func(ctx context.Context) error { return adm.DeleteBindingV1beta1(ctx, name) },
+		}
+		if pb != nil {
+			o.apply = func(ctx context.Context) error {
+				if err := adm.ApplyPolicyV1beta1(ctx, pb); err != nil {
+					return err
+				}
+				return adm.ApplyBindingV1beta1(ctx, bb)
+			}
+		}
+		return o, nil
+	}
+	return admissionObjects{}, fmt.Errorf("no admission objects at level %q", level)
+}
+
+// get reads one object: nil when there is none (or the version is not served).
+func get(ctx context.Context, read func(context.Context) (metav1.Object, error)) (metav1.Object, error) {
+	obj, err := read(ctx)
 	switch {
 	case apierrors.IsNotFound(err):
-		existing = nil
+		return nil, nil
 	case err != nil:
-		return fmt.Errorf("reading MutatingAdmissionPolicy %s: %w", policy.AdmissionName, err)
-	case !policy.ManagedByCascade(existing.Labels):
+		return nil, err
+	}
+	return obj, nil
+}
+
+// sync applies the wanted objects, or deletes cascade's when none are wanted; an object of
+// that name not labelled as cascade's is never touched.
+func (o admissionObjects) sync(ctx context.Context) error {
+	existing, err := get(ctx, o.getPolicy)
+	switch {
+	case err != nil:
+		return fmt.Errorf("reading MutatingAdmissionPolicy %s (%s): %w", policy.AdmissionName, o.version, err)
+	case existing != nil && !policy.ManagedByCascade(existing.GetLabels()):
 		return fmt.Errorf("MutatingAdmissionPolicy %s exists without the label %s=%s: it is not cascade's, and cascade leaves it alone; rename or label it",
 			policy.AdmissionName, policy.ManagedByLabel, policy.ManagedByValue)
 	}
-	if p == nil {
+	if o.apply == nil {
 		if existing == nil {
 			return nil
 		}
-		if err := adm.DeleteBinding(ctx, policy.AdmissionName); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting MutatingAdmissionPolicyBinding %s: %w", policy.AdmissionName, err)
+		if err := o.deleteBinding(ctx); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting MutatingAdmissionPolicyBinding %s (%s): %w", policy.AdmissionName, o.version, err)
 		}
-		if err := adm.DeletePolicy(ctx, policy.AdmissionName, existing.UID); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting MutatingAdmissionPolicy %s: %w", policy.AdmissionName, err)
+		if err := o.deletePolicy(ctx, existing.GetUID()); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting MutatingAdmissionPolicy %s (%s): %w", policy.AdmissionName, o.version, err)
 		}
 		return nil
 	}
-	if err := adm.ApplyPolicy(ctx, p); err != nil {
-		return fmt.Errorf("applying MutatingAdmissionPolicy %s: %w", p.Name, err)
+	if err := o.apply(ctx); err != nil {
+		return fmt.Errorf("applying MutatingAdmissionPolicy and binding %s (%s): %w", policy.AdmissionName, o.version, err)
 	}
-	if err := adm.ApplyBinding(ctx, b); err != nil {
-		return fmt.Errorf("applying MutatingAdmissionPolicyBinding %s: %w", b.Name, err)
+	return nil
+}
+
+// retire deletes cascade's objects at o's version that are not the objects at cur's: the
+// binding, then the policy (with its UID). One object seen at both versions (the same UID) is
+// kept; so is an object not labelled as cascade's.
+func (o admissionObjects) retire(ctx context.Context, cur admissionObjects) error {
+	for _, kind := range []struct {
+		name      string
+		old, keep func(context.Context) (metav1.Object, error)
+		del       func(context.Context, types.UID) error
+	}{
+		{"MutatingAdmissionPolicyBinding", o.getBinding, cur.getBinding, func(ctx context.Context, _ types.UID) error { return o.deleteBinding(ctx) }},
+		{"MutatingAdmissionPolicy", o.getPolicy, cur.getPolicy, o.deletePolicy},
+	} {
+		old, err := get(ctx, kind.old)
+		if err != nil {
+			return fmt.Errorf("reading %s %s (%s): %w", kind.name, policy.AdmissionName, o.version, err)
+		}
+		if old == nil || !policy.ManagedByCascade(old.GetLabels()) {
+			continue
+		}
+		keep, err := get(ctx, kind.keep)
+		if err != nil {
+			return fmt.Errorf("reading %s %s (%s): %w", kind.name, policy.AdmissionName, cur.version, err)
+		}
+		if keep != nil && keep.GetUID() == old.GetUID() {
+			continue // one object, served at both versions
+		}
+		if err := kind.del(ctx, old.GetUID()); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting %s %s (%s): %w", kind.name, policy.AdmissionName, o.version, err)
+		}
+		klog.FromContext(ctx).Info("Deleted cascade's admission object of the version no longer used", "kind", kind.name, "name", policy.AdmissionName, "version", o.version, "now", cur.version)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cascade-gc/cascade/graph"
 	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/features"
 	"github.com/cascade-gc/cascade/policy"
 )
 
@@ -60,7 +61,7 @@ func TestSyncAdmission(t *testing.T) {
 	maps, bindings := kube.AdmissionregistrationV1().MutatingAdmissionPolicies(), kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings()
 	apply := func(c *policy.Compiled) error {
 		p, b := c.Admission()
-		return a.applyAdmission(ctx, p, b)
+		return a.applyAdmission(ctx, features.LevelV1, p, b)
 	}
 
 	withRule := compile(t, "rules:\n- {resource: widgets.example.com, defaultPropagation: Orphan}\n")

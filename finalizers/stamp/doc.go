@@ -9,7 +9,13 @@
 //   - at creation, by the MutatingAdmissionPolicy and binding policy.Compiled.Admission
 //     renders. The Applier creates, updates (server-side apply, field manager "cascade") and
 //     deletes them with the policy, and only touches objects of that name labelled as
-//     cascade's;
+//     cascade's. They are written at the level the server offers (Options.AdmissionLevel,
+//     package internal/features): admissionregistration.k8s.io/v1, else v1beta1, else none,
+//     where the pass below is all there is (an object is stamped at most one Period after its
+//     creation; a delete that names no policy before then propagates as the kind's default
+//     says). When the level changes, the objects follow at once: written at the new version,
+//     and cascade's objects at the old one deleted unless they are the same objects (a server
+//     serves one object at every version it serves);
 //   - on objects that existed before the rule (or that admission missed: its failure policy is
 //     Ignore), by a pass over the graph's objects, rate-limited (Options.Rate objects per
 //     second, each a GET and at most one PATCH);

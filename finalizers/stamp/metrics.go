@@ -13,7 +13,8 @@ type Metrics struct {
 	// done yet.
 	Pending prometheus.Gauge
 	// AdmissionSynced is 1 when the admission objects match the policy in force, 0 when the last
-	// attempt to make them so failed.
+	// attempt to make them so failed or the server serves no admission policy while a rule
+	// wants one.
 	AdmissionSynced prometheus.Gauge
 }
 
@@ -33,7 +34,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		AdmissionSynced: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: metricsNamespace,
 			Name:      "default_propagation_admission_synced",
-			Help:      "1 when the MutatingAdmissionPolicy and binding that stamp defaults at creation match the policy in force, 0 when the last attempt to make them so failed.",
+			Help:      "1 when the MutatingAdmissionPolicy and binding that stamp defaults at creation match the policy in force, 0 when the last attempt to make them so failed, or when the API server serves no MutatingAdmissionPolicy while a rule stamps (cascade_feature_in_use{feature=\"admission_policy\",level=\"none\"}: the stamping pass alone applies defaults).",
 		}),
 	}
 	for _, a := range []string{actionStamped, actionUnstamped, actionReplaced} {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	admissionv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
@@ -13,17 +14,19 @@ import (
 
 // Dry-run actions of the writes outside Interface (labels of cascade_dry_run_actions_total).
 const (
-	ActionApplyAdmission  = "apply_admission"  // the MutatingAdmissionPolicy or its binding
+	ActionApplyAdmission  = "apply_admission"  // the MutatingAdmissionPolicy or its binding, at either version
 	ActionDeleteAdmission = "delete_admission" // idem
 	ActionWriteConfigMap  = "write_configmap"  // the orphan record
 	ActionEvent           = "event"
 )
 
 var (
-	gvrAdmissionPolicy  = admissionv1.SchemeGroupVersion.WithResource("mutatingadmissionpolicies")
-	gvrAdmissionBinding = admissionv1.SchemeGroupVersion.WithResource("mutatingadmissionpolicybindings")
-	gvrConfigMaps       = corev1.SchemeGroupVersion.WithResource("configmaps")
-	gvrEvents           = corev1.SchemeGroupVersion.WithResource("events")
+	gvrAdmissionPolicy         = admissionv1.SchemeGroupVersion.WithResource("mutatingadmissionpolicies")
+	gvrAdmissionBinding        = admissionv1.SchemeGroupVersion.WithResource("mutatingadmissionpolicybindings")
+	gvrAdmissionPolicyV1beta1  = admissionv1beta1.SchemeGroupVersion.WithResource("mutatingadmissionpolicies")
+	gvrAdmissionBindingV1beta1 = admissionv1beta1.SchemeGroupVersion.WithResource("mutatingadmissionpolicybindings")
+	gvrConfigMaps              = corev1.SchemeGroupVersion.WithResource("configmaps")
+	gvrEvents                  = corev1.SchemeGroupVersion.WithResource("events")
 )
 
 // DryRun returns the Edge of shadow mode: reads go through e, and every write of every part
@@ -72,6 +75,34 @@ func (a dryAdmission) DeletePolicy(ctx context.Context, name string, uid types.U
 
 func (a dryAdmission) DeleteBinding(ctx context.Context, name string) error {
 	a.d.record(ctx, ActionDeleteAdmission, Target{GVR: gvrAdmissionBinding, Name: name})
+	return nil
+}
+
+func (a dryAdmission) GetPolicyV1beta1(ctx context.Context, name string) (*admissionv1beta1.MutatingAdmissionPolicy, error) {
+	return a.read.GetPolicyV1beta1(ctx, name)
+}
+
+func (a dryAdmission) GetBindingV1beta1(ctx context.Context, name string) (*admissionv1beta1.MutatingAdmissionPolicyBinding, error) {
+	return a.read.GetBindingV1beta1(ctx, name)
+}
+
+func (a dryAdmission) ApplyPolicyV1beta1(ctx context.Context, p *admissionv1beta1.MutatingAdmissionPolicy) error {
+	a.d.record(ctx, ActionApplyAdmission, Target{GVR: gvrAdmissionPolicyV1beta1, Name: p.Name})
+	return nil
+}
+
+func (a dryAdmission) ApplyBindingV1beta1(ctx context.Context, b *admissionv1beta1.MutatingAdmissionPolicyBinding) error {
+	a.d.record(ctx, ActionApplyAdmission, Target{GVR: gvrAdmissionBindingV1beta1, Name: b.Name})
+	return nil
+}
+
+func (a dryAdmission) DeletePolicyV1beta1(ctx context.Context, name string, uid types.UID) error {
+	a.d.record(ctx, ActionDeleteAdmission, Target{GVR: gvrAdmissionPolicyV1beta1, Name: name, UID: uid})
+	return nil
+}
+
+func (a dryAdmission) DeleteBindingV1beta1(ctx context.Context, name string) error {
+	a.d.record(ctx, ActionDeleteAdmission, Target{GVR: gvrAdmissionBindingV1beta1, Name: name})
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	admissionv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,7 +30,10 @@ type Edge struct {
 
 // Admission is the MutatingAdmissionPolicy and binding cascade keeps for the policy's
 // defaultPropagation rules: read, applied (server-side apply, field manager cascade, forced)
-// and deleted.
+// and deleted, at admissionregistration.k8s.io/v1 (Kubernetes 1.36 on) and, with the V1beta1
+// methods, at v1beta1 (1.34 and 1.35 when turned on). Which one is used is package
+// finalizers/stamp's choice (internal/features). A version the server does not serve answers
+// NotFound.
 type Admission interface {
 	GetPolicy(ctx context.Context, name string) (*admissionv1.MutatingAdmissionPolicy, error)
 	GetBinding(ctx context.Context, name string) (*admissionv1.MutatingAdmissionPolicyBinding, error)
@@ -38,6 +42,14 @@ type Admission interface {
 	// DeletePolicy deletes the policy only while it still has uid.
 	DeletePolicy(ctx context.Context, name string, uid types.UID) error
 	DeleteBinding(ctx context.Context, name string) error
+
+	GetPolicyV1beta1(ctx context.Context, name string) (*admissionv1beta1.MutatingAdmissionPolicy, error)
+	GetBindingV1beta1(ctx context.Context, name string) (*admissionv1beta1.MutatingAdmissionPolicyBinding, error)
+	ApplyPolicyV1beta1(ctx context.Context, p *admissionv1beta1.MutatingAdmissionPolicy) error
+	ApplyBindingV1beta1(ctx context.Context, b *admissionv1beta1.MutatingAdmissionPolicyBinding) error
+	// DeletePolicyV1beta1 deletes the policy only while it still has uid.
+	DeletePolicyV1beta1(ctx context.Context, name string, uid types.UID) error
+	DeleteBindingV1beta1(ctx context.Context, name string) error
 }
 
 // ConfigMaps is the calls cascade makes on its own ConfigMaps in one namespace.
@@ -97,6 +109,40 @@ func (a admissionClient) DeletePolicy(ctx context.Context, name string, uid type
 
 func (a admissionClient) DeleteBinding(ctx context.Context, name string) error {
 	return a.kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
+}
+
+func (a admissionClient) GetPolicyV1beta1(ctx context.Context, name string) (*admissionv1beta1.MutatingAdmissionPolicy, error) {
+	return a.kube.AdmissionregistrationV1beta1().MutatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
+}
+
+func (a admissionClient) GetBindingV1beta1(ctx context.Context, name string) (*admissionv1beta1.MutatingAdmissionPolicyBinding, error) {
+	return a.kube.AdmissionregistrationV1beta1().MutatingAdmissionPolicyBindings().Get(ctx, name, metav1.GetOptions{})
+}
+
+func (a admissionClient) ApplyPolicyV1beta1(ctx context.Context, p *admissionv1beta1.MutatingAdmissionPolicy) error {
+	data, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	_, err = a.kube.AdmissionregistrationV1beta1().MutatingAdmissionPolicies().Patch(ctx, p.Name, types.ApplyPatchType, data, applyOptions())
+	return err
+}
+
+func (a admissionClient) ApplyBindingV1beta1(ctx context.Context, b *admissionv1beta1.MutatingAdmissionPolicyBinding) error {
+	data, err := json.Marshal(b)
+	if err != nil {
+		return err
+	}
+	_, err = a.kube.AdmissionregistrationV1beta1().MutatingAdmissionPolicyBindings().Patch(ctx, b.Name, types.ApplyPatchType, data, applyOptions())
+	return err
+}
+
+func (a admissionClient) DeletePolicyV1beta1(ctx context.Context, name string, uid types.UID) error {
+	return a.kube.AdmissionregistrationV1beta1().MutatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+}
+
+func (a admissionClient) DeleteBindingV1beta1(ctx context.Context, name string) error {
+	return a.kube.AdmissionregistrationV1beta1().MutatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
 }
 
 type configMapClient struct {

@@ -15,10 +15,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	admissionv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/cascade-gc/cascade/internal/client/clienttest"
@@ -33,7 +35,10 @@ var edgeParts = map[string]reflect.Type{
 }
 
 // readMethods send no write.
-var readMethods = map[string]bool{"Objects.Get": true, "Admission.GetPolicy": true, "Admission.GetBinding": true, "ConfigMaps.Get": true}
+var readMethods = map[string]bool{
+	"Objects.Get": true, "ConfigMaps.Get": true,
+	"Admission.GetPolicy": true, "Admission.GetBinding": true, "Admission.GetPolicyV1beta1": true, "Admission.GetBindingV1beta1": true,
+}
 
 // TestDryRunEdgeSendsNoWrite lists every method of every part of the Edge: each one that
 // writes has a case here (a new write method fails the test until it has one), and each is
@@ -45,6 +50,8 @@ func TestDryRunEdgeSendsNoWrite(t *testing.T) {
 	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w.1"}, Reason: "Test"}
 	mp := &admissionv1.MutatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cascade-defaults"}}
 	mb := &admissionv1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "cascade-defaults"}}
+	mpBeta := &admissionv1beta1.MutatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cascade-defaults"}}
+	mbBeta := &admissionv1beta1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "cascade-defaults"}}
 	writes := map[string]struct {
 		action string
 		call   func(ctx context.Context, e Edge) error
@@ -56,10 +63,16 @@ func TestDryRunEdgeSendsNoWrite(t *testing.T) {
 			_, err := e.Objects.Patch(ctx, clienttest.Widgets, "ns", "w", types.StrategicMergePatchType, deleteOwnerRefsSMP("u-w", "3", "u-owner"))
 			return err
 		}},
-		"Admission.ApplyPolicy":   {ActionApplyAdmission, func(ctx context.Context, e Edge) error { return e.Admission.ApplyPolicy(ctx, mp) }},
-		"Admission.ApplyBinding":  {ActionApplyAdmission, func(ctx context.Context, e Edge) error { return e.Admission.ApplyBinding(ctx, mb) }},
-		"Admission.DeletePolicy":  {ActionDeleteAdmission, func(ctx context.Context, e Edge) error { return e.Admission.DeletePolicy(ctx, mp.Name, "u-mp") }},
-		"Admission.DeleteBinding": {ActionDeleteAdmission, func(ctx context.Context, e Edge) error { return e.Admission.DeleteBinding(ctx, mb.Name) }},
+		"Admission.ApplyPolicy":         {ActionApplyAdmission, func(ctx context.Context, e Edge) error { return e.Admission.ApplyPolicy(ctx, mp) }},
+		"Admission.ApplyBinding":        {ActionApplyAdmission, func(ctx context.Context, e Edge) error { return e.Admission.ApplyBinding(ctx, mb) }},
+		"Admission.DeletePolicy":        {ActionDeleteAdmission, func(ctx context.Context, e Edge) error { return e.Admission.DeletePolicy(ctx, mp.Name, "u-mp") }},
+		"Admission.DeleteBinding":       {ActionDeleteAdmission, func(ctx context.Context, e Edge) error { return e.Admission.DeleteBinding(ctx, mb.Name) }},
+		"Admission.ApplyPolicyV1beta1":  {ActionApplyAdmission, func(ctx context.Context, e Edge) error { return e.Admission.ApplyPolicyV1beta1(ctx, mpBeta) }},
+		"Admission.ApplyBindingV1beta1": {ActionApplyAdmission, func(ctx context.Context, e Edge) error { return e.Admission.ApplyBindingV1beta1(ctx, mbBeta) }},
+		"Admission.DeletePolicyV1beta1": {ActionDeleteAdmission, func(ctx context.Context, e Edge) error {
+			return e.Admission.DeletePolicyV1beta1(ctx, mpBeta.Name, "u-mp")
+		}},
+		"Admission.DeleteBindingV1beta1": {ActionDeleteAdmission, func(ctx context.Context, e Edge) error { return e.Admission.DeleteBindingV1beta1(ctx, mbBeta.Name) }},
 		"ConfigMaps.Create": {ActionWriteConfigMap, func(ctx context.Context, e Edge) error {
 			_, err := e.ConfigMaps("ns").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new"}})
 			return err
@@ -169,4 +182,67 @@ func render(src []byte, n ast.Node) string {
 		s = s[:80] + "..."
 	}
 	return s
+}
+
+// TestAdmissionVersions: the real Edge's admission methods write at the version they name:
+// server-side apply (field manager cascade, forced) to v1 or v1beta1, each read back at its
+// version, and a policy's delete carries its UID.
+func TestAdmissionVersions(t *testing.T) {
+	ctx := context.Background()
+	kube := fake.NewClientset()
+	adm := NewEdge(nil, kube).Admission
+	name := "cascade-defaults"
+	typ := func(gv, kind string) metav1.TypeMeta { return metav1.TypeMeta{APIVersion: gv, Kind: kind} }
+	beta, v1 := admissionv1beta1.SchemeGroupVersion.String(), admissionv1.SchemeGroupVersion.String()
+	if err := adm.ApplyPolicyV1beta1(ctx, &admissionv1beta1.MutatingAdmissionPolicy{TypeMeta: typ(beta, "MutatingAdmissionPolicy"), ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.ApplyBindingV1beta1(ctx, &admissionv1beta1.MutatingAdmissionPolicyBinding{TypeMeta: typ(beta, "MutatingAdmissionPolicyBinding"), ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.ApplyPolicy(ctx, &admissionv1.MutatingAdmissionPolicy{TypeMeta: typ(v1, "MutatingAdmissionPolicy"), ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := adm.GetPolicyV1beta1(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.GetBindingV1beta1(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.GetBinding(ctx, name); err == nil {
+		t.Error("a v1 binding exists: only the v1beta1 one was applied")
+	}
+	if err := adm.DeletePolicyV1beta1(ctx, name, p.UID); err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.DeleteBindingV1beta1(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range kube.Actions() {
+		s := a.GetVerb() + " " + a.GetResource().Version + "/" + a.GetResource().Resource
+		switch a := a.(type) {
+		case clienttesting.PatchAction:
+			s += " " + string(a.GetPatchType())
+		case clienttesting.DeleteAction:
+			if pre := a.GetDeleteOptions().Preconditions; pre != nil && pre.UID != nil {
+				s += " uid=" + string(*pre.UID)
+			}
+		}
+		got = append(got, s)
+	}
+	want := []string{
+		"patch v1beta1/mutatingadmissionpolicies application/apply-patch+yaml",
+		"patch v1beta1/mutatingadmissionpolicybindings application/apply-patch+yaml",
+		"patch v1/mutatingadmissionpolicies application/apply-patch+yaml",
+		"get v1beta1/mutatingadmissionpolicies",
+		"get v1beta1/mutatingadmissionpolicybindings",
+		"get v1/mutatingadmissionpolicybindings",
+		"delete v1beta1/mutatingadmissionpolicies uid=" + string(p.UID),
+		"delete v1beta1/mutatingadmissionpolicybindings",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("actions:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
