@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	admissionv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,6 +34,8 @@ func TestCompanionEdge(t *testing.T) {
 	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w.1"}, Reason: "Test"}
 	mp := &admissionv1.MutatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cascade-defaults"}}
 	mb := &admissionv1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "cascade-defaults"}}
+	mpBeta := &admissionv1beta1.MutatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cascade-defaults"}}
+	mbBeta := &admissionv1beta1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "cascade-defaults"}}
 
 	const sent = ""
 	cases := []struct {
@@ -95,6 +98,11 @@ func TestCompanionEdge(t *testing.T) {
 		{"Admission.ApplyBinding", sent, func(ctx context.Context, e Edge) error { return e.Admission.ApplyBinding(ctx, mb) }},
 		{"Admission.DeletePolicy", sent, func(ctx context.Context, e Edge) error { return e.Admission.DeletePolicy(ctx, mp.Name, "u-mp") }},
 		{"Admission.DeleteBinding", sent, func(ctx context.Context, e Edge) error { return e.Admission.DeleteBinding(ctx, mb.Name) }},
+		// The same objects at v1beta1 (Kubernetes 1.34 and 1.35 with the feature on).
+		{"Admission.ApplyPolicyV1beta1", sent, func(ctx context.Context, e Edge) error { return e.Admission.ApplyPolicyV1beta1(ctx, mpBeta) }},
+		{"Admission.ApplyBindingV1beta1", sent, func(ctx context.Context, e Edge) error { return e.Admission.ApplyBindingV1beta1(ctx, mbBeta) }},
+		{"Admission.DeletePolicyV1beta1", sent, func(ctx context.Context, e Edge) error { return e.Admission.DeletePolicyV1beta1(ctx, mpBeta.Name, "u-mp") }},
+		{"Admission.DeleteBindingV1beta1", sent, func(ctx context.Context, e Edge) error { return e.Admission.DeleteBindingV1beta1(ctx, mbBeta.Name) }},
 		{"ConfigMaps.Create", ActionWriteConfigMap, func(ctx context.Context, e Edge) error {
 			_, err := e.ConfigMaps("ns").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new"}})
 			return err
