@@ -101,7 +101,9 @@ func TestCompanionEdge(t *testing.T) {
 		// The same objects at v1beta1 (Kubernetes 1.34 and 1.35 with the feature on).
 		{"Admission.ApplyPolicyV1beta1", sent, func(ctx context.Context, e Edge) error { return e.Admission.ApplyPolicyV1beta1(ctx, mpBeta) }},
 		{"Admission.ApplyBindingV1beta1", sent, func(ctx context.Context, e Edge) error { return e.Admission.ApplyBindingV1beta1(ctx, mbBeta) }},
-		{"Admission.DeletePolicyV1beta1", sent, func(ctx context.Context, e Edge) error { return e.Admission.DeletePolicyV1beta1(ctx, mpBeta.Name, "u-mp") }},
+		{"Admission.DeletePolicyV1beta1", sent, func(ctx context.Context, e Edge) error {
+			return e.Admission.DeletePolicyV1beta1(ctx, mpBeta.Name, "u-mp")
+		}},
 		{"Admission.DeleteBindingV1beta1", sent, func(ctx context.Context, e Edge) error { return e.Admission.DeleteBindingV1beta1(ctx, mbBeta.Name) }},
 		{"ConfigMaps.Create", ActionWriteConfigMap, func(ctx context.Context, e Edge) error {
 			_, err := e.ConfigMaps("ns").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new"}})
