@@ -63,6 +63,8 @@ type ControlPlane struct {
 	CAFile string
 	// SAKeyFile is the service-account signing key (also what kube-controller-manager needs).
 	SAKeyFile string
+	// EtcdURL is etcd's client address (plain HTTP on loopback).
+	EtcdURL string
 
 	Etcd      *Process
 	APIServer *Process
@@ -114,6 +116,7 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 	etcdClient, etcdPeer, securePort := ports[0], ports[1], ports[2]
 
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdClient)
+	cp.EtcdURL = etcdURL
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(etcdPeer)
 	cp.etcdArgs = []string{
 		"--name=cascade",
