@@ -29,11 +29,11 @@ type record struct {
 // event is one thing the driver did or saw, with the time the request was sent (T0) and its
 // answer received (T1). The audit check replays them against cascade's writes.
 type event struct {
-	T0, T1   time.Time
-	Op       string // create, refs, delete, unhold, crd-delete, crd-create, observe-deletion
-	UID      string
-	Refs     []Ref
-	Hold     bool
+	T0, T1 time.Time
+	Op     string // create, refs, delete, unhold, crd-delete, crd-create, observe-deletion
+	UID    string
+	Refs   []Ref
+	Hold   bool
 	// Own: the GC finalizer (orphan or foregroundDeletion) the object carried after a create,
 	// refs or unhold write, as the apiserver answered (a CRD's deletion keeps it: it decides
 	// how that deletion propagates).
