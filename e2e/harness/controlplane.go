@@ -166,6 +166,12 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 		"--profiling=false",
 		"--v=1",
 	}
+	// From Kubernetes 1.37 on, kube-apiserver refuses a loopback --advertise-address while it
+	// reconciles the kubernetes Service's endpoints ("may not be in the loopback range"); a
+	// local control plane has nothing to reconcile them to, so that reconciler is off there.
+	if loopbackRefused(filepath.Join(binDir, "kube-apiserver")) {
+		args = append(args, "--endpoint-reconciler-type=none")
+	}
 	args = append(args, opts.ExtraAPIServerArgs...)
 	cp.apiArgs = args
 	cp.APIServer, err = StartProcess(dir, "kube-apiserver", filepath.Join(binDir, "kube-apiserver"), args, ProcessOptions{})

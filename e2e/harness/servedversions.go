@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"k8s.io/client-go/discovery"
@@ -84,4 +85,20 @@ func moduleVersion(bin, path string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s was not built with module %s", bin, path)
+}
+
+// loopbackRefused says whether the kube-apiserver binary at bin is Kubernetes 1.37 or later,
+// which refuses a loopback advertise address with its endpoint reconciler on (the version is
+// the k8s.io/kubernetes module it was built from; unknown: false, the older behaviour).
+func loopbackRefused(bin string) bool {
+	v, err := moduleVersion(bin, "k8s.io/kubernetes")
+	if err != nil {
+		return false
+	}
+	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
+	if len(parts) < 2 || parts[0] != "1" {
+		return false
+	}
+	minor, err := strconv.Atoi(parts[1])
+	return err == nil && minor >= 37
 }

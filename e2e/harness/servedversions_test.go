@@ -24,6 +24,9 @@ func TestModuleVersion(t *testing.T) {
 	if _, err := moduleVersion(self, "k8s.io/kubernetes"); err == nil || !strings.Contains(err.Error(), "was not built with module k8s.io/kubernetes") {
 		t.Errorf("a module the binary lacks: error %v", err)
 	}
+	if loopbackRefused(self) {
+		t.Errorf("a binary not built from k8s.io/kubernetes taken for kube-apiserver 1.37 or later")
+	}
 	if _, err := moduleVersion(t.TempDir(), "k8s.io/kubernetes"); err == nil {
 		t.Errorf("not a binary: no error")
 	}
