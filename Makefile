@@ -156,12 +156,75 @@ $(PROMETHEUS_OPERATOR_CRDS):
 chart-lint: helm ## @HELP helm lint deploy/chart
 	$(HELM) lint --strict deploy/chart
 
+# The version matrix: kube-apiserver and etcd of each Kubernetes version cascade is tested
+# against, each built from a module that pins it (KUBE_VERSION's is e2e/tools, the others
+# e2e/tools/versions/v1.MINOR, with the etcd server module that release requires) into the same
+# cache as the tools, one key per version made as TOOLS_KEY is (the module's go.mod, go.sum and
+# etcd/main.go, the ldflags, the Go version; KUBE_VERSION's key is TOOLS_KEY, so its binaries are
+# the ones `make tools` built), then copied into bin/versions/<version>/. kubectl and
+# kube-controller-manager stay at KUBE_VERSION: the subset needs neither.
+KUBE_VERSIONS ?= v1.34.4 v1.35.4 v1.36.3 v1.37.2
+VERSIONS_BIN := $(BIN)/versions
+VERSIONS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/cascade-tools
+VERSIONS_TIMEOUT ?= 30m
+# The core e2e subset run against each version: background, foreground (with a cycle), orphan,
+# a CRD added and removed (watched, then its owners' dependents collected once it is deleted),
+# collect rules, defaultPropagation (admission: TestPolicyDefaultOrphan; the stamping pass:
+# TestPolicyDefaultStampAndUnstamp), explain, leader failover.
+VERSIONS_RUN ?= ^(TestBackgroundCascade|TestCustomResources|TestFinalizersForeground|TestFinalizersForegroundCycle|TestFinalizersOrphanRC|TestStartsAndWatchesNewCRD|TestCRDDeletedDependentsCollected|TestPolicyCollectNever|TestPolicyCollectAfter|TestPolicyDefaultOrphan|TestPolicyDefaultStampAndUnstamp|TestExplain|TestLeaderFailover)$$
+# For version $$v (shell): minor, the pinning module mod, the ldflags that stamp the reported
+# version, the etcd server version the module pins, and the cache key.
+VERSION_VARS = minor=$${v\#v1.}; minor=$${minor%%.*}; \
+	  mod=e2e/tools/versions/v1.$$minor; if [ "$$v" = "$(KUBE_VERSION)" ]; then mod=e2e/tools; fi; \
+	  if ! grep -qE "^\s*k8s\.io/kubernetes $$v$$" $$mod/go.mod 2>/dev/null; then echo "no module pins Kubernetes $$v (looked in $$mod/go.mod)" >&2; exit 1; fi; \
+	  ldflags="-X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$$minor -X k8s.io/component-base/version.gitTreeState=clean"; \
+	  etcd=$$(awk '$$1 == "go.etcd.io/etcd/server/v3" {print $$2}' $$mod/go.mod); \
+	  key=$$( (cat $$mod/go.mod $$mod/go.sum $$mod/etcd/main.go; echo "$$ldflags"; $(GO) env GOVERSION) 2>/dev/null | sha256sum | cut -c1-16);
+
+.PHONY: tools-versions
+tools-versions: ## @HELP build kube-apiserver and etcd of every Kubernetes version in KUBE_VERSIONS (cached per version) into bin/versions/<version>/
+	@for v in $(KUBE_VERSIONS); do \
+	  $(VERSION_VARS) \
+	  cache=$(VERSIONS_CACHE)/$$key; out=$(VERSIONS_BIN)/$$v; \
+	  if [ -f $$out/.tools-$$key ]; then continue; fi; \
+	  mkdir -p $$cache $$out; \
+	  for t in etcd kube-apiserver; do \
+	    if [ ! -x $$cache/$$t ]; then \
+	      case $$t in etcd) pkg=./etcd; lf= ; what="etcd $$etcd" ;; *) pkg=k8s.io/kubernetes/cmd/$$t; lf=$$ldflags; what="$$t $$v" ;; esac; \
+	      echo "building $$what ($$mod; a few minutes the first time)"; \
+	      start=$$(date +%s); \
+	      (cd $$mod && $(GO) build -ldflags "$$lf" -o $$cache/$$t.tmp $$pkg); \
+	      mv $$cache/$$t.tmp $$cache/$$t; \
+	      echo "built $$what in $$(( $$(date +%s) - start ))s"; \
+	    fi; \
+	    cp -f $$cache/$$t $$out/$$t; \
+	  done; \
+	  rm -f $$out/.tools-*; touch $$out/.tools-$$key; \
+	done
+
+# The subset runs against each version in turn, on a control plane of that version's etcd and
+# kube-apiserver (CASCADE_BIN_DIR=bin/versions/<version>); CASCADE_KUBE_VERSION and
+# CASCADE_ETCD_VERSION make the suite refuse to run unless the servers it started report those
+# versions and their binaries were built from those modules (e2e/framework: checkVersions). A
+# failing version does not stop the others; the target fails at the end, naming them.
+.PHONY: test-versions
+test-versions: build tools-versions ## @HELP the core e2e subset (VERSIONS_RUN) against kube-apiserver and etcd of every version in KUBE_VERSIONS
+	@failed=; for v in $(KUBE_VERSIONS); do \
+	  $(VERSION_VARS) \
+	  echo "=== test-versions: Kubernetes $$v, etcd $$etcd"; \
+	  start=$$(date +%s); \
+	  CASCADE_BIN_DIR=$(VERSIONS_BIN)/$$v CASCADE_KUBE_VERSION=$$v CASCADE_ETCD_VERSION=$$etcd CASCADE_BINARY=$(BIN)/cascade \
+	    $(GO) test -tags e2e -count=1 -v -timeout $(VERSIONS_TIMEOUT) -run '$(VERSIONS_RUN)' ./e2e/ || failed="$$failed $$v"; \
+	  echo "=== test-versions: Kubernetes $$v took $$(( $$(date +%s) - start ))s"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "test-versions failed on:$$failed" >&2; exit 1; fi
+
 .PHONY: run
 run: build tools ## @HELP start the local control plane and cascade against it (Ctrl-C stops all), its /metrics and /debug plain HTTP without authentication (--metrics-secure=false); ARGS="--v=2" passes flags
 	$(BIN)/localrun --cascade $(BIN)/cascade -- $(ARGS)
 
 .PHONY: test
-test: test-unit test-rules e2e test-chaos ## @HELP every test: unit tests with -race, the alert rules (promtool), the e2e suite on the local control plane, the chaos suite (fixed seed) and its deterministic tests
+test: test-unit test-rules e2e test-versions test-chaos ## @HELP every test: unit tests with -race, the alert rules (promtool), the e2e suite on the local control plane, its core subset on every Kubernetes version of the matrix, the chaos suite (fixed seed) and its deterministic tests
 
 .PHONY: test-unit
 test-unit: ## @HELP unit tests with the race detector (the fast loop)
@@ -303,6 +366,7 @@ verify: ## @HELP gofmt, go vet, go mod tidy diff (every module), generated docs 
 	cd e2e/benchreport && $(GO) vet ./... && $(GO) mod tidy -diff
 	$(GO) mod tidy -diff
 	cd e2e/tools && $(GO) mod tidy -diff
+	for m in e2e/tools/versions/*/; do (cd $$m && $(GO) mod tidy -diff); done
 	cd tools/lint && $(GO) mod tidy -diff
 	cd tools/helm && $(GO) mod tidy -diff
 	@$(MAKE) --no-print-directory lint

@@ -24,6 +24,11 @@ var keep = flag.Bool("keep", false, "keep the control plane's directory (logs, k
 type Suite struct {
 	CP         *harness.ControlPlane
 	CascadeBin string
+	// KubeVersion is the gitVersion the control plane's kube-apiserver serves (v1.36.3) and
+	// KubeMinor its minor version (36): what a test that expects something different per
+	// version reads (see CASCADE_KUBE_VERSION in versions.go).
+	KubeVersion string
+	KubeMinor   int
 }
 
 // Main is a test package's TestMain body: it starts the control plane, finds the cascade binary
@@ -71,6 +76,12 @@ func MainWith(m *testing.M, s *Suite, options func() harness.Options) (code int)
 		_ = cp.Stop()
 	}()
 	fmt.Printf("e2e: control plane at %s (dir %s)\n", cp.URL, cp.Dir)
+	versions, line, err := checkVersions(ctx, cp)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
+	fmt.Printf("e2e: %s\n", line)
 
 	binDir, err := os.MkdirTemp("", "cascade-e2e-bin-")
 	if err != nil {
@@ -83,7 +94,7 @@ func MainWith(m *testing.M, s *Suite, options func() harness.Options) (code int)
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
-	*s = Suite{CP: cp, CascadeBin: bin}
+	*s = Suite{CP: cp, CascadeBin: bin, KubeVersion: versions.APIServer, KubeMinor: kubeMinor(versions.APIServer)}
 	return m.Run()
 }
 

@@ -75,6 +75,8 @@ type ControlPlane struct {
 	// X-Remote-Extra-* headers; it publishes the CA, the name and the headers in
 	// kube-system/extension-apiserver-authentication for aggregated API servers to read.
 	FrontProxyCAFile, ProxyClientCertFile, ProxyClientKeyFile string
+	// EtcdURL is etcd's client address (plain HTTP on loopback).
+	EtcdURL string
 
 	Etcd      *Process
 	APIServer *Process
@@ -128,6 +130,7 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 	etcdClient, etcdPeer, securePort := ports[0], ports[1], ports[2]
 
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdClient)
+	cp.EtcdURL = etcdURL
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(etcdPeer)
 	cp.etcdArgs = []string{
 		"--name=cascade",
@@ -193,6 +196,12 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 		"--enable-aggregator-routing=true",
 		"--profiling=false",
 		"--v=1",
+	}
+	// From Kubernetes 1.37 on, kube-apiserver refuses a loopback --advertise-address while it
+	// reconciles the kubernetes Service's endpoints ("may not be in the loopback range"); a
+	// local control plane has nothing to reconcile them to, so that reconciler is off there.
+	if loopbackRefused(filepath.Join(binDir, "kube-apiserver")) {
+		args = append(args, "--endpoint-reconciler-type=none")
 	}
 	cp.baseAPIArgs = args
 	args = append(slices.Clone(args), opts.ExtraAPIServerArgs...)
