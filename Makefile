@@ -167,11 +167,17 @@ KUBE_VERSIONS ?= v1.34.4 v1.35.4 v1.36.3 v1.37.2
 VERSIONS_BIN := $(BIN)/versions
 VERSIONS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/cascade-tools
 VERSIONS_TIMEOUT ?= 30m
+# Versions whose kube-apiserver runs with MutatingAdmissionPolicy at v1beta1 turned on (off by
+# default before 1.36): with v1.34.4 at its defaults (no admission policy: the stamping pass
+# alone) and v1.36.3, v1.37.2 at v1, the matrix runs each of cascade's three admission levels.
+V1BETA1_ADMISSION_VERSIONS ?= v1.35.4
+V1BETA1_ADMISSION_ARGS := --feature-gates=MutatingAdmissionPolicy=true --runtime-config=admissionregistration.k8s.io/v1beta1=true
 # The core e2e subset run against each version: background, foreground (with a cycle), orphan,
 # a CRD added and removed (watched, then its owners' dependents collected once it is deleted),
 # collect rules, defaultPropagation (admission: TestPolicyDefaultOrphan; the stamping pass:
-# TestPolicyDefaultStampAndUnstamp), explain, leader failover.
-VERSIONS_RUN ?= ^(TestBackgroundCascade|TestCustomResources|TestFinalizersForeground|TestFinalizersForegroundCycle|TestFinalizersOrphanRC|TestStartsAndWatchesNewCRD|TestCRDDeletedDependentsCollected|TestPolicyCollectNever|TestPolicyCollectAfter|TestPolicyDefaultOrphan|TestPolicyDefaultStampAndUnstamp|TestExplain|TestLeaderFailover)$$
+# TestPolicyDefaultStampAndUnstamp), explain, leader failover, and the feature levels cascade
+# detects and shows (TestFeatureLevelsShown).
+VERSIONS_RUN ?= ^(TestFeatureLevelsShown|TestBackgroundCascade|TestCustomResources|TestFinalizersForeground|TestFinalizersForegroundCycle|TestFinalizersOrphanRC|TestStartsAndWatchesNewCRD|TestCRDDeletedDependentsCollected|TestPolicyCollectNever|TestPolicyCollectAfter|TestPolicyDefaultOrphan|TestPolicyDefaultStampAndUnstamp|TestExplain|TestLeaderFailover)$$
 # For version $$v (shell): minor, the pinning module mod, the ldflags that stamp the reported
 # version, the etcd server version the module pins, and the cache key.
 VERSION_VARS = minor=$${v\#v1.}; minor=$${minor%%.*}; \
@@ -211,9 +217,10 @@ tools-versions: ## @HELP build kube-apiserver and etcd of every Kubernetes versi
 test-versions: build tools-versions ## @HELP the core e2e subset (VERSIONS_RUN) against kube-apiserver and etcd of every version in KUBE_VERSIONS
 	@failed=; for v in $(KUBE_VERSIONS); do \
 	  $(VERSION_VARS) \
-	  echo "=== test-versions: Kubernetes $$v, etcd $$etcd"; \
+	  apiargs=; case " $(V1BETA1_ADMISSION_VERSIONS) " in *" $$v "*) apiargs="$(V1BETA1_ADMISSION_ARGS)";; esac; \
+	  echo "=== test-versions: Kubernetes $$v, etcd $$etcd$${apiargs:+, kube-apiserver $$apiargs}"; \
 	  start=$$(date +%s); \
-	  CASCADE_BIN_DIR=$(VERSIONS_BIN)/$$v CASCADE_KUBE_VERSION=$$v CASCADE_ETCD_VERSION=$$etcd CASCADE_BINARY=$(BIN)/cascade \
+	  CASCADE_APISERVER_ARGS="$$apiargs" CASCADE_BIN_DIR=$(VERSIONS_BIN)/$$v CASCADE_KUBE_VERSION=$$v CASCADE_ETCD_VERSION=$$etcd CASCADE_BINARY=$(BIN)/cascade \
 	    $(GO) test -tags e2e -count=1 -v -timeout $(VERSIONS_TIMEOUT) -run '$(VERSIONS_RUN)' ./e2e/ || failed="$$failed $$v"; \
 	  echo "=== test-versions: Kubernetes $$v took $$(( $$(date +%s) - start ))s"; \
 	done; \

@@ -45,18 +45,62 @@ func defaultRule(gvr schema.GroupVersionResource, propagation string, selected b
 // stopped), and starts cascade on the policy.
 func startWithDefaults(t *testing.T, cs framework.Clients, ns, doc string, extra ...string) *harness.Cascade {
 	t.Helper()
+	level := expectedAdmissionLevel(t, cs)
 	t.Cleanup(func() {
 		ctx := context.Background()
-		adm := cs.Kube.AdmissionregistrationV1()
-		if err := adm.MutatingAdmissionPolicyBindings().Delete(ctx, policy.AdmissionName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("delete the binding: %v", err)
-		}
-		if err := adm.MutatingAdmissionPolicies().Delete(ctx, policy.AdmissionName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("delete the admission policy: %v", err)
+		switch level {
+		case "v1":
+			adm := cs.Kube.AdmissionregistrationV1()
+			if err := adm.MutatingAdmissionPolicyBindings().Delete(ctx, policy.AdmissionName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("delete the binding: %v", err)
+			}
+			if err := adm.MutatingAdmissionPolicies().Delete(ctx, policy.AdmissionName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("delete the admission policy: %v", err)
+			}
+		case "v1beta1":
+			adm := cs.Kube.AdmissionregistrationV1beta1()
+			if err := adm.MutatingAdmissionPolicyBindings().Delete(ctx, policy.AdmissionName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("delete the binding: %v", err)
+			}
+			if err := adm.MutatingAdmissionPolicies().Delete(ctx, policy.AdmissionName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("delete the admission policy: %v", err)
+			}
 		}
 	})
 	writePolicy(t, cs, ns, doc)
+	if level == "none" {
+		// No admission policy served (Kubernetes 1.34 and 1.35 by default): the pass alone
+		// stamps, objects created meanwhile within one period; a short one for the tests.
+		extra = append([]string{"--default-propagation-period=2s"}, extra...)
+	}
 	return startWithPolicy(t, ns, 1, extra...)
+}
+
+// admissionPolicyGone reports whether cascade's admission policy is absent at the level the
+// server offers (always, where none is served).
+func admissionPolicyGone(cs framework.Clients, level string) error {
+	ctx := context.Background()
+	switch level {
+	case "v1":
+		_, err := cs.Kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Get(ctx, policy.AdmissionName, metav1.GetOptions{})
+		return err
+	case "v1beta1":
+		_, err := cs.Kube.AdmissionregistrationV1beta1().MutatingAdmissionPolicies().Get(ctx, policy.AdmissionName, metav1.GetOptions{})
+		return err
+	}
+	return apierrors.NewNotFound(schema.GroupResource{Group: "admissionregistration.k8s.io", Resource: "mutatingadmissionpolicies"}, policy.AdmissionName)
+}
+
+// waitStamped waits until ns/name of gvr carries want (stampOf): at creation where an admission
+// policy is served, from the pass (one --default-propagation-period later) where none is.
+func waitStamped(t *testing.T, cs framework.Clients, gvr schema.GroupVersionResource, ns, name, want string) *unstructured.Unstructured {
+	t.Helper()
+	var u *unstructured.Unstructured
+	framework.Eventually(t, collectTimeout, ns+"/"+name+": "+want, func() (bool, error) {
+		u = getCR(t, cs, gvr, ns, name)
+		return stampOf(u) == want, nil
+	})
+	return u
 }
 
 // dryRunStamp creates a probe object of gvr in ns with a server-side dry run (admission runs,
@@ -149,13 +193,18 @@ func TestPolicyDefaultOrphan(t *testing.T) {
 	ns, other := cs.NewNamespace(t), cs.NewNamespace(t)
 	labelNamespace(t, cs, ns)
 	gvr := createCRD(t, cs, "default-orphan.e2e.cascade.dev", "Gizmo", "Namespaced")
+	level := expectedAdmissionLevel(t, cs)
 	startWithDefaults(t, cs, ns, defaultRule(gvr, "Orphan", true))
-	waitAdmission(t, cs, gvr, "Gizmo", ns, "orphan")
+	if level != "none" {
+		waitAdmission(t, cs, gvr, "Gizmo", ns, "orphan")
+	}
 	waitAdmission(t, cs, gvr, "Gizmo", other)
 
 	owner := createCR(t, cs, gvr, "Gizmo", ns, "owner")
-	if got, want := stampOf(owner), wantStamp([]string{"orphan"}, "Orphan"); got != want {
+	if got, want := stampOf(owner), wantStamp([]string{"orphan"}, "Orphan"); level != "none" && got != want {
 		t.Fatalf("owner created in a selected namespace: %s, want %s", got, want)
+	} else if level == "none" {
+		owner = waitStamped(t, cs, gvr, ns, "owner", want) // by the pass, no admission policy served
 	}
 	dep := cs.CreateCM(t, ns, "dep", ownerRefTo(owner))
 	otherOwner := createCR(t, cs, gvr, "Gizmo", other, "owner")
@@ -271,6 +320,7 @@ func TestPolicyDefaultStampAndUnstamp(t *testing.T) {
 	}
 	t.Cleanup(func() { setFinalizers(t, cs, gvr, ns, "deleting", nil) })
 
+	level := expectedAdmissionLevel(t, cs)
 	c := startWithDefaults(t, cs, ns, defaultRule(gvr, "Orphan", false))
 	for _, o := range objs {
 		want := wantStamp(o.finalizers, "")
@@ -284,8 +334,14 @@ func TestPolicyDefaultStampAndUnstamp(t *testing.T) {
 	if v := framework.MetricValue(t, c, `cascade_default_propagation_changes_total{action="stamped"}`); v != 2 {
 		t.Errorf("the pass counts %v objects stamped, want 2", v)
 	}
-	waitAdmission(t, cs, gvr, "Gizmo", ns, "orphan")
+	if level != "none" {
+		waitAdmission(t, cs, gvr, "Gizmo", ns, "orphan")
+	}
 	created := createCR(t, cs, gvr, "Gizmo", ns, "created")
+	if level == "none" {
+		// Stamped by the pass (no admission policy served), before the rule goes.
+		waitStamped(t, cs, gvr, ns, "created", wantStamp([]string{"orphan"}, "Orphan"))
+	}
 
 	// The rule goes: what cascade stamped is undone, at creation (admission) and at the pass.
 	writePolicy(t, cs, ns, policyDoc(""))
@@ -302,10 +358,7 @@ func TestPolicyDefaultStampAndUnstamp(t *testing.T) {
 	if v := framework.MetricValue(t, c, `cascade_default_propagation_changes_total{action="unstamped"}`); v != 3 {
 		t.Errorf("the pass counts %v objects unstamped, want 3 (plain, foreign, created)", v)
 	}
-	framework.WaitGone(t, "the admission policy", collectTimeout, func() error {
-		_, err := cs.Kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Get(context.Background(), policy.AdmissionName, metav1.GetOptions{})
-		return err
-	})
+	framework.WaitGone(t, "the admission policy", collectTimeout, func() error { return admissionPolicyGone(cs, level) })
 	waitAdmission(t, cs, gvr, "Gizmo", ns)
 	if after := createCR(t, cs, gvr, "Gizmo", ns, "after"); len(after.GetFinalizers()) != 0 {
 		t.Errorf("created after the rule went: %s", stampOf(after))

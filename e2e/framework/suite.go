@@ -52,6 +52,12 @@ func MainWith(m *testing.M, s *Suite, options func() harness.Options) (code int)
 	opts.KeepDir = opts.KeepDir || *keep
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute+opts.ReadyTimeout)
 	defer cancel()
+	// CASCADE_APISERVER_ARGS: kube-apiserver flags for the whole suite, separated by spaces
+	// (make test-versions turns MutatingAdmissionPolicy v1beta1 on for one version with it).
+	if extra := strings.Fields(os.Getenv("CASCADE_APISERVER_ARGS")); len(extra) > 0 {
+		opts.ExtraAPIServerArgs = append(opts.ExtraAPIServerArgs, extra...)
+		fmt.Printf("e2e: kube-apiserver flags from CASCADE_APISERVER_ARGS: %s\n", strings.Join(extra, " "))
+	}
 	cp, err := harness.Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: start control plane: %v\n", err)
