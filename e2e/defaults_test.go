@@ -47,23 +47,21 @@ func startWithDefaults(t *testing.T, cs framework.Clients, ns, doc string, extra
 	t.Helper()
 	level := expectedAdmissionLevel(t, cs)
 	t.Cleanup(func() {
-		ctx := context.Background()
+		// The binding, then the policy, at the version cascade wrote them.
+		var objs []interface {
+			Delete(context.Context, string, metav1.DeleteOptions) error
+		}
 		switch level {
 		case "v1":
 			adm := cs.Kube.AdmissionregistrationV1()
-			if err := adm.MutatingAdmissionPolicyBindings().Delete(ctx, policy.AdmissionName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				t.Errorf("delete the binding: %v", err)
-			}
-			if err := adm.MutatingAdmissionPolicies().Delete(ctx, policy.AdmissionName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				t.Errorf("delete the admission policy: %v", err)
-			}
+			objs = append(objs, adm.MutatingAdmissionPolicyBindings(), adm.MutatingAdmissionPolicies())
 		case "v1beta1":
 			adm := cs.Kube.AdmissionregistrationV1beta1()
-			if err := adm.MutatingAdmissionPolicyBindings().Delete(ctx, policy.AdmissionName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				t.Errorf("delete the binding: %v", err)
-			}
-			if err := adm.MutatingAdmissionPolicies().Delete(ctx, policy.AdmissionName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				t.Errorf("delete the admission policy: %v", err)
+			objs = append(objs, adm.MutatingAdmissionPolicyBindings(), adm.MutatingAdmissionPolicies())
+		}
+		for _, o := range objs {
+			if err := o.Delete(context.Background(), policy.AdmissionName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("delete the admission objects (%s): %v", level, err)
 			}
 		}
 	})
