@@ -14,9 +14,7 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -266,25 +264,8 @@ func companionIdentity(t *testing.T, cp *harness.ControlPlane, kube kubernetes.I
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: companionNamespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kube.CoreV1().ServiceAccounts(companionNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "cascade"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	crb := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "companion-cascade"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "cascade", Namespace: companionNamespace}},
-	}
-	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	exp := int64(3600)
-	tok, err := kube.CoreV1().ServiceAccounts(companionNamespace).CreateToken(ctx, "cascade",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	kc, err := cp.ClusterAdminKubeconfig(ctx, kube, companionNamespace, "cascade", "companion-cascade", time.Hour)
 	if err != nil {
-		t.Fatal(err)
-	}
-	kc := filepath.Join(cp.Dir, "cascade.kubeconfig")
-	if err := cp.WriteKubeconfig(kc, "cascade", tok.Status.Token); err != nil {
 		t.Fatal(err)
 	}
 	return kc

@@ -18,9 +18,7 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -465,25 +463,8 @@ func setup(t *testing.T, ctx context.Context, cp *harness.ControlPlane, kube kub
 			t.Fatal(err)
 		}
 	}
-	if _, err := kube.CoreV1().ServiceAccounts(systemNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "cascade"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	crb := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "chaos-cascade"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "cascade", Namespace: systemNamespace}},
-	}
-	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	exp := int64(48 * 3600)
-	tok, err := kube.CoreV1().ServiceAccounts(systemNamespace).CreateToken(ctx, "cascade",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	kc, err := cp.ClusterAdminKubeconfig(ctx, kube, systemNamespace, "cascade", "chaos-cascade", 48*time.Hour)
 	if err != nil {
-		t.Fatal(err)
-	}
-	kc := filepath.Join(cp.Dir, "cascade.kubeconfig")
-	if err := cp.WriteKubeconfig(kc, "cascade", tok.Status.Token); err != nil {
 		t.Fatal(err)
 	}
 	kcfg, err := clientcmd.LoadFromFile(kc)
