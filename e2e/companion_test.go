@@ -112,17 +112,10 @@ func TestCompanion(t *testing.T) {
 	before := cs.CreateCM(t, selected, "owner-before")
 	cs.CreateCM(t, selected, "dep-before", framework.CMRef(before))
 
-	c, err := cp.StartCascade("cascade-companion", suite.CascadeBin, nil,
+	c := framework.StartReady(t, cp, "cascade-companion", suite.CascadeBin,
 		"--kubeconfig="+kubeconfig, "--mode=companion", "--policy-configmap="+companionNamespace+"/"+policyName,
 		"--leader-elect", "--leader-elect-resource-namespace="+companionNamespace,
 		"--stuck-deletion-threshold=2s", "--finalizer-resync-period=1s", "--discovery-period=5s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	framework.StopAtCleanup(t, c.Process)
-	if err := c.WaitReady(startCtx); err != nil {
-		t.Fatal(err)
-	}
 	framework.WaitForMetric(t, c, "cascade_leader", 1, collectTimeout)
 	if _, err := cs.Kube.CoordinationV1().Leases(companionNamespace).Get(ctx, "cascade", metav1.GetOptions{}); err != nil {
 		t.Errorf("the Lease: %v", err)

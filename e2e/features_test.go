@@ -154,17 +154,8 @@ func TestFeatureLevelsFallBackAndFollowAnUpgrade(t *testing.T) {
 	gvr := createCRD(t, cs, "feature-fallback.e2e.cascade.dev", "Gizmo", "Namespaced")
 	writePolicy(t, cs, ns, defaultRule(gvr, "Orphan", false))
 	const period = 3 * time.Second
-	c, err := cp.StartCascade("cascade-feature-levels", suite.CascadeBin, nil,
+	c := framework.StartReady(t, cp, "cascade-feature-levels", suite.CascadeBin,
 		"--policy-configmap="+ns+"/"+policyName, "--discovery-period=2s", "--default-propagation-period="+period.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	framework.StopAtCleanup(t, c.Process)
-	readyCtx, cancelReady := context.WithTimeout(ctx, time.Minute)
-	defer cancelReady()
-	if err := c.WaitReady(readyCtx); err != nil {
-		t.Fatal(err)
-	}
 
 	framework.WaitForMetric(t, c, featureMetric("admission_policy", "none"), 1, 30*time.Second)
 	wantLevels(t, c, "admission_policy", admissionLevels, "none")

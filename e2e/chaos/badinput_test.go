@@ -39,7 +39,7 @@ func TestBadInput(t *testing.T) {
 	defer cancel()
 	const ns = "bad-input"
 	cp, bin, kube := testPlane(ctx, t, ns)
-	c := startReady(ctx, t, cp, "cascade-bad-input", bin, "--kube-api-qps=0", "--v=1")
+	c := framework.StartReady(t, cp, "cascade-bad-input", bin, "--kube-api-qps=0", "--v=1")
 	cms := kube.CoreV1().ConfigMaps(ns)
 	create := func(name string, refs ...metav1.OwnerReference) (*corev1.ConfigMap, error) {
 		return cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: refs}}, metav1.CreateOptions{})

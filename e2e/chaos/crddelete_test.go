@@ -43,7 +43,7 @@ func TestCRDDeletedOwnerHeldByFinalizer(t *testing.T) {
 	if err := waitCRDEstablished(ctx, a, widget.crd, time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	startReady(ctx, t, cp, "cascade-crd-held", bin, "--discovery-period=1s", "--v=2")
+	framework.StartReady(t, cp, "cascade-crd-held", bin, "--discovery-period=1s", "--v=2")
 
 	w := &unstructured.Unstructured{Object: map[string]any{"apiVersion": widget.apiVersion, "kind": widget.kind,
 		"metadata": map[string]any{"name": "held", "namespace": ns, "finalizers": []any{holdFinalizer}}}}

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/cascade-gc/cascade/e2e/framework"
 	"github.com/cascade-gc/cascade/e2e/harness"
 )
 
@@ -38,21 +37,4 @@ func testPlane(ctx context.Context, t *testing.T, ns string) (*harness.ControlPl
 		t.Fatal(err)
 	}
 	return cp, bin, kube
-}
-
-// startReady starts cascade on cp (stopped at cleanup) and waits, a minute at most, until it is
-// ready.
-func startReady(ctx context.Context, t *testing.T, cp *harness.ControlPlane, name, bin string, flags ...string) *harness.Cascade {
-	t.Helper()
-	c, err := cp.StartCascade(name, bin, nil, flags...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	framework.StopAtCleanup(t, c.Process)
-	readyCtx, cancelReady := context.WithTimeout(ctx, time.Minute)
-	defer cancelReady()
-	if err := c.WaitReady(readyCtx); err != nil {
-		t.Fatal(err)
-	}
-	return c
 }

@@ -130,8 +130,15 @@ func (s *Suite) Clients(t testing.TB) Clients {
 func (s *Suite) StartCascade(t testing.TB, extra ...string) *harness.Cascade {
 	t.Helper()
 	name := "cascade-" + strings.NewReplacer("/", "-", " ", "_").Replace(t.Name())
-	c, err := s.CP.StartCascade(name, s.CascadeBin, nil, extra...)
-	return s.ready(t, c, err)
+	return StartReady(t, s.CP, name, s.CascadeBin, extra...)
+}
+
+// StartReady starts cascade (binary bin, with flags) on cp, stops it at cleanup, and waits a
+// minute at most until it is ready: for tests on a control plane of their own.
+func StartReady(t testing.TB, cp *harness.ControlPlane, name, bin string, flags ...string) *harness.Cascade {
+	t.Helper()
+	c, err := cp.StartCascade(name, bin, nil, flags...)
+	return ready(t, c, err)
 }
 
 // StartSecureCascade is StartCascade with cascade's default, secure serving of its metrics
@@ -141,10 +148,10 @@ func (s *Suite) StartSecureCascade(t testing.TB, extra ...string) *harness.Casca
 	t.Helper()
 	name := "cascade-" + strings.NewReplacer("/", "-", " ", "_").Replace(t.Name())
 	c, err := s.CP.StartSecureCascade(name, s.CascadeBin, harness.ProcessOptions{}, extra...)
-	return s.ready(t, c, err)
+	return ready(t, c, err)
 }
 
-func (s *Suite) ready(t testing.TB, c *harness.Cascade, err error) *harness.Cascade {
+func ready(t testing.TB, c *harness.Cascade, err error) *harness.Cascade {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
