@@ -27,23 +27,22 @@ var loggingFeatures = func() featuregate.MutableVersionedFeatureGate {
 // loggingFlagOf names the flag behind a field of component-base's LoggingConfiguration, so
 // that a bad value is reported by the flag the user typed.
 var loggingFlagOf = map[string]string{
-	"format":                           "--logging-format",
-	"verbosity":                        "-v",
-	"vmodule":                          "--vmodule",
-	"flushFrequency":                   "--log-flush-frequency",
-	"options.text.splitStream":         "--log-text-split-stream",
-	"options.text.infoBufferSize":      "--log-text-info-buffer-size",
-	"options.json.splitStream":         "--log-json-split-stream",
-	"options.json.infoBufferSize":      "--log-json-info-buffer-size",
-	"options.text.infoBufferSize.size": "--log-text-info-buffer-size",
-	"options.json.infoBufferSize.size": "--log-json-info-buffer-size",
+	"format":                      "--logging-format",
+	"verbosity":                   "-v",
+	"vmodule":                     "--vmodule",
+	"flushFrequency":              "--log-flush-frequency",
+	"options.text.splitStream":    "--log-text-split-stream",
+	"options.text.infoBufferSize": "--log-text-info-buffer-size",
+	"options.json.splitStream":    "--log-json-split-stream",
+	"options.json.infoBufferSize": "--log-json-info-buffer-size",
 }
 
 // validateLogging checks the logging flags without applying them.
 func validateLogging(c *logsapi.LoggingConfiguration) field.ErrorList {
 	errs := logsapi.Validate(c, loggingFeatures, nil)
 	for i := range errs {
-		if f, ok := loggingFlagOf[strings.TrimPrefix(errs[i].Field, ".")]; ok {
+		name, _, _ := strings.Cut(strings.TrimPrefix(errs[i].Field, "."), "[") // vmodule[2]: the flag
+		if f, ok := loggingFlagOf[name]; ok {
 			errs[i].Field = f
 		}
 	}
