@@ -366,3 +366,46 @@ func TestAuditCRDDeletion(t *testing.T) {
 		}
 	})
 }
+
+// TestTrace: a finding's evidence names the object, its owner, their events, the CRD events of
+// the owner's kind and the audit log's requests about both, and nothing about other objects.
+func TestTrace(t *testing.T) {
+	rsKind, gadKind := kinds[5], kinds[len(kinds)-1]
+	if rsKind.kind != "ReplicaSet" || gadKind.kind != "Gadget" {
+		t.Fatal("kinds reordered")
+	}
+	t0 := time.Date(2026, 11, 26, 13, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	gad := &record{Obj: &Obj{UID: "uid-gad", GK: gadKind.gk(), Name: "gad-510"}, k: gadKind}
+	x := &record{Obj: &Obj{UID: "uid-rs", GK: rsKind.gk(), Namespace: "chaos-b", Name: "rs-514", Namespaced: true,
+		Refs: []Ref{{APIVersion: gadKind.apiVersion, Kind: "Gadget", Name: gad.Name, UID: gad.UID}}}, k: rsKind}
+	other := &record{Obj: &Obj{UID: "uid-other", GK: rsKind.gk(), Namespace: "chaos-b", Name: "rs-1", Namespaced: true}, k: rsKind}
+	d := &driver{recs: map[string]*record{gad.UID: gad, x.UID: x, other.UID: other}, order: []string{gad.UID, x.UID, other.UID}}
+	d.events = []event{
+		{T0: at(0), T1: at(5), Op: "create", UID: gad.UID},
+		{T0: at(10), T1: at(15), Op: "create", UID: x.UID, Refs: x.Refs},
+		{T0: at(20), T1: at(25), Op: "create", UID: other.UID},
+		{T0: at(30), T1: at(35), Op: "crd-delete", GK: gadKind.gk()},
+		{T0: at(40), T1: at(45), Op: "crd-create", GK: "other.dev/v1/Other"},
+	}
+	path := filepath.Join(t.TempDir(), "audit.log")
+	lines := []string{
+		auditLine(t, at(50), "delete", "replicasets", "chaos-b", x.Name, 200, map[string]any{"propagationPolicy": "Background"}),
+		auditLine(t, at(60), "delete", "replicasets", "chaos-b", other.Name, 200, map[string]any{}),
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := traceFinding(d, path, "gone: "+describe(x))
+	for _, want := range []string{"ReplicaSet chaos-b/rs-514 uid uid-rs", "Gadget /gad-510 uid uid-gad", "0.010s..0.015s create",
+		"0.030s..0.035s crd-delete " + gadKind.gk(), "audit 0.050s ResponseComplete delete replicasets chaos-b/rs-514 by " + cascadeUser + ": 200"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("trace lacks %q:\n%s", want, got)
+		}
+	}
+	for _, unwanted := range []string{"rs-1 ", "rs-1:", "uid-other", "Other"} {
+		if strings.Contains(got, unwanted) {
+			t.Errorf("trace names %q, which the finding is not about:\n%s", unwanted, got)
+		}
+	}
+}

@@ -428,25 +428,25 @@ func TestChaos(t *testing.T) {
 		t.Errorf("cascade crashed: %s", c)
 	}
 	for _, w := range wrongful {
-		t.Errorf("WRONGFUL DELETION: %s", w)
+		t.Errorf("WRONGFUL DELETION: %s%s", w, traceFinding(d, auditLog, w))
 	}
 	for _, w := range audit.wrongDeletes {
-		t.Errorf("WRONGFUL DELETION (audit): %s", w)
+		t.Errorf("WRONGFUL DELETION (audit): %s%s", w, traceFinding(d, auditLog, w))
 	}
 	for _, w := range audit.wrongRefRemovals {
-		t.Errorf("WRONGFUL REFERENCE REMOVAL (audit): %s", w)
+		t.Errorf("WRONGFUL REFERENCE REMOVAL (audit): %s%s", w, traceFinding(d, auditLog, w))
 	}
 	for _, w := range audit.earlyForeground {
-		t.Errorf("FOREGROUND FINISHED EARLY (audit): %s", w)
+		t.Errorf("FOREGROUND FINISHED EARLY (audit): %s%s", w, traceFinding(d, auditLog, w))
 	}
 	for _, s := range stuck {
-		t.Errorf("NOT COLLECTED after %s: %s", cfg.converge, s)
+		t.Errorf("NOT COLLECTED after %s: %s%s", cfg.converge, s, traceFinding(d, auditLog, s))
 	}
 	if len(stuck) > 0 {
 		explain(t, dir, "stuck", cl, d, pendingUIDs(verdicts, live))
 	}
 	for _, s := range badFinalizers {
-		t.Errorf("GC FINALIZER LEFT: %s", s)
+		t.Errorf("GC FINALIZER LEFT: %s%s", s, traceFinding(d, auditLog, s))
 	}
 }
 
@@ -555,7 +555,7 @@ func wrongfulDeletions(d *driver, v map[string]Verdict, live map[string]*unstruc
 func pending(d *driver, v map[string]Verdict, live map[string]*unstructured.Unstructured) []string {
 	var out []string
 	for _, u := range pendingUIDs(v, live) {
-		out = append(out, fmt.Sprintf("finalizers %v: %s", live[u].GetFinalizers(), describe(d.recs[u])))
+		out = append(out, fmt.Sprintf("finalizers %v, live refs %v: %s", live[u].GetFinalizers(), refsOf(live[u]), describe(d.recs[u])))
 	}
 	sort.Strings(out)
 	return out
