@@ -207,11 +207,13 @@ func checkAudit(path string, d *driver) (*auditResult, error) {
 		}
 		switch w.verb {
 		case "delete":
+			// One answered with a server error, or never answered, is judged too: whether or
+			// not it was applied, cascade decided to send it, on what it knew then.
 			if w.maybe {
 				c.res.maybeDeletes++
-				continue
+			} else {
+				c.res.deletes++
 			}
-			c.res.deletes++
 			c.checkDelete(w)
 		case "patch":
 			if len(w.removed) > 0 && !w.maybe {

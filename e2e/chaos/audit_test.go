@@ -409,3 +409,39 @@ func TestTrace(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditMaybeDeleteJudged: a DELETE cascade sent that the API server answered with a server
+// error (504) or never answered is a decision all the same, and is judged like an answered one:
+// before, it was only counted, so a wrongful decision whose request timed out went unseen by the
+// audit check (the CI form, seed 1: rs-514 gone, the oracle's finding alone).
+func TestAuditMaybeDeleteJudged(t *testing.T) {
+	secKind := kinds[1]
+	if secKind.kind != "Secret" {
+		t.Fatal("kinds reordered")
+	}
+	t0 := time.Date(2026, 11, 26, 13, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	mk := func(name, uid string, refs ...Ref) *record {
+		return &record{Obj: &Obj{UID: uid, GK: secKind.gk(), Namespace: "chaos-b", Name: name, Refs: refs, Namespaced: true}, k: secKind}
+	}
+	owner := mk("sec-1", "uid-owner")
+	dep := mk("sec-2", "uid-dep", Ref{APIVersion: "v1", Kind: "Secret", Name: owner.Name, UID: owner.UID})
+	d := &driver{recs: map[string]*record{owner.UID: owner, dep.UID: dep}, order: []string{owner.UID, dep.UID}}
+	d.events = []event{
+		{T0: at(0), T1: at(3), Op: "create", UID: owner.UID},
+		{T0: at(10), T1: at(13), Op: "create", UID: dep.UID, Refs: dep.Refs},
+	}
+	del := map[string]any{"kind": "DeleteOptions", "preconditions": map[string]any{"uid": dep.UID}, "propagationPolicy": "Background"}
+	for _, tc := range []struct {
+		name string
+		line string
+	}{
+		{"answered 504", auditLine(t, at(500), "delete", "secrets", "chaos-b", dep.Name, 504, del)},
+		{"never answered", auditStage(t, "RequestReceived", "lost", at(500), "delete", "secrets", "chaos-b", dep.Name, 0, del)},
+	} {
+		res := checkLines(t, d, []string{tc.line})
+		if res.maybeDeletes != 1 || len(res.wrongDeletes) != 1 || !strings.Contains(res.wrongDeletes[0], "was alive") {
+			t.Errorf("%s: %d perhaps applied, wrongful %v; want 1 and the delete of a dependent whose owner was alive", tc.name, res.maybeDeletes, res.wrongDeletes)
+		}
+	}
+}

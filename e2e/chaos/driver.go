@@ -62,19 +62,22 @@ type driver struct {
 	flashCount int
 	// crdEverDeleted: CRD names deleted at least once (the oracle's GoneKinds).
 	crdEverDeleted map[string]bool
-	crdStuck       []string // CRDs still terminating when the run ended
-	events         []event
-	ops            map[string]int // applied operations by type
-	failed         map[string]int // operations the apiserver refused, by type
-	failReasons    map[string]string
-	uncertain      int // answers lost (re-read to learn the outcome)
-	maxObjects     int
+	// crdCreateLost: when the first create of a deleted CRD whose answer was lost was sent.
+	crdCreateLost map[string]time.Time
+	crdStuck      []string // CRDs still terminating when the run ended
+	events        []event
+	ops           map[string]int // applied operations by type
+	failed        map[string]int // operations the apiserver refused, by type
+	failReasons   map[string]string
+	uncertain     int // answers lost (re-read to learn the outcome)
+	unsettled     int // of those, the ones whose object could not be read back (see getSettled)
+	maxObjects    int
 }
 
 func newDriver(ctx context.Context, seed uint64, a *api, maxObjects int, logf func(string, ...any)) *driver {
 	return &driver{
 		ctx: ctx, rng: rand.New(rand.NewPCG(seed, 0x636861)), api: a, logf: logf,
-		recs: map[string]*record{}, current: map[string]string{}, crdDeleted: map[string]bool{}, flashes: map[string]time.Time{}, crdEverDeleted: map[string]bool{},
+		recs: map[string]*record{}, current: map[string]string{}, crdDeleted: map[string]bool{}, flashes: map[string]time.Time{}, crdEverDeleted: map[string]bool{}, crdCreateLost: map[string]time.Time{},
 		ops: map[string]int{}, failed: map[string]int{}, failReasons: map[string]string{}, maxObjects: maxObjects,
 	}
 }
@@ -319,7 +322,9 @@ func (d *driver) createWith(k *kindDef, ns, name, op string, refs []Ref, hold bo
 	t1 := time.Now()
 	if err != nil && !certain(err) {
 		d.uncertain++
-		got, err = d.api.res(k, ns).Get(d.ctx, name, metav1.GetOptions{})
+		got, err = d.settle(func() (*unstructured.Unstructured, error) {
+			return d.api.res(k, ns).Get(d.ctx, name, metav1.GetOptions{})
+		})
 		if err != nil || d.recs[string(got.GetUID())] != nil {
 			return ""
 		}
@@ -371,6 +376,49 @@ func (d *driver) get(r *record) *unstructured.Unstructured {
 	return nil
 }
 
+// settleFor bounds getSettled: how long the driver keeps asking, after a write whose answer was
+// lost, what the write did (kube-apiserver and etcd restarts take seconds).
+const settleFor = 90 * time.Second
+
+// getSettled is get for after a write whose answer was lost: it asks until the API server
+// answers (or settleFor passes), so the driver's view includes what the write did. get's three
+// quick tries end inside a restart, and a lost answer whose object could not be read back left
+// the driver with the references it had before: the oracle then judged an object by references
+// it no longer had (the CI form, seed 1: cm-804, "not collected" with no reference left).
+func (d *driver) getSettled(r *record) (*unstructured.Unstructured, bool) {
+	t0 := time.Now()
+	u, err := d.settle(func() (*unstructured.Unstructured, error) {
+		return d.api.res(r.k, r.Namespace).Get(d.ctx, r.Name, metav1.GetOptions{})
+	})
+	switch {
+	case apierrors.IsNotFound(err), err == nil && string(u.GetUID()) != r.UID:
+		d.markGone(r)
+		return nil, true
+	case err == nil:
+		d.adopt(r, u, t0, time.Now())
+		return u, true
+	}
+	return nil, false
+}
+
+// settle calls read until the API server answers it (an object, or an error that is an
+// answer: NotFound and the like), for at most settleFor.
+func (d *driver) settle(read func() (*unstructured.Unstructured, error)) (*unstructured.Unstructured, error) {
+	deadline := time.Now().Add(settleFor)
+	for {
+		u, err := read()
+		if certain(err) {
+			return u, err
+		}
+		if time.Now().After(deadline) || d.ctx.Err() != nil {
+			d.logf("chaos: unreadable for %s after a lost answer: %v", settleFor, err)
+			d.unsettled++
+			return nil, err
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
 var deletePolicies = []string{"none", "Background", "Foreground", "Orphan", "orphanDependents=true", "orphanDependents=false"}
 
 func (d *driver) opDelete() string {
@@ -407,7 +455,7 @@ func (d *driver) opDelete() string {
 		return ""
 	default:
 		d.uncertain++
-		if u := d.get(r); u != nil && u.GetDeletionTimestamp() == nil {
+		if u, ok := d.getSettled(r); ok && u != nil && u.GetDeletionTimestamp() == nil {
 			return "" // not applied
 		}
 		if r.Deletion == NotDeleted || r.Deletion == DeletedBackground {
@@ -475,7 +523,7 @@ func (d *driver) update(r *record, op string, change func(u *unstructured.Unstru
 			// Lost answer: the write may have happened. Read it back and record what is
 			// there as a write spanning the whole window (the audit check takes both sides).
 			d.uncertain++
-			if u := d.get(r); u != nil {
+			if u, _ := d.getSettled(r); u != nil {
 				d.note(event{T0: t0, T1: time.Now(), Op: "refs", UID: r.UID, Refs: r.Refs, Hold: r.hold, Own: r.Own})
 			}
 			return ""
@@ -784,9 +832,7 @@ func (d *driver) opCRD() string {
 		if k.crd != "" && d.crdDeleted[k.crd] {
 			t0 := time.Now()
 			_, err := d.api.dyn.Resource(crdGVR).Create(d.ctx, crdObject(k), metav1.CreateOptions{})
-			if err == nil {
-				d.crdDeleted[k.crd] = false
-				d.note(event{T0: t0, T1: time.Now(), Op: "crd-create", GK: k.gk()})
+			if d.crdCreated(k, t0, err) {
 				return "crd-recreate"
 			}
 			return "" // still terminating (its objects wait for finalizers)
@@ -802,10 +848,26 @@ func (d *driver) opCRD() string {
 	t0 := time.Now()
 	err := d.api.dyn.Resource(crdGVR).Delete(d.ctx, k.crd, metav1.DeleteOptions{})
 	t1 := time.Now()
-	if err != nil && !apierrors.IsNotFound(err) {
-		if !certain(err) {
-			d.uncertain++
+	if err != nil && !certain(err) {
+		// The answer was lost: read the CRD back. Deleted (gone, or terminating) is a
+		// deletion like an answered one, spanning the wait; otherwise none. Taken as not
+		// deleted, its objects went without the driver knowing, and their dependents' rightful
+		// collection was judged wrongful.
+		d.uncertain++
+		got, gerr := d.settle(func() (*unstructured.Unstructured, error) {
+			return d.api.dyn.Resource(crdGVR).Get(d.ctx, k.crd, metav1.GetOptions{})
+		})
+		t1 = time.Now()
+		switch {
+		case apierrors.IsNotFound(gerr), gerr == nil && got.GetDeletionTimestamp() != nil:
+			err = nil
+		case gerr != nil:
+			// Unknown: taken as deleted, which only excuses the collection of its objects'
+			// dependents (the run reports the unsettled read).
+			err = nil
 		}
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
 		d.failed["crd-delete"]++
 		return ""
 	}
@@ -825,6 +887,37 @@ func (d *driver) opCRD() string {
 	}
 	d.note(event{T0: t0, T1: t1, Op: "crd-delete", GK: k.gk()})
 	return "crd-delete"
+}
+
+// crdCreated records the creation of k's CRD, sent at t0 and answered with err, and reports
+// whether the CRD is there again. A lost answer, or AlreadyExists after one (a create applied
+// whose answer was lost), is settled by reading the CRD back: there and not terminating counts
+// as created, at some moment since the first attempt whose answer was lost.
+func (d *driver) crdCreated(k *kindDef, t0 time.Time, err error) bool {
+	if err != nil && (!certain(err) || apierrors.IsAlreadyExists(err)) {
+		if !certain(err) {
+			d.uncertain++
+			if _, ok := d.crdCreateLost[k.crd]; !ok {
+				d.crdCreateLost[k.crd] = t0
+			}
+		}
+		got, gerr := d.settle(func() (*unstructured.Unstructured, error) {
+			return d.api.dyn.Resource(crdGVR).Get(d.ctx, k.crd, metav1.GetOptions{})
+		})
+		if gerr == nil && got.GetDeletionTimestamp() == nil {
+			err = nil
+			if lost, ok := d.crdCreateLost[k.crd]; ok {
+				t0 = lost
+			}
+		}
+	}
+	if err != nil {
+		return false
+	}
+	delete(d.crdCreateLost, k.crd)
+	d.crdDeleted[k.crd] = false
+	d.note(event{T0: t0, T1: time.Now(), Op: "crd-create", GK: k.gk()})
+	return true
 }
 
 // crdDeletion is how the deletion of r by its CRD's deletion propagates: the CRD's finalizer
@@ -849,10 +942,8 @@ func (d *driver) recreateCRDs(timeout time.Duration) error {
 		for {
 			t0 := time.Now()
 			_, err := d.api.dyn.Resource(crdGVR).Create(d.ctx, crdObject(k), metav1.CreateOptions{})
-			if err == nil {
-				d.crdDeleted[k.crd] = false
+			if d.crdCreated(k, t0, err) {
 				d.ops["crd-recreate"]++
-				d.note(event{T0: t0, T1: time.Now(), Op: "crd-create", GK: k.gk()})
 				break
 			}
 			if time.Now().After(deadline) {
