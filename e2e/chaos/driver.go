@@ -384,7 +384,8 @@ const settleFor = 90 * time.Second
 // answers (or settleFor passes), so the driver's view includes what the write did. get's three
 // quick tries end inside a restart, and a lost answer whose object could not be read back left
 // the driver with the references it had before: the oracle then judged an object by references
-// it no longer had (the CI form, seed 1: cm-804, "not collected" with no reference left).
+// it no longer had (the likeliest reading of the CI form's finding on seed 1: cm-804 "not
+// collected" while both replicas' graphs held it with no owner reference at all).
 func (d *driver) getSettled(r *record) (*unstructured.Unstructured, bool) {
 	t0 := time.Now()
 	u, err := d.settle(func() (*unstructured.Unstructured, error) {
