@@ -129,7 +129,7 @@ func New(opts Options) *Applier {
 // It returns nil when ctx ends.
 func (a *Applier) Run(ctx context.Context) error {
 	view, workers := a.opts.View, a.opts.Workers
-	logger := klog.FromContext(ctx).WithName("defaults")
+	logger := klog.FromContext(ctx).WithName("stamp")
 	ctx = klog.NewContext(ctx, logger)
 	ticker := a.opts.Clock.NewTicker(policyPoll)
 	defer ticker.Stop()
