@@ -216,9 +216,11 @@ func checkAudit(path string, d *driver) (*auditResult, error) {
 			}
 			c.checkDelete(w)
 		case "patch":
-			if len(w.removed) > 0 && !w.maybe {
-				c.res.refRemovals++
-				c.checkRemoval(w)
+			if len(w.removed) > 0 {
+				if !w.maybe {
+					c.res.refRemovals++
+				}
+				c.checkRemoval(w) // perhaps applied or not: a decision all the same
 			}
 		case "finalize":
 			if !w.maybe && !slices.Contains(w.finalizers, metav1.FinalizerDeleteDependents) && c.waitingInForeground(w.uid, w.to) {

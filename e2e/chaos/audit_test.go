@@ -410,7 +410,7 @@ func TestTrace(t *testing.T) {
 	}
 }
 
-// TestAuditMaybeDeleteJudged: a DELETE cascade sent that the API server answered with a server
+// TestAuditMaybeDeleteJudged: a DELETE (or a reference removal) cascade sent that the API server answered with a server
 // error (504) or never answered is a decision all the same, and is judged like an answered one:
 // before, it was only counted, so a wrongful decision whose request timed out went unseen by the
 // audit check (the CI form, seed 1: rs-514 gone, the oracle's finding alone).
@@ -443,5 +443,11 @@ func TestAuditMaybeDeleteJudged(t *testing.T) {
 		if res.maybeDeletes != 1 || len(res.wrongDeletes) != 1 || !strings.Contains(res.wrongDeletes[0], "was alive") {
 			t.Errorf("%s: %d perhaps applied, wrongful %v; want 1 and the delete of a dependent whose owner was alive", tc.name, res.maybeDeletes, res.wrongDeletes)
 		}
+	}
+	// A removal of the reference to the live owner, answered 504: judged too.
+	smp := map[string]any{"metadata": map[string]any{"uid": dep.UID, "ownerReferences": []any{map[string]any{"$patch": "delete", "uid": owner.UID}}}}
+	res := checkLines(t, d, []string{auditLine(t, at(500), "patch", "secrets", "chaos-b", dep.Name, 504, smp)})
+	if res.refRemovals != 0 || len(res.wrongRefRemovals) != 1 {
+		t.Errorf("removal answered 504: %d counted as applied, wrongful %v; want 0 and the removal of the reference to a live owner", res.refRemovals, res.wrongRefRemovals)
 	}
 }
