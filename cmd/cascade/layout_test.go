@@ -27,6 +27,7 @@ var mayImport = map[string][]string{
 	"internal/features":          {},
 	"deploy":                     {"deploy/monitoring", "policy"},
 	"deploy/monitoring":          {},
+	"docs":                       {},
 }
 
 // pure packages decide without an API server: no client-go, no goroutines of their own.
