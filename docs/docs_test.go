@@ -73,7 +73,8 @@ func include(name, doc string, read func(string) (string, error)) (string, []str
 			}
 			if end >= len(lines) {
 				problems = append(problems, fmt.Sprintf("%s:%d: the block of %s is not closed", name, i+2, file))
-				continue
+				out.WriteString(strings.Join(lines[i+1:], ""))
+				break
 			}
 			text, err := read(file)
 			if err != nil {
