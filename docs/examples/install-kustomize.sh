@@ -11,6 +11,7 @@ images:
     newName: registry.example.com/cascade
     newTag: v0.1.0
 KUSTOMIZATION
+kubectl apply -f cascade/deploy/base/namespace.yaml        # the server-side dry run needs the namespace
 kubectl apply --dry-run=server -k my-cascade
 kubectl apply -k my-cascade
 kubectl create clusterrolebinding prometheus-cascade-metrics --clusterrole=cascade-metrics-reader --serviceaccount=monitoring:prometheus-k8s
