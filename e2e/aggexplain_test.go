@@ -194,22 +194,7 @@ func TestExplainAggregatedAPI(t *testing.T) {
 		_ = cs.Kube.DiscoveryV1().EndpointSlices("cascade-system").Delete(context.Background(), slice, metav1.DeleteOptions{})
 	})
 	applyFromBase(t, "APIService", aggregatedAPIService)
-	framework.Eventually(t, 60*time.Second, "APIService "+aggregatedAPIService+" available", func() (bool, error) {
-		as, err := cs.Dyn.Resource(apiServiceGVR).Get(ctx, aggregatedAPIService, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		conds, _, _ := unstructured.NestedSlice(as.Object, "status", "conditions")
-		for _, cond := range conds {
-			if m, _ := cond.(map[string]any); m["type"] == "Available" {
-				if m["status"] == "True" {
-					return true, nil
-				}
-				return false, fmt.Errorf("%v: %v", m["reason"], m["message"])
-			}
-		}
-		return false, errors.New("no Available condition yet")
-	})
+	waitAPIServiceAvailable(t, cs.Dyn, aggregatedAPIService)
 
 	cs.CreateCM(t, ns, "x")
 	explainer := func(args ...string) (string, int) {

@@ -28,7 +28,7 @@ type Options struct {
 	Kubeconfig string
 	// QPS and Burst are the client-side budget for every request cascade makes. QPS 0 (the
 	// default) means no client-side limit: the Workers bound what is in flight, and
-	// kube-apiserver's API Priority and Fairness protects the server (README, "Throughput").
+	// kube-apiserver's API Priority and Fairness protects the server (docs/how-it-works.md, "Throughput").
 	QPS   float32
 	Burst int
 	// Workers is the number of concurrent collection workers.

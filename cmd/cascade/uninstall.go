@@ -277,7 +277,7 @@ func (u *uninstaller) stampable() (gvrs []schema.GroupVersionResource, discoErr 
 		if !discovery.IsGroupDiscoveryFailedError(err) {
 			return nil, nil, fmt.Errorf("cannot discover the cluster's resources: %v", err)
 		}
-		discoErr = err
+		discoErr = withoutOwnGroup(err)
 	}
 	lists = discovery.FilteredBy(discovery.SupportsAllVerbs{Verbs: []string{"list", "patch"}}, lists)
 	set, err := discovery.GroupVersionResources(lists)
@@ -395,4 +395,24 @@ func (u *uninstaller) report(out io.Writer, counts []*resourceCounts) resourceCo
 		_, _ = fmt.Fprintf(out, "Objects being deleted keep their finalizers: the delete is theirs now. The in-tree garbage collector, once re-enabled, finishes them (or run cascade until they are gone).\n")
 	}
 	return total
+}
+
+// withoutOwnGroup is a discovery failure without cascade's own aggregated API, which fails
+// discovery whenever cascade is scaled to zero (as uninstall asks first: its APIService has no
+// endpoint then) and serves nothing that can be stamped: nil when that was the only failure.
+func withoutOwnGroup(err error) error {
+	var failed *discovery.ErrGroupDiscoveryFailed
+	if !errors.As(err, &failed) {
+		return err
+	}
+	others := map[schema.GroupVersion]error{}
+	for gv, e := range failed.Groups {
+		if gv.Group != debugGroup {
+			others[gv] = e
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	return &discovery.ErrGroupDiscoveryFailed{Groups: others}
 }

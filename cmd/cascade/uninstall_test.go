@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 
@@ -334,4 +335,44 @@ func regexpLine(s, re string) bool {
 		}
 	}
 	return false
+}
+
+// TestUninstallIgnoresOwnAggregatedAPI: with cascade scaled to zero, its own aggregated API
+// (debug.cascade.dev) cannot be discovered; that alone is no reason to call the uninstall
+// incomplete, while any other group that fails still is.
+func TestUninstallIgnoresOwnAggregatedAPI(t *testing.T) {
+	own := schema.GroupVersion{Group: debugGroup, Version: "v1alpha1"}
+	other := schema.GroupVersion{Group: "metrics.k8s.io", Version: "v1beta1"}
+	for _, tc := range []struct {
+		name       string
+		failed     []schema.GroupVersion
+		incomplete bool
+	}{
+		{"own group only", []schema.GroupVersion{own}, false},
+		{"another group too", []schema.GroupVersion{own, other}, true},
+		{"another group only", []schema.GroupVersion{other}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newUninstallFixture(t, true)
+			lists, _ := f.u.resources()
+			groups := map[schema.GroupVersion]error{}
+			for _, gv := range tc.failed {
+				groups[gv] = errors.New("the server is currently unable to handle the request")
+			}
+			f.u.resources = func() ([]*metav1.APIResourceList, error) {
+				return lists, &discovery.ErrGroupDiscoveryFailed{Groups: groups}
+			}
+			var out strings.Builder
+			err := f.u.run(context.Background(), &out)
+			if got := err != nil; got != tc.incomplete {
+				t.Fatalf("uninstall: error %v, want an error %v\n%s", err, tc.incomplete, out.String())
+			}
+			if tc.incomplete && (!strings.Contains(err.Error(), other.String()) || strings.Contains(err.Error(), debugGroup)) {
+				t.Errorf("the error names %q, want %s and not %s", err, other, debugGroup)
+			}
+			if m := f.live(t, clienttest.Widgets, "ns1", "stamped-orphan"); slices.Contains(m.Finalizers, "orphan") {
+				t.Errorf("the stamped finalizer stayed: %q", m.Finalizers)
+			}
+		})
+	}
 }

@@ -1,0 +1,5 @@
+kubectl -n cascade-system scale deployment cascade --replicas=0
+cascade uninstall --dry-run
+cascade uninstall
+helm -n cascade-system uninstall cascade
+kubectl delete namespace cascade-system

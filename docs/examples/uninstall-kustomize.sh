@@ -1,0 +1,5 @@
+kubectl -n cascade-system scale deployment cascade --replicas=0
+cascade uninstall --dry-run
+cascade uninstall
+kubectl delete -k my-cascade
+kubectl delete clusterrolebinding prometheus-cascade-metrics

@@ -1,0 +1,459 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cascade-gc/cascade/e2e/framework"
+	"github.com/cascade-gc/cascade/e2e/harness"
+)
+
+// needsNode marks a line of a docs/examples script that needs a running pod (a port-forward,
+// kubectl logs): the local control plane has no kubelet, so the test leaves such lines out and
+// gives what they feed from the local cascade instead, as docs/troubleshooting.md says.
+const needsNode = "# needs a node"
+
+// docsRunner runs the scripts of docs/examples as an operator would: bash, in a directory that
+// holds the clone as cascade/, with kubectl, helm and cascade on the PATH and the control
+// plane's admin kubeconfig as $KUBECONFIG.
+type docsRunner struct {
+	root, dir string
+	env       []string
+	ran       []string
+}
+
+func newDocsRunner(t *testing.T, cp *harness.ControlPlane) *docsRunner {
+	t.Helper()
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, bin, home := t.TempDir(), t.TempDir(), t.TempDir()
+	if err := os.Symlink(root, filepath.Join(dir, "cascade")); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{
+		"kubectl": filepath.Join(suite.CP.BinDir, "kubectl"),
+		"helm":    filepath.Join(suite.CP.BinDir, "helm"),
+		"cascade": suite.CascadeBin,
+	} {
+		if _, err := os.Stat(target); err != nil {
+			t.Fatalf("%v: run make tools helm build (make e2e does)", err)
+		}
+		if err := os.Symlink(target, filepath.Join(bin, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := append(os.Environ(),
+		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"KUBECONFIG="+cp.KubeconfigPath,
+		// helm's caches and configuration in the test's own directory, never the user's.
+		"HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
+	return &docsRunner{root: root, dir: dir, env: env}
+}
+
+// run runs docs/examples/name with the extra environment and returns its combined output; a
+// failing script fails the test.
+func (r *docsRunner) run(t *testing.T, name string, env ...string) string {
+	t.Helper()
+	return r.runText(t, name, r.read(t, name), env...)
+}
+
+// read returns the text of docs/examples/name.
+func (r *docsRunner) read(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.root, "docs", "examples", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// runText runs text as the script name (its lines that need a node left out).
+func (r *docsRunner) runText(t *testing.T, name, text string, env ...string) string {
+	t.Helper()
+	var script []string
+	for line := range strings.Lines(text) {
+		if strings.HasSuffix(strings.TrimSpace(line), needsNode) {
+			t.Logf("%s: left out (no kubelet here): %s", name, strings.TrimSpace(line))
+			continue
+		}
+		script = append(script, line)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-eu", "-o", "pipefail", "-c", strings.Join(script, ""))
+	cmd.Dir, cmd.Env = r.dir, append(slices.Clone(r.env), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	t.Logf("docs/examples/%s (%s):\n%s", name, time.Since(start).Round(time.Millisecond), out.String())
+	if err != nil {
+		t.Fatalf("docs/examples/%s: %v", name, err)
+	}
+	r.ran = append(r.ran, name)
+	return out.String()
+}
+
+// mustContain fails the test unless out holds every one of want.
+func mustContain(t *testing.T, what, out string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("%s: the output has no %q", what, w)
+		}
+	}
+}
+
+// deploymentImage is the image of cascade's Deployment in cascade-system.
+func deploymentImage(t *testing.T, kube kubernetes.Interface) string {
+	t.Helper()
+	d, err := kube.AppsV1().Deployments("cascade-system").Get(context.Background(), "cascade", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Spec.Template.Spec.Containers[0].Image
+}
+
+// nothingOfCascadeLeft checks that the objects an install creates are gone: its Namespace and
+// its cluster-scoped objects.
+func nothingOfCascadeLeft(t *testing.T, kube kubernetes.Interface, dyn dynamic.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	gone := func(what string, err error) {
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("%s after uninstalling: %v (want not found)", what, err)
+		}
+	}
+	_, err := kube.CoreV1().Namespaces().Get(ctx, "cascade-system", metav1.GetOptions{})
+	gone("namespace cascade-system", err)
+	for _, name := range []string{"cascade", "cascade-metrics-reader", "cascade-debug-reader"} {
+		_, err = kube.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{})
+		gone("ClusterRole "+name, err)
+	}
+	_, err = kube.FlowcontrolV1().FlowSchemas().Get(ctx, "cascade", metav1.GetOptions{})
+	gone("FlowSchema cascade", err)
+	_, err = dyn.Resource(apiServiceGVR).Get(ctx, aggregatedAPIService, metav1.GetOptions{})
+	gone("APIService "+aggregatedAPIService, err)
+}
+
+// monitoringObjectsExist checks the ServiceMonitor, PrometheusRule and dashboard ConfigMap an
+// install with monitoring creates.
+func monitoringObjectsExist(t *testing.T, kube kubernetes.Interface, dyn dynamic.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	for _, res := range []string{"servicemonitors", "prometheusrules"} {
+		list, err := dyn.Resource(schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: res}).Namespace("cascade-system").List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) != 1 {
+			t.Errorf("%s in cascade-system: %v, %v (want one)", res, list, err)
+		}
+	}
+	cm, err := kube.CoreV1().ConfigMaps("cascade-system").Get(ctx, "cascade-dashboard", metav1.GetOptions{})
+	if err != nil || cm.Labels["grafana_dashboard"] != "1" {
+		t.Errorf("ConfigMap cascade-dashboard: %v (labels %v)", err, cm.GetLabels())
+	}
+}
+
+// waitAPIServiceAvailable waits until the APIService's Available condition is True.
+func waitAPIServiceAvailable(t *testing.T, dyn dynamic.Interface, name string) {
+	t.Helper()
+	framework.Eventually(t, 60*time.Second, "APIService "+name+" available", func() (bool, error) {
+		as, err := dyn.Resource(apiServiceGVR).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(as.Object, "status", "conditions")
+		for _, cond := range conds {
+			if m, _ := cond.(map[string]any); m["type"] == "Available" {
+				if m["status"] == "True" {
+					return true, nil
+				}
+				return false, fmt.Errorf("%v: %v", m["reason"], m["message"])
+			}
+		}
+		return false, errors.New("no Available condition yet")
+	})
+}
+
+// TestDocsExamples runs every script of docs/examples, which the operator docs include
+// verbatim (docs TestDocsExamples checks that), on a control plane of its own: kube-apiserver
+// with docs/examples/audit-policy.yaml as its audit policy, kube-controller-manager's namespace
+// controller alone (so that a deleted namespace goes), the Prometheus Operator's CRDs and
+// kube-prometheus' ServiceAccount monitoring/prometheus-k8s. No kubelet: the objects are real,
+// the pods never start. In the order of docs/install.md and docs/troubleshooting.md:
+//   - kustomize: install (an overlay of the base with the monitoring component and the image),
+//     then, with a cascade running as deploy/base's ServiceAccount and serving its aggregated
+//     API through the API server, the three troubleshooting trees on situations made for them
+//     (an owned dependent; an owner held by a blocking dependent with a foreign finalizer, until
+//     DeletionStuck; a dependent cascade collects, then found in the audit log and cascade's JSON
+//     log), the FlowSchema check, upgrade, rollback and uninstall;
+//   - helm: the README's three commands and the uninstall; then install with monitoring,
+//     upgrade, rollback, JSON logs, uninstall.
+//
+// After each step it checks what the step is for (the image, the revisions, the monitoring
+// objects, the answers the docs tell the reader to look for, nothing left after uninstall), and
+// at the end that every script ran.
+func TestDocsExamples(t *testing.T) {
+	ip := hostIP()
+	if ip == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no non-loopback IPv4 address on this host: cascade's aggregated API cannot be reached through the API server")
+		}
+		t.Skip("no non-loopback IPv4 address on this host: an EndpointSlice may not name loopback")
+	}
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	auditLog := filepath.Join(t.TempDir(), "audit.log")
+	startCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	cp, err := harness.Start(startCtx, harness.Options{ExtraAPIServerArgs: []string{
+		"--audit-policy-file=" + filepath.Join(root, "docs", "examples", "audit-policy.yaml"),
+		"--audit-log-path=" + auditLog, "--audit-log-maxsize=0",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("control plane logs:\n%s", cp.LogTails(40))
+		}
+		_ = cp.Stop()
+	})
+	if _, err := cp.StartKubeControllerManager("kcm-namespaces", harness.KCMOptions{Controllers: "namespace-controller"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := cp.RestConfig()
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := framework.Clients{Kube: kube, Dyn: dyn}
+	r := newDocsRunner(t, cp)
+
+	// What the docs assume exists: the Prometheus Operator's CRDs, Prometheus' ServiceAccount.
+	crds := os.Getenv("CASCADE_PROMETHEUS_OPERATOR_CRDS")
+	if crds == "" {
+		matches, _ := filepath.Glob(filepath.Join(suite.CP.BinDir, "prometheus-operator-crds-*"))
+		if len(matches) != 1 {
+			t.Fatalf("found %d copies of the Prometheus Operator's CRDs in %s: run make prometheus-operator-crds (make e2e does)", len(matches), suite.CP.BinDir)
+		}
+		crds = matches[0]
+	}
+	for _, crd := range []string{"servicemonitors", "prometheusrules"} {
+		kubectl := exec.Command(filepath.Join(suite.CP.BinDir, "kubectl"), "--kubeconfig", cp.KubeconfigPath, "apply", "--server-side", "-f", filepath.Join(crds, "monitoring.coreos.com_"+crd+".yaml"))
+		if out, err := kubectl.CombinedOutput(); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		wait := exec.Command(filepath.Join(suite.CP.BinDir, "kubectl"), "--kubeconfig", cp.KubeconfigPath, "wait", "--for=condition=Established", "--timeout=60s", "crd/"+crd+".monitoring.coreos.com")
+		if out, err := wait.CombinedOutput(); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+	cs.CreateNamespace(t, "monitoring")
+	if _, err := kube.CoreV1().ServiceAccounts("monitoring").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "prometheus-k8s"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// docs/install.md, kustomize.
+	r.run(t, "install-kustomize.sh")
+	if got, want := deploymentImage(t, kube), "registry.example.com/cascade:v0.1.0"; got != want {
+		t.Errorf("after install-kustomize.sh the image is %s, want %s", got, want)
+	}
+	monitoringObjectsExist(t, kube, dyn)
+
+	docsTroubleshooting(t, cp, cs, r, ip, auditLog)
+
+	out := r.run(t, "flowschema-metrics.sh")
+	mustContain(t, "flowschema-metrics.sh", out, `flow_schema="cascade"`, `priority_level="workload-high"`)
+
+	r.run(t, "upgrade-kustomize.sh")
+	if got, want := deploymentImage(t, kube), "registry.example.com/cascade:v0.2.0"; got != want {
+		t.Errorf("after upgrade-kustomize.sh the image is %s, want %s", got, want)
+	}
+	out = r.run(t, "rollback-kustomize.sh")
+	mustContain(t, "rollback-kustomize.sh", out, "registry.example.com/cascade:v0.1.0")
+	r.run(t, "uninstall-kustomize.sh")
+	nothingOfCascadeLeft(t, kube, dyn)
+	if _, err := kube.RbacV1().ClusterRoleBindings().Get(ctx, "prometheus-cascade-metrics", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("ClusterRoleBinding prometheus-cascade-metrics after uninstall-kustomize.sh: %v", err)
+	}
+
+	// The README's three commands, and docs/install.md's Helm sections.
+	out = r.run(t, "quickstart-helm.sh")
+	mustContain(t, "quickstart-helm.sh", out, "STATUS: deployed", "mode collector")
+	r.run(t, "uninstall-helm.sh")
+	nothingOfCascadeLeft(t, kube, dyn)
+
+	r.run(t, "install-helm.sh")
+	monitoringObjectsExist(t, kube, dyn)
+	if _, err := kube.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out = r.run(t, "upgrade-helm.sh")
+	if got, want := deploymentImage(t, kube), "registry.example.com/cascade:v0.2.0"; got != want {
+		t.Errorf("after upgrade-helm.sh the image is %s, want %s", got, want)
+	}
+	mustContain(t, "upgrade-helm.sh", out, "Install complete", "Upgrade complete")
+	out = r.run(t, "rollback-helm.sh")
+	mustContain(t, "rollback-helm.sh", out, "Rollback was a success", "registry.example.com/cascade:v0.1.0")
+	// docs/operations.md, logs.
+	out = r.run(t, "logs-helm.sh")
+	mustContain(t, "logs-helm.sh", out, "--logging-format=json", "--v=2")
+	r.run(t, "uninstall-helm.sh")
+	nothingOfCascadeLeft(t, kube, dyn)
+
+	// Every script ran.
+	files, err := filepath.Glob(filepath.Join(root, "docs", "examples", "*.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if !slices.Contains(r.ran, filepath.Base(f)) {
+			t.Errorf("docs/examples/%s was not run", filepath.Base(f))
+		}
+	}
+}
+
+// docsTroubleshooting runs docs/troubleshooting.md's blocks against a cascade running as
+// deploy/base's ServiceAccount (installed by the kustomize steps before), reached as in a
+// cluster: explain through the API server (the APIService, the Service cascade-metrics and an
+// EndpointSlice naming cascade's address on this host), /readyz and /metrics at the addresses
+// the port-forward would give (HEALTH, METRICS), its JSON log as the cascade.log kubectl logs
+// would write, and the API server's audit log.
+func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Clients, r *docsRunner, ip, auditLog string) {
+	ctx := context.Background()
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := cp.WriteKubeconfig(kc, "system:serviceaccount:cascade-system:cascade", serviceAccountToken(t, cs)); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t, ip)
+	metrics := net.JoinHostPort(ip, strconv.Itoa(port))
+	c, err := cp.StartSecureCascade("cascade-docs", suite.CascadeBin, harness.ProcessOptions{},
+		"--kubeconfig="+kc, "--metrics-bind-address="+metrics,
+		"--leader-elect", "--leader-elect-resource-namespace=cascade-system",
+		"--policy-configmap=cascade-system/cascade-policy", "--orphan-record-configmap=cascade-system/cascade-orphaned-owners",
+		"--logging-format=json", "--v=2", "--stuck-deletion-threshold=2s", "--finalizer-resync-period=1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := c.WaitReady(waitCtx); err != nil {
+		t.Fatalf("%v\n%s", err, c.Tail(40))
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("cascade's log:\n%s", c.Tail(60))
+		}
+	}()
+
+	ready, portName, proto, p32 := true, "metrics", corev1.ProtocolTCP, int32(port)
+	slice := "cascade-metrics-docs"
+	if _, err := cs.Kube.DiscoveryV1().EndpointSlices("cascade-system").Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: slice, Labels: map[string]string{discoveryv1.LabelServiceName: "cascade-metrics"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &p32, Protocol: &proto}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitAPIServiceAvailable(t, cs.Dyn, aggregatedAPIService)
+	env := []string{"HEALTH=" + strings.TrimPrefix(c.HealthURL, "http://"), "METRICS=" + metrics}
+	// reach-cascade.sh's variables feed the trees: it runs alone first, then in the same shell
+	// before each tree, as in a reader's terminal.
+	r.run(t, "reach-cascade.sh", env...)
+	tree := func(name string) string {
+		return r.runText(t, name, r.read(t, "reach-cascade.sh")+r.read(t, name), env...)
+	}
+
+	// Why is my object not deleted: web-config has a live owner, web. It also blocks web's
+	// foreground deletion and carries a foreign finalizer, for the next tree.
+	cs.CreateNamespace(t, "shop")
+	owner := cs.CreateCM(t, "shop", "web")
+	ref := framework.RefTo("v1", "ConfigMap", "web", owner.UID, true)
+	dep := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web-config", Namespace: "shop",
+		OwnerReferences: []metav1.OwnerReference{ref}, Finalizers: []string{"example.com/hold"}}}
+	if _, err := cs.Kube.CoreV1().ConfigMaps("shop").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, collectTimeout, "cascade explain sees web-config's live owner", func() (bool, error) {
+		out, code := explainRun(t, "--kubeconfig="+cp.KubeconfigPath, "-n", "shop", "configmap/web-config")
+		return code == 0 && strings.Contains(out, "SolidOwner"), fmt.Errorf("exit %d: %s", code, out)
+	})
+	out := tree("not-deleted.sh")
+	mustContain(t, "not-deleted.sh", out, "ConfigMap shop/web-config", "SolidOwner", string(owner.UID), "\nok", "cascade_workqueue_depth")
+
+	// Why is this owner stuck Terminating: web deleted in the foreground waits for web-config,
+	// which its foreign finalizer holds.
+	fg := metav1.DeletePropagationForeground
+	if err := cs.Kube.CoreV1().ConfigMaps("shop").Delete(ctx, "web", metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, collectTimeout, "a DeletionStuck Event on web", func() (bool, error) {
+		evs, err := cs.Kube.CoreV1().Events("shop").List(ctx, metav1.ListOptions{FieldSelector: "reason=DeletionStuck,involvedObject.name=web"})
+		return err == nil && len(evs.Items) > 0, err
+	})
+	out = tree("stuck.sh")
+	mustContain(t, "stuck.sh", out, "DeletionStuck", "web-config", "example.com/hold", "cascade_oldest_waiting_owner_seconds")
+	// Release it: the finalizer's holder finishes, cascade finishes web.
+	patch := []byte(`{"metadata":{"finalizers":null}}`)
+	if _, err := cs.Kube.CoreV1().ConfigMaps("shop").Patch(ctx, "web-config", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cs.WaitCMGone(t, "shop", "web", collectTimeout)
+
+	// Why did cascade delete this: old-config's owner goes, cascade collects it.
+	oldOwner := cs.CreateCM(t, "shop", "old-owner")
+	cs.CreateCM(t, "shop", "old-config", framework.CMRef(oldOwner))
+	cs.DeleteCM(t, "shop", "old-owner", metav1.DeletePropagationBackground)
+	cs.WaitCMGone(t, "shop", "old-config", collectTimeout)
+	// kubectl logs would write cascade.log: the local cascade's log instead.
+	log, err := os.ReadFile(c.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, "cascade.log"), log, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out = r.run(t, "deleted.sh", "AUDIT_LOG="+auditLog)
+	mustContain(t, "deleted.sh", out, `"name":"old-config","code":200`, `"msg":"Deleted dependent whose owners are gone"`)
+
+	// Stopping cascade releases its Lease, which cascade uninstall checks.
+	if err := c.Stop(10 * time.Second); err != nil {
+		t.Logf("stopping cascade: %v", err)
+	}
+	if err := cs.Kube.DiscoveryV1().EndpointSlices("cascade-system").Delete(ctx, slice, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
