@@ -136,7 +136,8 @@ podman: ## @HELP install podman and runc from Debian's packages when missing
 #   each architecture's image is the Dockerfile around the linux binary above, so no emulation
 #   is needed. Every time in it is the commit's (--timestamp), so the same commit, Go and podman
 #   give the same index digest;
-# - install.yaml: deploy/base rendered by kubectl kustomize with the image pinned by that digest;
+# - install.yaml: deploy/base rendered by kubectl kustomize with the image pinned by that digest
+#   (a kustomization in a directory under bin/, since kustomize refuses an absolute resource path);
 # - cascade-X.Y.Z.tgz: the chart (helm package; chart version X.Y.Z, appVersion VERSION, the
 #   image tag it defaults to);
 # - SHA256SUMS over all of them.
@@ -153,6 +154,7 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 .PHONY: release
 release: podman tools helm cyclonedx-gomod ## @HELP VERSION=vX.Y.Z: the release into bin/release (RELEASE_DIR): multi-arch image archive, CLI binaries and their SBOMs, install.yaml pinned by digest, the chart, SHA256SUMS (docs/release.md)
 	@echo '$(VERSION)' | grep -Eq '$(RELEASE_VERSION_RE)' || { echo "make release needs VERSION=vX.Y.Z (a semantic version with a v, no '+'), not '$(VERSION)'" >&2; exit 1; }
+	@if [ -n "$$(git status --porcelain 2>/dev/null)" ]; then echo "warning: the tree has uncommitted changes, so this release is not commit $(COMMIT)'s alone" >&2; fi
 	@start=$$(date +%s); stage=$(RELEASE_DIR).tmp; name=cascade-$(VERSION); \
 	rm -rf $$stage; mkdir -p $$stage; \
 	for p in $(RELEASE_PLATFORMS); do \
@@ -163,7 +165,7 @@ release: podman tools helm cyclonedx-gomod ## @HELP VERSION=vX.Y.Z: the release 
 	    || { cat $$stage/.log >&2; echo "cyclonedx-gomod bin $$name-$$os-$$arch failed" >&2; exit 1; }; \
 	done; \
 	rm -f $$stage/.log; \
-	list=localhost/cascade-release:$(VERSION)-$$$$; iids=$$(mktemp); kdir=$$(mktemp -d); \
+	list=localhost/cascade-release:$(VERSION)-$$$$; iids=$$(mktemp); kdir=$$(mktemp -d -p $(BIN) .release-XXXXXX); \
 	trap '$(PODMAN) $(PODMAN_FLAGS) manifest rm $$list >/dev/null 2>&1 || true; \
 	  if [ -s $$iids ]; then $(PODMAN) $(PODMAN_FLAGS) rmi --force $$(cat $$iids) >/dev/null 2>&1 || true; fi; \
 	  rm -rf $$iids $$kdir' EXIT; \
@@ -180,7 +182,7 @@ release: podman tools helm cyclonedx-gomod ## @HELP VERSION=vX.Y.Z: the release 
 	digest=$$(cat $$kdir/digest); \
 	repo=$$(sed -n 's/^ *image: \(.*\):[^:/]*$$/\1/p' deploy/base/deployment.yaml); \
 	printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\nimages:\n  - name: %s\n    newName: %s\n    digest: %s\n' \
-	  $(CURDIR)/deploy/base "$$repo" $(IMAGE) $$digest > $$kdir/kustomization.yaml; \
+	  $$(realpath --relative-to=$$kdir deploy/base) "$$repo" $(IMAGE) $$digest > $$kdir/kustomization.yaml; \
 	{ echo "# cascade $(VERSION) (commit $(COMMIT)): deploy/base with the image pinned by digest (docs/release.md)."; \
 	  $(BIN)/kubectl kustomize $$kdir; } > $$stage/install.yaml; \
 	$(HELM) package deploy/chart --version $(patsubst v%,%,$(VERSION)) --app-version $(VERSION) --destination $$stage >/dev/null; \
