@@ -143,7 +143,8 @@ podman: ## @HELP install podman and runc from Debian's packages when missing
 # - SHA256SUMS over all of them.
 # It is written into RELEASE_DIR.tmp and moved into place at the end, so a failed release leaves
 # no half-written RELEASE_DIR. The per-architecture images and the manifest list are removed
-# from podman's storage afterwards: the archive is the image.
+# from podman's storage afterwards: the archive is the image. (Each image's ID is the line
+# `podman build -q` prints: with --manifest, --iidfile names the list instead.)
 RELEASE_DIR ?= $(BIN)/release
 RELEASE_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 RELEASE_IMAGE_ARCHS := amd64 arm64
@@ -174,9 +175,9 @@ release: podman tools helm cyclonedx-gomod ## @HELP VERSION=vX.Y.Z: the release 
 	  echo "building the image for linux/$$arch"; \
 	  mkdir -p $(BIN)/image/$$arch; cp -f $$stage/$$name-linux-$$arch $(BIN)/image/$$arch/cascade; \
 	  $(PODMAN) $(PODMAN_FLAGS) build -q --layers=false $(PODMAN_ULIMITS) --platform linux/$$arch --timestamp $(SOURCE_DATE_EPOCH) \
-	    --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --iidfile $$kdir/iid --manifest $$list -f Dockerfile . >$$kdir/log 2>&1 \
+	    --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --manifest $$list -f Dockerfile . >$$kdir/id 2>$$kdir/log \
 	    || { cat $$kdir/log >&2; echo "podman build for linux/$$arch failed" >&2; exit 1; }; \
-	  cat $$kdir/iid >> $$iids; echo >> $$iids; \
+	  tail -n 1 $$kdir/id >> $$iids; \
 	done; \
 	$(PODMAN) $(PODMAN_FLAGS) manifest push -q --all --format oci --digestfile $$kdir/digest $$list oci-archive:$$stage/$$name-image.oci.tar; \
 	digest=$$(cat $$kdir/digest); \
