@@ -179,7 +179,7 @@ release: podman tools helm cyclonedx-gomod ## @HELP VERSION=vX.Y.Z: the release 
 	    || { cat $$kdir/log >&2; echo "podman build for linux/$$arch failed" >&2; exit 1; }; \
 	  tail -n 1 $$kdir/id >> $$iids; \
 	done; \
-	$(PODMAN) $(PODMAN_FLAGS) manifest push -q --all --format oci --digestfile $$kdir/digest $$list oci-archive:$$stage/$$name-image.oci.tar; \
+	$(PODMAN) $(PODMAN_FLAGS) manifest push -q --all --format oci --digestfile $$kdir/digest $$list oci-archive:$$stage/$$name-image.oci.tar:$(IMAGE):$(VERSION); \
 	digest=$$(cat $$kdir/digest); \
 	repo=$$(sed -n 's/^ *image: \(.*\):[^:/]*$$/\1/p' deploy/base/deployment.yaml); \
 	printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\nimages:\n  - name: %s\n    newName: %s\n    digest: %s\n' \

@@ -43,10 +43,11 @@ const (
 )
 
 type ociDescriptor struct {
-	MediaType string `json:"mediaType"`
-	Digest    string `json:"digest"`
-	Size      int64  `json:"size"`
-	Platform  *struct {
+	MediaType   string            `json:"mediaType"`
+	Digest      string            `json:"digest"`
+	Size        int64             `json:"size"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Platform    *struct {
 		Architecture string `json:"architecture"`
 		OS           string `json:"os"`
 	} `json:"platform,omitempty"`
@@ -83,7 +84,7 @@ type ociConfig struct {
 // version and commit stamped (its build information), the host's own run for --version; each
 // SBOM (CycloneDX JSON naming the binary's module at the version, and k8s.io/client-go at
 // go.mod's version); the image archive (an OCI layout whose index.json names one multi-arch
-// index of exactly two manifests, linux/amd64 and linux/arm64, each blob matching its digest,
+// index, IMAGE:VERSION, of exactly two manifests, linux/amd64 and linux/arm64, each blob matching its digest,
 // each config naming its architecture, and each image's one layer holding the released linux
 // binary of that architecture, byte for byte); install.yaml (the Deployment's image pinned by
 // that index's digest, accepted by the API server in a server-side dry run); the chart (its
@@ -140,9 +141,8 @@ func TestRelease(t *testing.T) {
 		checkSBOM(t, filepath.Join(dir, name+"-"+p[0]+"-"+p[1]+".cdx.json"), module, clientGo)
 	}
 
-	index := checkImageArchive(t, filepath.Join(dir, name+"-image.oci.tar"), dir, name, commit)
-
 	image := makefileMatch(t, filepath.Join(root, "Makefile"), `(?m)^IMAGE \?= (\S+)$`)
+	index := checkImageArchive(t, filepath.Join(dir, name+"-image.oci.tar"), dir, name, image, commit)
 	checkInstallYAML(t, filepath.Join(dir, "install.yaml"), image+"@"+index)
 	checkChart(t, filepath.Join(dir, chart), image)
 }
@@ -419,7 +419,7 @@ func decodeJSON(t *testing.T, what string, b []byte, into any) {
 
 // checkImageArchive checks the image archive (see TestRelease) and returns the multi-arch
 // index's digest.
-func checkImageArchive(t *testing.T, path, dir, name, commit string) string {
+func checkImageArchive(t *testing.T, path, dir, name, image, commit string) string {
 	t.Helper()
 	files := readOCIArchive(t, path)
 	if layout := string(files["oci-layout"]); !strings.Contains(layout, `"imageLayoutVersion":"1.0.0"`) {
@@ -431,6 +431,9 @@ func checkImageArchive(t *testing.T, path, dir, name, commit string) string {
 		t.Fatalf("index.json names %+v, want one image index", top.Manifests)
 	}
 	digest := top.Manifests[0].Digest
+	if ref := top.Manifests[0].Annotations["org.opencontainers.image.ref.name"]; ref != image+":"+releaseVersion {
+		t.Errorf("index.json names the index %q, want %s:%s (the name podman load gives it)", ref, image, releaseVersion)
+	}
 	var index ociIndex
 	decodeJSON(t, "the index "+digest, blob(t, files, top.Manifests[0]), &index)
 	if index.MediaType != ociIndexType || index.SchemaVersion != 2 {
