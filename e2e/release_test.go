@@ -13,6 +13,7 @@ import (
 	"debug/macho"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -194,7 +195,7 @@ func sha256File(t *testing.T, path string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
 		t.Fatal(err)
@@ -209,7 +210,7 @@ func checkSums(t *testing.T, dir string, artifacts []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	listed := map[string]string{}
 	line := regexp.MustCompile(`^([0-9a-f]{64})  (\S+)$`)
 	sc := bufio.NewScanner(f)
@@ -257,7 +258,7 @@ func checkReleaseBinary(t *testing.T, path, goos, goarch, module, commit string)
 		if err != nil {
 			t.Fatalf("%s: not ELF: %v", base, err)
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }()
 		machine := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[goarch]
 		if f.Class != elf.ELFCLASS64 || f.Machine != machine || f.Type != elf.ET_EXEC {
 			t.Errorf("%s: ELF %v %v %v, want ELFCLASS64 %v ET_EXEC", base, f.Class, f.Machine, f.Type, machine)
@@ -272,7 +273,7 @@ func checkReleaseBinary(t *testing.T, path, goos, goarch, module, commit string)
 		if err != nil {
 			t.Fatalf("%s: not Mach-O: %v", base, err)
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }()
 		cpu := map[string]macho.Cpu{"amd64": macho.CpuAmd64, "arm64": macho.CpuArm64}[goarch]
 		if f.Cpu != cpu || f.Type != macho.TypeExec {
 			t.Errorf("%s: Mach-O %v %v, want %v executable", base, f.Cpu, f.Type, cpu)
@@ -372,12 +373,12 @@ func readOCIArchive(t *testing.T, path string) map[string][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	files := map[string][]byte{}
 	tr := tar.NewReader(f)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
@@ -491,7 +492,7 @@ func checkImageArchive(t *testing.T, path, dir, name, image, commit string) stri
 		var regular []string
 		for {
 			h, err := lr.Next()
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				break
 			}
 			if err != nil {
@@ -569,7 +570,7 @@ func checkChart(t *testing.T, path, image string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	zr, err := gzip.NewReader(f)
 	if err != nil {
 		t.Fatalf("%s: %v", filepath.Base(path), err)
@@ -583,7 +584,7 @@ func checkChart(t *testing.T, path, image string) {
 	found := false
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
