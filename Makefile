@@ -39,6 +39,13 @@ HELM_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/cascade-tools/helm-$(HELM_K
 HELM_STAMP := $(BIN)/.helm-$(HELM_KEY)
 HELM := $(BIN)/helm
 
+# cyclonedx-gomod, which writes the release's SBOMs, is built from the pinned module in
+# tools/cyclonedx the same way.
+CYCLONEDX_KEY := $(shell (cat tools/cyclonedx/go.mod tools/cyclonedx/go.sum; $(GO) env GOVERSION) 2>/dev/null | sha256sum | cut -c1-16)
+CYCLONEDX_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/cascade-tools/cyclonedx-gomod-$(CYCLONEDX_KEY)
+CYCLONEDX_STAMP := $(BIN)/.cyclonedx-gomod-$(CYCLONEDX_KEY)
+CYCLONEDX_GOMOD := $(BIN)/cyclonedx-gomod
+
 # The Prometheus Operator's CRDs (ServiceMonitor, PrometheusRule, ...), which the e2e tests
 # install so that the chart's and the monitoring component's objects are validated by the API
 # server: taken from the operator's Go module (its example/prometheus-operator-crd directory),
@@ -60,16 +67,23 @@ COMMIT := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 endif
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-# The container image (Dockerfile): `make image` tags $(IMAGE):$(VERSION) and $(IMAGE):latest,
-# the name deploy/base's Deployment uses. It is built with podman from Debian's packages (`make
-# podman` installs them when missing): as root with runc, cgroupfs (no systemd here) and ulimits
-# below the host's (podman's default, the host maximum, is refused on these machines).
+# The container image (Dockerfile): `make image` tags $(IMAGE):$(VERSION). deploy/base and the
+# chart name a version (the next release's, deploy's unit test keeps them equal), never a moving
+# tag; `make release` pins install.yaml by digest. It is built with podman from Debian's packages
+# (`make podman` installs them when missing): as root with runc, cgroupfs (no systemd here) and
+# ulimits below the host's (podman's default, the host maximum, is refused on these machines).
 IMAGE ?= ghcr.io/cascade-gc/cascade
 PODMAN ?= podman
 PODMAN_FLAGS ?= --runtime runc --cgroup-manager cgroupfs --events-backend file
 PODMAN_ULIMITS ?= --ulimit nofile=1024:1024 --ulimit nproc=1024:1024
 PODMAN_PACKAGES := podman runc uidmap fuse-overlayfs slirp4netns catatonit
 IMAGE_ARCHIVE ?= $(BIN)/cascade-image-$(VERSION).oci.tar
+# The architecture `make image` builds for (the host's): its binary is bin/image/ARCH/cascade,
+# the path the Dockerfile copies for TARGETARCH.
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+# How the image's binary and the release's binaries are built: static (no cgo; the image has no
+# libc), stripped, without host paths, the version and commit stamped in.
+STATIC_BUILD_FLAGS = -trimpath -ldflags "-s -w $(LDFLAGS)"
 
 .PHONY: help
 help: ## @HELP list the targets
@@ -80,17 +94,16 @@ build: ## @HELP build bin/cascade
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/cascade ./cmd/cascade
 	$(GO) build -o $(BIN)/localrun ./e2e/cmd/localrun
 
-# The image's binary: static (no cgo; the image has no libc), stripped, without host paths.
-# It is built here with the host's toolchain, module and build caches, then copied into the
-# image (see Dockerfile for why there is no builder stage).
+# The image's binary (STATIC_BUILD_FLAGS). It is built here with the host's toolchain, module
+# and build caches, then copied into the image (see Dockerfile for why there is no builder stage).
 .PHONY: image-binary
 image-binary:
-	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/image/cascade ./cmd/cascade
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build $(STATIC_BUILD_FLAGS) -o $(BIN)/image/$(IMAGE_ARCH)/cascade ./cmd/cascade
 
 .PHONY: image
-image: podman image-binary ## @HELP build the container image $(IMAGE):$(VERSION) and :latest with podman (installed when missing)
-	$(PODMAN) $(PODMAN_FLAGS) build --layers=false $(PODMAN_ULIMITS) --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) \
-	  -t $(IMAGE):$(VERSION) -t $(IMAGE):latest -f Dockerfile .
+image: podman image-binary ## @HELP build the container image $(IMAGE):$(VERSION) for the host's architecture with podman (installed when missing)
+	$(PODMAN) $(PODMAN_FLAGS) build --layers=false $(PODMAN_ULIMITS) --platform linux/$(IMAGE_ARCH) --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) \
+	  -t $(IMAGE):$(VERSION) -f Dockerfile .
 	@$(PODMAN) $(PODMAN_FLAGS) image inspect --format '{{.Id}} {{.Size}} bytes user {{.Config.User}}' $(IMAGE):$(VERSION)
 
 .PHONY: image-archive
@@ -112,6 +125,72 @@ podman: ## @HELP install podman and runc from Debian's packages when missing
 	$$sudo apt-get update -qq; \
 	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(PODMAN_PACKAGES) >/dev/null; \
 	echo "installed podman $$($(PODMAN) --version | cut -d' ' -f3) and runc in $$(( $$(date +%s) - start ))s"
+
+# A release (docs/release.md): `make release VERSION=vX.Y.Z` writes into RELEASE_DIR, from the
+# checked-out commit and the pinned tools only:
+# - cascade-VERSION-OS-ARCH: the CLI for each of RELEASE_PLATFORMS (STATIC_BUILD_FLAGS), and
+#   cascade-VERSION-OS-ARCH.cdx.json, its CycloneDX SBOM (cyclonedx-gomod bin: the modules
+#   linked into that binary, as `go version -m` reads them);
+# - cascade-VERSION-image.oci.tar: the image for linux/amd64 and linux/arm64 as one OCI archive
+#   holding a multi-arch index (podman build --platform --manifest, podman manifest push --all);
+#   each architecture's image is the Dockerfile around the linux binary above, so no emulation
+#   is needed. Every time in it is the commit's (--timestamp), so the same commit, Go and podman
+#   give the same index digest;
+# - install.yaml: deploy/base rendered by kubectl kustomize with the image pinned by that digest
+#   (a kustomization in a directory under bin/, since kustomize refuses an absolute resource path);
+# - cascade-X.Y.Z.tgz: the chart (helm package; chart version X.Y.Z, appVersion VERSION, the
+#   image tag it defaults to);
+# - SHA256SUMS over all of them.
+# It is written into RELEASE_DIR.tmp and moved into place at the end, so a failed release leaves
+# no half-written RELEASE_DIR. The per-architecture images and the manifest list are removed
+# from podman's storage afterwards: the archive is the image. (Each image's ID is the line
+# `podman build -q` prints: with --manifest, --iidfile names the list instead.)
+RELEASE_DIR ?= $(BIN)/release
+RELEASE_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+RELEASE_IMAGE_ARCHS := amd64 arm64
+# A semantic version with a leading v and no build metadata (a '+' is not allowed in an image tag).
+RELEASE_VERSION_RE := ^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$$
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+
+.PHONY: release
+release: podman tools helm cyclonedx-gomod ## @HELP VERSION=vX.Y.Z: the release into bin/release (RELEASE_DIR): multi-arch image archive, CLI binaries and their SBOMs, install.yaml pinned by digest, the chart, SHA256SUMS (docs/release.md)
+	@echo '$(VERSION)' | grep -Eq '$(RELEASE_VERSION_RE)' || { echo "make release needs VERSION=vX.Y.Z (a semantic version with a v, no '+'), not '$(VERSION)'" >&2; exit 1; }
+	@if [ -n "$$(git status --porcelain 2>/dev/null)" ]; then echo "warning: the tree has uncommitted changes, so this release is not commit $(COMMIT)'s alone" >&2; fi
+	@start=$$(date +%s); stage=$(RELEASE_DIR).tmp; name=cascade-$(VERSION); \
+	rm -rf $$stage; mkdir -p $$stage; \
+	for p in $(RELEASE_PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; \
+	  echo "building $$name-$$os-$$arch"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build $(STATIC_BUILD_FLAGS) -o $$stage/$$name-$$os-$$arch ./cmd/cascade; \
+	  $(CYCLONEDX_GOMOD) bin -json -noserial -notimestamp -version $(VERSION) -output $$stage/$$name-$$os-$$arch.cdx.json $$stage/$$name-$$os-$$arch >$$stage/.log 2>&1 \
+	    || { cat $$stage/.log >&2; echo "cyclonedx-gomod bin $$name-$$os-$$arch failed" >&2; exit 1; }; \
+	done; \
+	rm -f $$stage/.log; \
+	list=localhost/cascade-release:$(VERSION)-$$$$; iids=$$(mktemp); kdir=$$(mktemp -d -p $(BIN) .release-XXXXXX); \
+	trap '$(PODMAN) $(PODMAN_FLAGS) manifest rm $$list >/dev/null 2>&1 || true; \
+	  if [ -s $$iids ]; then $(PODMAN) $(PODMAN_FLAGS) rmi --force $$(cat $$iids) >/dev/null 2>&1 || true; fi; \
+	  rm -rf $$iids $$kdir' EXIT; \
+	$(PODMAN) $(PODMAN_FLAGS) manifest create $$list >/dev/null; \
+	for arch in $(RELEASE_IMAGE_ARCHS); do \
+	  echo "building the image for linux/$$arch"; \
+	  mkdir -p $(BIN)/image/$$arch; cp -f $$stage/$$name-linux-$$arch $(BIN)/image/$$arch/cascade; \
+	  $(PODMAN) $(PODMAN_FLAGS) build -q --layers=false $(PODMAN_ULIMITS) --platform linux/$$arch --timestamp $(SOURCE_DATE_EPOCH) \
+	    --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --manifest $$list -f Dockerfile . >$$kdir/id 2>$$kdir/log \
+	    || { cat $$kdir/log >&2; echo "podman build for linux/$$arch failed" >&2; exit 1; }; \
+	  tail -n 1 $$kdir/id >> $$iids; \
+	done; \
+	$(PODMAN) $(PODMAN_FLAGS) manifest push -q --all --format oci --digestfile $$kdir/digest $$list oci-archive:$$stage/$$name-image.oci.tar:$(IMAGE):$(VERSION); \
+	digest=$$(cat $$kdir/digest); \
+	repo=$$(sed -n 's/^ *image: \(.*\):[^:/]*$$/\1/p' deploy/base/deployment.yaml); \
+	printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\nimages:\n  - name: %s\n    newName: %s\n    digest: %s\n' \
+	  $$(realpath --relative-to=$$kdir deploy/base) "$$repo" $(IMAGE) $$digest > $$kdir/kustomization.yaml; \
+	{ echo "# cascade $(VERSION) (commit $(COMMIT)): deploy/base with the image pinned by digest (docs/release.md)."; \
+	  $(BIN)/kubectl kustomize $$kdir; } > $$stage/install.yaml; \
+	$(HELM) package deploy/chart --version $(patsubst v%,%,$(VERSION)) --app-version $(VERSION) --destination $$stage >/dev/null; \
+	(cd $$stage && sha256sum -- * > SHA256SUMS.tmp && mv SHA256SUMS.tmp SHA256SUMS); \
+	rm -rf $(RELEASE_DIR); mv $$stage $(RELEASE_DIR); \
+	echo "wrote $(RELEASE_DIR) in $$(( $$(date +%s) - start ))s: image $(IMAGE)@$$digest"; \
+	(cd $(RELEASE_DIR) && ls -l | tail -n +2 | awk '{ printf "  %10d  %s\n", $$5, $$9 }')
 
 .PHONY: tools
 tools: $(TOOLS_STAMP) ## @HELP build etcd, kube-apiserver, kube-controller-manager, kubectl (cached)
@@ -141,6 +220,20 @@ $(HELM_STAMP): tools/helm/go.mod tools/helm/go.sum
 	fi
 	@cp -f $(HELM_CACHE) $(HELM)
 	@rm -f $(BIN)/.helm-*
+	@touch $@
+
+.PHONY: cyclonedx-gomod
+cyclonedx-gomod: $(CYCLONEDX_STAMP) ## @HELP build bin/cyclonedx-gomod from tools/cyclonedx (cached), the SBOM generator of make release
+
+$(CYCLONEDX_STAMP): tools/cyclonedx/go.mod tools/cyclonedx/go.sum
+	@mkdir -p $(BIN) $(dir $(CYCLONEDX_CACHE))
+	@if [ ! -x $(CYCLONEDX_CACHE) ]; then \
+	  echo "building cyclonedx-gomod (tools/cyclonedx module)"; \
+	  (cd tools/cyclonedx && $(GO) build -o $(CYCLONEDX_CACHE).tmp github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod); \
+	  mv $(CYCLONEDX_CACHE).tmp $(CYCLONEDX_CACHE); \
+	fi
+	@cp -f $(CYCLONEDX_CACHE) $(CYCLONEDX_GOMOD)
+	@rm -f $(BIN)/.cyclonedx-gomod-*
 	@touch $@
 
 .PHONY: prometheus-operator-crds
@@ -378,6 +471,7 @@ verify: ## @HELP gofmt, go vet, go mod tidy diff (every module), generated docs 
 	for m in e2e/tools/versions/*/; do (cd $$m && $(GO) mod tidy -diff); done
 	cd tools/lint && $(GO) mod tidy -diff
 	cd tools/helm && $(GO) mod tidy -diff
+	cd tools/cyclonedx && $(GO) mod tidy -diff
 	@$(MAKE) --no-print-directory lint
 
 .PHONY: lint

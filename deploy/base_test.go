@@ -41,9 +41,10 @@ func firstMatch(t *testing.T, path, re string) string {
 	return string(m[1])
 }
 
-// TestBaseMatchesImage: the Deployment runs the image `make image` tags, as the user the
-// Dockerfile sets, hardened as the image allows (read-only root, nothing to escalate to), with
-// probes on the port cascade serves them on. The e2e test TestImage runs the image the same way.
+// TestBaseMatchesImage: the Deployment runs the image `make image` builds, at the version the
+// chart defaults to (the next release's, never a moving tag), as the user the Dockerfile sets,
+// hardened as the image allows (read-only root, nothing to escalate to), with probes on the port
+// cascade serves them on. The e2e test TestImage runs the image the same way.
 func TestBaseMatchesImage(t *testing.T) {
 	var d appsv1.Deployment
 	readStrict(t, "base/deployment.yaml", &d)
@@ -54,8 +55,13 @@ func TestBaseMatchesImage(t *testing.T) {
 	c := pod.Containers[0]
 
 	image := firstMatch(t, "../Makefile", `(?m)^IMAGE \?= (\S+)$`)
-	if c.Image != image+":latest" {
-		t.Errorf("image %q, want %q (the Makefile's IMAGE, tagged latest by make image)", c.Image, image+":latest")
+	appVersion := firstMatch(t, "chart/Chart.yaml", `(?m)^appVersion: "?([^"\s]+)"?$`)
+	chartVersion := firstMatch(t, "chart/Chart.yaml", `(?m)^version: (\S+)$`)
+	if !releaseVersion.MatchString(appVersion) || appVersion != "v"+chartVersion {
+		t.Errorf("the chart's appVersion %q and version %q: want vX.Y.Z and X.Y.Z, the next release (make release)", appVersion, chartVersion)
+	}
+	if c.Image != image+":"+appVersion {
+		t.Errorf("image %q, want %q (the Makefile's IMAGE at the chart's appVersion)", c.Image, image+":"+appVersion)
 	}
 	user := firstMatch(t, "../Dockerfile", `(?m)^USER (\d+):\d+$`)
 	if sc := pod.SecurityContext; sc == nil || sc.RunAsUser == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot ||
@@ -123,6 +129,10 @@ func TestBaseMatchesImage(t *testing.T) {
 		}
 	}
 }
+
+// releaseVersion is the Makefile's RELEASE_VERSION_RE: a semantic version with a v and no build
+// metadata, which an image tag cannot hold.
+var releaseVersion = regexp.MustCompile(`^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$`)
 
 func itoa[T int | int64](i T) string { return strconv.FormatInt(int64(i), 10) }
 
