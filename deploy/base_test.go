@@ -310,3 +310,29 @@ func TestBaseRegistersTheAggregatedAPI(t *testing.T) {
 		t.Error("kustomization.yaml does not list aggregated-api.yaml")
 	}
 }
+
+// TestBaseSetsGoMemLimit: the Go runtime's soft limit follows the container's memory limit
+// (docs/operations.md), through the downward API, and that limit is set: with none, the
+// downward API gives the node's allocatable memory and the soft limit protects nothing.
+func TestBaseSetsGoMemLimit(t *testing.T) {
+	var d appsv1.Deployment
+	readStrict(t, "base/deployment.yaml", &d)
+	c := d.Spec.Template.Spec.Containers[0]
+	found := false
+	for _, e := range c.Env {
+		if e.Name != "GOMEMLIMIT" {
+			continue
+		}
+		found = true
+		if e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil || e.ValueFrom.ResourceFieldRef.Resource != "limits.memory" ||
+			(e.ValueFrom.ResourceFieldRef.ContainerName != "" && e.ValueFrom.ResourceFieldRef.ContainerName != c.Name) {
+			t.Errorf("GOMEMLIMIT %+v, want the container's limits.memory from the downward API", e)
+		}
+	}
+	if !found {
+		t.Errorf("container %s sets no GOMEMLIMIT", c.Name)
+	}
+	if c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("container %s has no memory limit for GOMEMLIMIT to follow", c.Name)
+	}
+}
