@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
 	"sigs.k8s.io/yaml"
 
@@ -179,17 +180,8 @@ func TestExplainAggregatedAPI(t *testing.T) {
 	addr := net.JoinHostPort(ip, strconv.Itoa(port))
 	c := suite.StartSecureCascade(t, "--kubeconfig="+kc, "--dry-run", "--orphan-record-configmap=", "--metrics-bind-address="+addr)
 
-	// The Service's endpoint: cascade's address, on the port the Service targets (named metrics).
-	ready, portName, proto, p32 := true, "metrics", corev1.ProtocolTCP, int32(port)
 	slice := "cascade-metrics-e2e"
-	if _, err := cs.Kube.DiscoveryV1().EndpointSlices("cascade-system").Create(ctx, &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: slice, Labels: map[string]string{discoveryv1.LabelServiceName: "cascade-metrics"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
-		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &p32, Protocol: &proto}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createMetricsEndpoint(ctx, t, cs.Kube, slice, ip, port)
 	t.Cleanup(func() {
 		_ = cs.Kube.DiscoveryV1().EndpointSlices("cascade-system").Delete(context.Background(), slice, metav1.DeleteOptions{})
 	})
@@ -278,5 +270,21 @@ func TestExplainAggregatedAPI(t *testing.T) {
 		if resp.StatusCode != tt.want || !strings.Contains(string(b), tt.body) {
 			t.Errorf("%s, X-Remote-User %s: GET %s = %d %q, want %d and %q", tt.who, tt.user, tt.path, resp.StatusCode, b, tt.want, tt.body)
 		}
+	}
+}
+
+// createMetricsEndpoint gives the Service cascade-metrics (deploy/base) one endpoint: cascade at
+// ip:port, on the port the Service targets (named metrics), as the EndpointSlice named name. No
+// kubelet runs here, so no Pod backs the Service; the aggregated API reaches cascade through it.
+func createMetricsEndpoint(ctx context.Context, t *testing.T, kube kubernetes.Interface, name, ip string, port int) {
+	t.Helper()
+	ready, portName, proto, p32 := true, "metrics", corev1.ProtocolTCP, int32(port)
+	if _, err := kube.DiscoveryV1().EndpointSlices("cascade-system").Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: "cascade-metrics"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &p32, Protocol: &proto}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }

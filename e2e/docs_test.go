@@ -18,7 +18,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -249,16 +248,8 @@ func TestDocsExamples(t *testing.T) {
 	if _, err := cp.StartKubeControllerManager("kcm-namespaces", harness.KCMOptions{Controllers: "namespace-controller"}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := cp.RestConfig()
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := framework.Clients{Kube: kube, Dyn: dyn}
+	cs := framework.ClientsFor(t, cp.RestConfig())
+	kube, dyn := cs.Kube, cs.Dyn
 	r := newDocsRunner(t, cp)
 
 	// What the docs assume exists: the Prometheus Operator's CRDs, Prometheus' ServiceAccount.
@@ -378,16 +369,8 @@ func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Cl
 		}
 	}()
 
-	ready, portName, proto, p32 := true, "metrics", corev1.ProtocolTCP, int32(port)
 	slice := "cascade-metrics-docs"
-	if _, err := cs.Kube.DiscoveryV1().EndpointSlices("cascade-system").Create(ctx, &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: slice, Labels: map[string]string{discoveryv1.LabelServiceName: "cascade-metrics"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
-		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &p32, Protocol: &proto}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createMetricsEndpoint(ctx, t, cs.Kube, slice, ip, port)
 	waitAPIServiceAvailable(t, cs.Dyn, aggregatedAPIService)
 	env := []string{"HEALTH=" + strings.TrimPrefix(c.HealthURL, "http://"), "METRICS=" + metrics}
 	// reach-cascade.sh's variables feed the trees: it runs alone first, then in the same shell

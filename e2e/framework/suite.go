@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/cascade-gc/cascade/e2e/harness"
 )
@@ -113,7 +114,12 @@ type Clients struct {
 // Clients returns new admin clients of the suite's control plane.
 func (s *Suite) Clients(t testing.TB) Clients {
 	t.Helper()
-	cfg := s.CP.RestConfig()
+	return ClientsFor(t, s.CP.RestConfig())
+}
+
+// ClientsFor returns new clients for cfg (a test's own control plane, an identity of its own).
+func ClientsFor(t testing.TB, cfg *rest.Config) Clients {
+	t.Helper()
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
