@@ -155,15 +155,12 @@ func TestImage(t *testing.T) {
 	t.Logf("image %s: %.1f MiB, user %s", image, float64(size)/(1<<20), fields[0])
 
 	// --version names the stamped version and commit, in one line.
-	head, err := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
+	head := gitOutput(t, root, "rev-parse", "HEAD")
 	out, err := podman(append(append([]string{"run", "--rm", "--pull=never"}, podmanUlimits...), image, "--version")...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf("cascade %s (commit %s, ", version, strings.TrimSpace(string(head))); !strings.HasPrefix(out, want) || strings.Contains(out, "\n") {
+	if want := fmt.Sprintf("cascade %s (commit %s, ", version, strings.TrimSpace(head)); !strings.HasPrefix(out, want) || strings.Contains(out, "\n") {
 		t.Fatalf("--version printed %q, want one line starting %q", out, want)
 	}
 
