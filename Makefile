@@ -198,11 +198,8 @@ tools: $(TOOLS_STAMP) ## @HELP build etcd, kube-apiserver, kube-controller-manag
 $(TOOLS_STAMP): e2e/tools/go.mod e2e/tools/go.sum e2e/tools/etcd/main.go
 	@mkdir -p $(BIN) $(TOOLS_CACHE)
 	@for t in $(TOOLS); do \
-	  if [ ! -x $(TOOLS_CACHE)/$$t ]; then \
-	    case $$t in etcd) pkg=./etcd; ldflags= ;; *) pkg=k8s.io/kubernetes/cmd/$$t; ldflags='$(KUBE_LDFLAGS)' ;; esac; \
-	    echo "building $$t (Kubernetes $(KUBE_VERSION) tools module; a few minutes the first time)"; \
-	    (cd e2e/tools && $(GO) build -ldflags "$$ldflags" -o $(TOOLS_CACHE)/$$t.tmp $$pkg) && mv $(TOOLS_CACHE)/$$t.tmp $(TOOLS_CACHE)/$$t; \
-	  fi; \
+	  case $$t in etcd) pkg=./etcd; ldflags= ;; *) pkg=k8s.io/kubernetes/cmd/$$t; ldflags='$(KUBE_LDFLAGS)' ;; esac; \
+	  GO=$(GO) tools/build-tool $(TOOLS_CACHE)/$$t e2e/tools $$pkg "$$ldflags" "$$t (Kubernetes $(KUBE_VERSION) tools module)"; \
 	  cp -f $(TOOLS_CACHE)/$$t $(BIN)/$$t; \
 	done
 	@rm -f $(BIN)/.tools-*
@@ -213,11 +210,7 @@ helm: $(HELM_STAMP) ## @HELP build bin/helm from tools/helm (cached)
 
 $(HELM_STAMP): tools/helm/go.mod tools/helm/go.sum
 	@mkdir -p $(BIN) $(dir $(HELM_CACHE))
-	@if [ ! -x $(HELM_CACHE) ]; then \
-	  echo "building helm (tools/helm module; a few minutes the first time)"; \
-	  (cd tools/helm && $(GO) build -ldflags '$(HELM_LDFLAGS)' -o $(HELM_CACHE).tmp helm.sh/helm/v3/cmd/helm); \
-	  mv $(HELM_CACHE).tmp $(HELM_CACHE); \
-	fi
+	@GO=$(GO) tools/build-tool $(HELM_CACHE) tools/helm helm.sh/helm/v3/cmd/helm '$(HELM_LDFLAGS)' helm
 	@cp -f $(HELM_CACHE) $(HELM)
 	@rm -f $(BIN)/.helm-*
 	@touch $@
@@ -227,11 +220,7 @@ cyclonedx-gomod: $(CYCLONEDX_STAMP) ## @HELP build bin/cyclonedx-gomod from tool
 
 $(CYCLONEDX_STAMP): tools/cyclonedx/go.mod tools/cyclonedx/go.sum
 	@mkdir -p $(BIN) $(dir $(CYCLONEDX_CACHE))
-	@if [ ! -x $(CYCLONEDX_CACHE) ]; then \
-	  echo "building cyclonedx-gomod (tools/cyclonedx module)"; \
-	  (cd tools/cyclonedx && $(GO) build -o $(CYCLONEDX_CACHE).tmp github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod); \
-	  mv $(CYCLONEDX_CACHE).tmp $(CYCLONEDX_CACHE); \
-	fi
+	@GO=$(GO) tools/build-tool $(CYCLONEDX_CACHE) tools/cyclonedx github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod '' cyclonedx-gomod
 	@cp -f $(CYCLONEDX_CACHE) $(CYCLONEDX_GOMOD)
 	@rm -f $(BIN)/.cyclonedx-gomod-*
 	@touch $@
@@ -272,33 +261,27 @@ V1BETA1_ADMISSION_ARGS := --feature-gates=MutatingAdmissionPolicy=true --runtime
 # detects and shows (TestFeatureLevelsShown).
 VERSIONS_RUN ?= ^(TestFeatureLevelsShown|TestBackgroundCascade|TestCustomResources|TestFinalizersForeground|TestFinalizersForegroundCycle|TestFinalizersOrphanRC|TestStartsAndWatchesNewCRD|TestCRDDeletedDependentsCollected|TestPolicyCollectNever|TestPolicyCollectAfter|TestPolicyDefaultOrphan|TestPolicyDefaultStampAndUnstamp|TestExplain|TestLeaderFailover)$$
 # For version $$v (shell): minor, the pinning module mod, the ldflags that stamp the reported
-# version, the etcd server version the module pins, and the cache key.
-VERSION_VARS = minor=$${v\#v1.}; minor=$${minor%%.*}; \
-	  mod=e2e/tools/versions/v1.$$minor; if [ "$$v" = "$(KUBE_VERSION)" ]; then mod=e2e/tools; fi; \
-	  if ! grep -qE "^\s*k8s\.io/kubernetes $$v$$" $$mod/go.mod 2>/dev/null; then echo "no module pins Kubernetes $$v (looked in $$mod/go.mod)" >&2; exit 1; fi; \
-	  ldflags="-X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$$minor -X k8s.io/component-base/version.gitTreeState=clean"; \
-	  etcd=$$(awk '$$1 == "go.etcd.io/etcd/server/v3" {print $$2}' $$mod/go.mod); \
-	  key=$$( (cat $$mod/go.mod $$mod/go.sum $$mod/etcd/main.go; echo "$$ldflags"; $(GO) env GOVERSION) 2>/dev/null | sha256sum | cut -c1-16);
+# version, its cache key, and the etcd the suite runs with (one per etcd minor: etcd, the module
+# etcdmod it is built from, and that module's key etcdkey), from tools/kube-version-vars.
+VERSION_VARS = eval "$$(GO=$(GO) tools/kube-version-vars $$v)";
 
+# Each kube-apiserver and etcd is built under its own lock (tools/build-tool), so this target can
+# run in the background while `make tools` or another tools-versions runs: none builds a binary
+# twice. Versions go newest first and etcd after kube-apiserver, so that a background run
+# (make test) reaches the etcd `make tools` builds last.
 .PHONY: tools-versions
-tools-versions: ## @HELP build kube-apiserver and etcd of every Kubernetes version in KUBE_VERSIONS (cached per version) into bin/versions/<version>/
-	@for v in $(KUBE_VERSIONS); do \
+tools-versions: ## @HELP build kube-apiserver and etcd of every Kubernetes version in KUBE_VERSIONS (cached per version; etcd per etcd minor) into bin/versions/<version>/
+	@for v in $$(printf '%s\n' $(KUBE_VERSIONS) | sort -rV); do \
 	  $(VERSION_VARS) \
-	  cache=$(VERSIONS_CACHE)/$$key; out=$(VERSIONS_BIN)/$$v; \
-	  if [ -f $$out/.tools-$$key ]; then continue; fi; \
-	  mkdir -p $$cache $$out; \
-	  for t in etcd kube-apiserver; do \
-	    if [ ! -x $$cache/$$t ]; then \
-	      case $$t in etcd) pkg=./etcd; lf= ; what="etcd $$etcd" ;; *) pkg=k8s.io/kubernetes/cmd/$$t; lf=$$ldflags; what="$$t $$v" ;; esac; \
-	      echo "building $$what ($$mod; a few minutes the first time)"; \
-	      start=$$(date +%s); \
-	      (cd $$mod && $(GO) build -ldflags "$$lf" -o $$cache/$$t.tmp $$pkg); \
-	      mv $$cache/$$t.tmp $$cache/$$t; \
-	      echo "built $$what in $$(( $$(date +%s) - start ))s"; \
-	    fi; \
-	    cp -f $$cache/$$t $$out/$$t; \
+	  out=$(VERSIONS_BIN)/$$v; stamp=$$out/.tools-$$key-$$etcdkey; \
+	  if [ -f $$stamp ]; then continue; fi; \
+	  mkdir -p $$out; \
+	  GO=$(GO) tools/build-tool $(VERSIONS_CACHE)/$$key/kube-apiserver $$mod k8s.io/kubernetes/cmd/kube-apiserver "$$ldflags" "kube-apiserver $$v"; \
+	  GO=$(GO) tools/build-tool $(VERSIONS_CACHE)/$$etcdkey/etcd $$etcdmod ./etcd '' "etcd $$etcd (for $$v)"; \
+	  for f in $(VERSIONS_CACHE)/$$key/kube-apiserver $(VERSIONS_CACHE)/$$etcdkey/etcd; do \
+	    cp -f $$f $$out/.$${f##*/}.$$$$ && mv -f $$out/.$${f##*/}.$$$$ $$out/$${f##*/}; \
 	  done; \
-	  rm -f $$out/.tools-*; touch $$out/.tools-$$key; \
+	  rm -f $$out/.tools-*; touch $$stamp; \
 	done
 
 # The subset runs against each version in turn, on a control plane of that version's etcd and
@@ -323,8 +306,38 @@ test-versions: build tools-versions ## @HELP the core e2e subset (VERSIONS_RUN) 
 run: build tools ## @HELP start the local control plane and cascade against it (Ctrl-C stops all), its /metrics and /debug plain HTTP without authentication (--metrics-secure=false); ARGS="--v=2" passes flags
 	$(BIN)/localrun --cascade $(BIN)/cascade -- $(ARGS)
 
+# make test is CI's suite (.ci/run: make verify, then make test), run as timed steps
+# (.ci/timed; CASCADE_STEPS names the file the times go to, and .ci/run prints them as one
+# table). The version matrix's tools (tools-versions: three kube-apiservers and an etcd, the
+# longest build of a cold run) are built in the background at nice 19 from the start, so that
+# they take the CPU the unit tests and the e2e suite leave idle (the e2e tests mostly wait on
+# API servers); test-versions joins them (its tools-versions waits on the background build's
+# locks and finds the rest built). TOOLS_VERSIONS_BG=0: no background build (.ci/run starts its
+# own before make verify). Every step runs even when one before it failed; the target fails at
+# the end, naming the failed steps.
+TOOLS_VERSIONS_BG ?= 1
+TEST_STEPS := test-unit test-rules tools e2e test-versions test-chaos
+
 .PHONY: test
-test: test-unit test-rules e2e test-versions test-chaos ## @HELP every test: unit tests with -race, the alert rules (promtool), the e2e suite on the local control plane, its core subset on every Kubernetes version of the matrix, the chaos suite (fixed seed) and its deterministic tests
+test: ## @HELP every test, as CI runs them: unit tests with -race, the alert rules (promtool), the e2e suite on the local control plane, its core subset on every Kubernetes version of the matrix, the chaos suite (fixed seed) and its deterministic tests; the matrix's tools build in the background meanwhile
+	@mkdir -p $(BIN); failed=; \
+	if [ "$(TOOLS_VERSIONS_BG)" = 1 ]; then \
+	  echo "building the version matrix's kube-apiserver and etcd in the background at nice 19 (log: bin/tools-versions-bg.log)"; \
+	  nice -n 19 .ci/timed "tools-versions (background, nice 19)" $(MAKE) --no-print-directory tools-versions > $(BIN)/tools-versions-bg.log 2>&1 & bg=$$!; \
+	fi; \
+	for step in $(TEST_STEPS); do \
+	  target=$$step; if [ $$step = tools ]; then target="build tools helm prometheus-operator-crds"; fi; \
+	  .ci/timed "make $$step" $(MAKE) --no-print-directory $$target || failed="$$failed $$step"; \
+	done; \
+	if [ -n "$${bg:-}" ]; then wait $$bg || true; echo "--- the background build of the version matrix's tools:"; cat $(BIN)/tools-versions-bg.log; fi; \
+	if [ -n "$$failed" ]; then echo "make test failed in:$$failed" >&2; exit 1; fi
+
+# The contributor's loop (docs/development.md): the unit tests, then the e2e core subset (the
+# version matrix's VERSIONS_RUN) on KUBE_VERSION's control plane. make test stays the full suite.
+.PHONY: test-quick
+test-quick: build tools ## @HELP the quick loop: unit tests with -race, then the e2e core subset on one Kubernetes version (under 10 minutes warm)
+	$(GO) test -race -count=1 ./...
+	CASCADE_BINARY=$(BIN)/cascade $(GO) test -tags e2e -count=1 -v -timeout 20m -run '$(VERSIONS_RUN)' ./e2e/
 
 .PHONY: test-unit
 test-unit: ## @HELP unit tests with the race detector (the fast loop)
@@ -485,11 +498,7 @@ lint: $(LINT_STAMP) ## @HELP golangci-lint (.golangci.yml) on cascade with the e
 
 $(LINT_STAMP): tools/lint/go.mod tools/lint/go.sum
 	@mkdir -p $(BIN) $(dir $(LINT_CACHE))
-	@if [ ! -x $(LINT_CACHE) ]; then \
-	  echo "building golangci-lint (tools/lint module; a few minutes the first time)"; \
-	  (cd tools/lint && $(GO) build -o $(LINT_CACHE).tmp github.com/golangci/golangci-lint/v2/cmd/golangci-lint); \
-	  mv $(LINT_CACHE).tmp $(LINT_CACHE); \
-	fi
+	@GO=$(GO) tools/build-tool $(LINT_CACHE) tools/lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint '' golangci-lint
 	@cp -f $(LINT_CACHE) $(GOLANGCI_LINT)
 	@rm -f $(BIN)/.golangci-lint-*
 	@touch $@
