@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
@@ -27,17 +29,19 @@ import (
 
 // newExplainCommand is `cascade explain RESOURCE/NAME`: it asks a running cascade what it knows
 // about one object and what it would do, and prints it. With the user's kubeconfig (kubectl's
-// flags) it asks the API server for the object's explanation in cascade's aggregated API
-// (debug.cascade.dev, aggregated.go): the API server authenticates the user with whatever the
-// kubeconfig holds (token, client certificate, exec plugin), authorizes get on explanations
-// with the user's RBAC and forwards the request to cascade, which knows who asks; no
-// port-forward. --url asks a cascade's /debug/graph directly (a local run, a port-forward).
+// flags) it asks for the object's explanation in cascade's aggregated API (debug.cascade.dev,
+// aggregated.go), as the kubeconfig's user: through the API server when the APIService is
+// installed (opt-in: the API server authenticates the user, authorizes get on explanations
+// and forwards the request to cascade), else, by default, at the same path on a pod of cascade
+// through a port-forward (forward.go), where cascade authenticates the user itself and
+// authorizes the same. --url asks a cascade's /debug/graph directly (a local run).
 func newExplainCommand() *cobra.Command {
 	var (
 		kf           kubeFlags
 		base, format string
 		caFile       string
 		insecureTLS  bool
+		cascadeNS    string
 	)
 	cmd := &cobra.Command{
 		Use:   "explain RESOURCE[.GROUP]/NAME [-n NAMESPACE] [-o text|json|yaml|dot]",
@@ -45,15 +49,15 @@ func newExplainCommand() *cobra.Command {
 		Long: "Ask a running cascade what it knows about one object (its owners and the graph's verdict on\n" +
 			"each, its dependents) and what it would do now, and why. RESOURCE is any name kubectl\n" +
 			"accepts (configmap, cm, configmaps, deployment.apps), resolved with the cluster's discovery.\n" +
-			"cascade is reached through the API server, as the kubeconfig's user, in its aggregated API\n" +
-			"(get explanations.debug.cascade.dev: the ClusterRole cascade-debug-reader grants it); the\n" +
-			"namespace defaults to the context's. --url asks a cascade directly instead (a local run, a\n" +
-			"port-forward), with RESOURCE as plural[.group].",
+			"cascade is asked as the kubeconfig's user (get explanations.debug.cascade.dev in the object's\n" +
+			"namespace: the ClusterRole cascade-debug-reader grants it): through the API server when\n" +
+			"cascade's aggregated API is installed (opt-in, docs/security.md), else through a port-forward\n" +
+			"to a pod of cascade in --cascade-namespace (list pods and create pods/portforward there: the\n" +
+			"Role cascade-explain-port-forward). The namespace defaults to the context's. --url asks a\n" +
+			"cascade directly instead (a local run), with RESOURCE as plural[.group].",
 		Example: "  cascade explain cm/my-config\n" +
 			"  cascade explain deployment.apps/web -n shop -o yaml --context prod\n" +
-			"  cascade explain configmaps/my-config -n default --url http://127.0.0.1:8443\n" +
-			"  kubectl -n cascade-system port-forward deploy/cascade 8443 &\n" +
-			"  cascade explain configmaps/my-config -n default --url https://127.0.0.1:8443 --insecure-skip-tls-verify",
+			"  cascade explain configmaps/my-config -n default --url http://127.0.0.1:8443",
 		Args: exactArgs(1, "one RESOURCE[.GROUP]/NAME"),
 	}
 	kf.add(cmd.Flags(), true)
@@ -61,6 +65,7 @@ func newExplainCommand() *cobra.Command {
 	cmd.Flags().StringVar(&caFile, "certificate-authority", "", "With an https --url: the CA file that signed cascade's serving certificate (its --tls-cert-file).")
 	cmd.Flags().BoolVar(&insecureTLS, "insecure-skip-tls-verify", false, "With an https --url: do not verify cascade's serving certificate (its self-signed one); the token is still sent, so use it only through a port-forward.")
 	cmd.Flags().StringVarP(&format, "output", "o", "text", "text, json, yaml or dot.")
+	cmd.Flags().StringVar(&cascadeNS, "cascade-namespace", "cascade-system", "Where cascade runs: without its aggregated API, explain port-forwards to a pod of cascade there.")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		resource, name, ok := strings.Cut(args[0], "/")
 		if !ok || resource == "" || name == "" {
@@ -104,6 +109,32 @@ func newExplainCommand() *cobra.Command {
 			if ns, _, err = kf.clientConfig().Namespace(); err != nil {
 				return fmt.Errorf("cannot load the kubeconfig: %v", err)
 			}
+		}
+		installed, err := aggregatedAPIInstalled(disco)
+		if err != nil {
+			return err
+		}
+		if !installed {
+			// The default install: no APIService, a port-forward to cascade's pod.
+			kube, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return fmt.Errorf("build client: %w", err)
+			}
+			pod, port, err := pickCascadePod(ctx, kube, cascadeNS, "cascade")
+			if err != nil {
+				return fmt.Errorf("cascade's aggregated API %s is not installed (the default), so explain asks a pod of cascade through a port-forward: %w", debugGroup, err)
+			}
+			local, stop, err := forwardToPod(ctx, cfg, kube, cascadeNS, pod, port)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			hc, base, err := forwardedClient(cfg, local)
+			if err != nil {
+				return err
+			}
+			hc.Timeout = 30 * time.Second
+			return explain(ctx, cmd.OutOrStdout(), hc, aggregatedURL(base, graphResource, ns, name, format), format)
 		}
 		hc, err := rest.HTTPClientFor(cfg)
 		if err != nil {
@@ -164,6 +195,24 @@ func resolveResource(mapper meta.RESTMapper, resource string) (graphResource str
 		return "", false, fmt.Errorf("no REST mapping for %s: %v", gvk, err)
 	}
 	return gvr.GroupResource().String(), m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+}
+
+// aggregatedAPIInstalled says whether the API server has cascade's APIService: discovery of its
+// group version answers anything but 404 (503 while no cascade answers: the request through the
+// API server then says so, as before).
+func aggregatedAPIInstalled(disco discovery.DiscoveryInterface) (bool, error) {
+	err := disco.RESTClient().Get().AbsPath("/apis", debugGroup, debugVersion).Do(context.Background()).Error()
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsForbidden(err):
+		// Registered, but its backend does not answer (or the user may not read discovery):
+		// asking through the API server reports why.
+		return true, nil
+	}
+	return false, fmt.Errorf("cannot read the API server's discovery of %s/%s: %w", debugGroup, debugVersion, err)
 }
 
 // aggregatedURL is the explanation of the object of resource (plural[.group]) named ns/name (ns

@@ -193,7 +193,8 @@ const (
 //     certificate signed by the API server's front-proxy CA, with one of the allowed names,
 //     whose X-Remote-User (and group, extra) headers name the user the API server
 //     authenticated, read live from kube-system/extension-apiserver-authentication; then of a
-//     bearer token, reviewed by TokenReview; cached;
+//     client certificate of the cluster's client CA (from the same ConfigMap, when published);
+//     then of a bearer token, reviewed by TokenReview; cached;
 //   - authorization by SubjectAccessReview, cached: the resource attributes of an aggregated
 //     API request as the API server parsed them, or the non-resource URL (/metrics,
 //     /debug/graph) and its verb; the aggregated API's discovery documents need none.
@@ -222,12 +223,28 @@ func newAccessGate(ctx context.Context, kube kubernetes.Interface) (*accessGate,
 			debugGroup+" (cascade explain) are refused until cascade can (deploy/base's RoleBinding cascade-authentication-reader grants it)",
 			"configMap", authenticationConfigMapNamespace+"/"+authenticationConfigMap, "err", err)
 	}
+	runners := []dynamiccertificates.ControllerRunner{ca, headers}
+	// Client certificates of the cluster's own client CA (the API server's --client-ca-file, in
+	// the same ConfigMap): a kubeconfig user with a certificate (kind's and kubeadm's admin) is
+	// authenticated by it when `cascade explain` reaches cascade through a port-forward instead
+	// of the API server (forward.go). A cluster that publishes none (every client uses tokens)
+	// has no such authenticator, and no log of the missing key every few seconds.
+	var clientCA dynamiccertificates.CAContentProvider
+	if c, err := dynamiccertificates.NewDynamicCAFromConfigMapController("client-ca", authenticationConfigMapNamespace,
+		authenticationConfigMap, "client-ca-file", kube); err == nil && c.RunOnce(ctx) == nil {
+		clientCA = c
+		runners = append(runners, c)
+	} else {
+		klog.FromContext(ctx).V(2).Info("No client CA published by the API server: client certificates are not accepted, bearer tokens are",
+			"configMap", authenticationConfigMapNamespace+"/"+authenticationConfigMap)
+	}
 	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
-		Anonymous:                nil, // no anonymous requests: no token, no answer
-		TokenAccessReviewClient:  kube.AuthenticationV1(),
-		TokenAccessReviewTimeout: 10 * time.Second,
-		WebhookRetryBackoff:      &backoff,
-		CacheTTL:                 reviewCacheTTL,
+		Anonymous:                          nil, // no anonymous requests: no token, no answer
+		ClientCertificateCAContentProvider: clientCA,
+		TokenAccessReviewClient:            kube.AuthenticationV1(),
+		TokenAccessReviewTimeout:           10 * time.Second,
+		WebhookRetryBackoff:                &backoff,
+		CacheTTL:                           reviewCacheTTL,
 		RequestHeaderConfig: &authenticatorfactory.RequestHeaderConfig{
 			CAContentProvider:   ca,
 			AllowedClientNames:  headerrequest.StringSliceProviderFunc(headers.AllowedClientNames),
@@ -250,7 +267,7 @@ func newAccessGate(ctx context.Context, kube kubernetes.Interface) (*accessGate,
 	if err != nil {
 		return nil, fmt.Errorf("delegated authorization (SubjectAccessReview): %w", err)
 	}
-	return &accessGate{authn: authn, authz: authz, frontProxy: []dynamiccertificates.ControllerRunner{ca, headers}}, nil
+	return &accessGate{authn: authn, authz: authz, frontProxy: runners}, nil
 }
 
 // run keeps the front-proxy configuration current (an informer on the one ConfigMap) until ctx
