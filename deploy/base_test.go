@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -242,18 +243,16 @@ func TestBaseSecuresTheMetricsPort(t *testing.T) {
 	}
 }
 
-// TestBaseRegistersTheAggregatedAPI: the APIService of cascade's aggregated API points at the
-// Service's port in cascade's namespace (the self-signed certificate: insecureSkipTLSVerify,
-// and no caBundle beside it, which the API server would refuse), and cascade's ServiceAccount
-// may read the front-proxy configuration through kube-apiserver's own Role, bound where that
-// Role is: kube-system.
-func TestBaseRegistersTheAggregatedAPI(t *testing.T) {
+// TestAggregatedAPIIsOptIn: deploy/base registers no APIService (an aggregated API without a
+// backend leaves every deleted namespace of the cluster Terminating while cascade is down);
+// the component deploy/components/aggregated-api holds cascade's, pointing at the Service's
+// port in cascade's namespace (the self-signed certificate: insecureSkipTLSVerify, and no
+// caBundle beside it, which the API server would refuse); the base lets cascade's
+// ServiceAccount read the front-proxy and client CAs through kube-apiserver's own Role, bound
+// where that Role is: kube-system.
+func TestAggregatedAPIIsOptIn(t *testing.T) {
 	var svc corev1.Service
 	readStrict(t, "base/service.yaml", &svc)
-	b, err := os.ReadFile("base/aggregated-api.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var (
 		api struct {
 			Kind     string `json:"kind"`
@@ -272,16 +271,14 @@ func TestBaseRegistersTheAggregatedAPI(t *testing.T) {
 		}
 		rb rbacv1.RoleBinding
 	)
-	docs := strings.Split(string(b), "\n---\n")
-	if len(docs) != 2 {
-		t.Fatalf("aggregated-api.yaml has %d objects, want the APIService and the RoleBinding", len(docs))
-	}
-	if err := yaml.Unmarshal([]byte(docs[0]), &api); err != nil {
+	b, err := os.ReadFile("components/aggregated-api/aggregated-api.yaml")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := yaml.UnmarshalStrict([]byte(docs[1]), &rb); err != nil {
+	if err := yaml.Unmarshal(b, &api); err != nil {
 		t.Fatal(err)
 	}
+	readStrict(t, "base/authentication-reader.yaml", &rb)
 	s := api.Spec
 	if api.Kind != "APIService" || api.Metadata.Name != s.Version+"."+s.Group || s.Group != "debug.cascade.dev" || s.Version != "v1alpha1" {
 		t.Errorf("APIService %s serves %s/%s, want v1alpha1.debug.cascade.dev", api.Metadata.Name, s.Group, s.Version)
@@ -296,18 +293,36 @@ func TestBaseRegistersTheAggregatedAPI(t *testing.T) {
 		len(rb.Subjects) != 1 || rb.Subjects[0].Kind != rbacv1.ServiceAccountKind || rb.Subjects[0].Name != "cascade" || rb.Subjects[0].Namespace != "cascade-system" {
 		t.Errorf("RoleBinding %s/%s %+v %+v, want extension-apiserver-authentication-reader in kube-system for cascade-system/cascade", rb.Namespace, rb.Name, rb.RoleRef, rb.Subjects)
 	}
-	k, err := os.ReadFile("base/kustomization.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kust struct {
+	var base, component struct {
+		Kind      string   `json:"kind"`
 		Resources []string `json:"resources"`
 	}
-	if err := yaml.Unmarshal(k, &kust); err != nil {
-		t.Fatal(err)
+	readKustomization := func(path string, into any) {
+		k, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(k, into); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if !slices.Contains(kust.Resources, "aggregated-api.yaml") {
-		t.Error("kustomization.yaml does not list aggregated-api.yaml")
+	readKustomization("base/kustomization.yaml", &base)
+	readKustomization("components/aggregated-api/kustomization.yaml", &component)
+	if !slices.Contains(base.Resources, "authentication-reader.yaml") {
+		t.Error("base/kustomization.yaml does not list authentication-reader.yaml")
+	}
+	if component.Kind != "Component" || !slices.Equal(component.Resources, []string{"aggregated-api.yaml"}) {
+		t.Errorf("components/aggregated-api is a %s of %v, want a Component of aggregated-api.yaml", component.Kind, component.Resources)
+	}
+	// No file the base lists holds an APIService.
+	for _, f := range base.Resources {
+		b, err := os.ReadFile(filepath.Join("base", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "kind: APIService") {
+			t.Errorf("base/%s registers an APIService: the default install must not make namespace deletion depend on cascade", f)
+		}
 	}
 }
 

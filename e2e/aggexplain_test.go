@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -24,17 +23,16 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
-	"sigs.k8s.io/yaml"
 
 	"github.com/cascade-gc/cascade/e2e/framework"
 	"github.com/cascade-gc/cascade/e2e/harness"
 )
 
-// aggregatedAPIService is deploy/base's APIService of cascade's aggregated API.
+// aggregatedAPIService is the APIService of cascade's aggregated API (the opt-in component
+// deploy/components/aggregated-api, the chart's apiService.create).
 const aggregatedAPIService = "v1alpha1.debug.cascade.dev"
 
 var apiServiceGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
@@ -65,34 +63,20 @@ func freePort(t *testing.T, ip string) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// applyFromBase applies the object of kind named name as deploy/base renders it (kustomize),
-// and deletes it when the test ends.
-func applyFromBase(t *testing.T, kind, name string) {
+// applyAggregatedAPI applies the opt-in component deploy/components/aggregated-api (cascade's
+// APIService), and deletes it when the test ends: no later test's discovery may depend on a
+// cascade that is gone.
+func applyAggregatedAPI(t *testing.T) {
 	t.Helper()
-	out, err := adminKubectl("kustomize", deployBaseDir(t))
+	root, err := harness.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, doc := range strings.Split(out, "\n---\n") {
-		var obj map[string]any
-		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-			t.Fatal(err)
-		}
-		u := unstructured.Unstructured{Object: obj}
-		if u.GetKind() != kind || u.GetName() != name {
-			continue
-		}
-		f := filepath.Join(t.TempDir(), name+".yaml")
-		if err := os.WriteFile(f, []byte(doc), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := adminKubectl("apply", "-f", f); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _, _ = adminKubectl("delete", "--ignore-not-found", "-f", f) })
-		return
+	f := filepath.Join(root, "deploy", "components", "aggregated-api", "aggregated-api.yaml")
+	if _, err := adminKubectl("apply", "-f", f); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("deploy/base renders no %s %s", kind, name)
+	t.Cleanup(func() { _, _ = adminKubectl("delete", "--ignore-not-found", "-f", f) })
 }
 
 // explainRun runs the cascade binary's explain with args and returns its combined output and
@@ -112,7 +96,7 @@ func explainRun(t *testing.T, args ...string) (string, int) {
 
 // TestExplainAggregatedAPI (issue 23.2): `cascade explain` with nothing but a user's kubeconfig
 // reaches a cascade with secure serving on through the API server, as an aggregated API:
-// deploy/base's APIService v1alpha1.debug.cascade.dev, its Service cascade-metrics and an
+// the opt-in APIService v1alpha1.debug.cascade.dev (deploy/components/aggregated-api), deploy/base's Service cascade-metrics and an
 // EndpointSlice naming the address cascade listens on (a non-loopback address of this host;
 // kube-apiserver runs with --enable-aggregator-routing and a front-proxy certificate,
 // harness.Start). cascade runs as deploy/base's ServiceAccount, so deploy/base's RBAC is what lets
@@ -185,7 +169,7 @@ func TestExplainAggregatedAPI(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cs.Kube.DiscoveryV1().EndpointSlices("cascade-system").Delete(context.Background(), slice, metav1.DeleteOptions{})
 	})
-	applyFromBase(t, "APIService", aggregatedAPIService)
+	applyAggregatedAPI(t)
 	waitAPIServiceAvailable(t, cs.Dyn, aggregatedAPIService)
 
 	cs.CreateCM(t, ns, "x")

@@ -629,3 +629,30 @@ func TestShadowOverlayRBACSuffices(t *testing.T) {
 		}
 	}
 }
+
+// TestChartAPIServiceOptIn (issue 31.1): the chart registers cascade's APIService only with
+// apiService.create=true, and then exactly the object of deploy/components/aggregated-api (in
+// the release's namespace); every mode renders the Role explain's port-forward needs.
+func TestChartAPIServiceOptIn(t *testing.T) {
+	for _, m := range chartModes {
+		objs := objects(t, helmTemplate(t, m.set...))
+		if slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == "APIService" }) {
+			t.Errorf("mode %s renders an APIService by default: %v", m.mode, kindNames(objs))
+		}
+		find(t, objs, "Role", "cascade-explain-port-forward")
+	}
+	chart := find(t, objects(t, helmTemplate(t, "apiService.create=true")), "APIService", aggregatedAPIService)
+	b, err := os.ReadFile(filepath.Join(deployDir(t), "components", "aggregated-api", "aggregated-api.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	component := objects(t, string(b))
+	if len(component) != 1 {
+		t.Fatalf("deploy/components/aggregated-api/aggregated-api.yaml holds %d objects, want the APIService", len(component))
+	}
+	want := component[0].Object["spec"].(map[string]any)
+	want["service"].(map[string]any)["namespace"] = chartNamespace
+	if got := chart.Object["spec"]; !reflect.DeepEqual(got, want) {
+		t.Errorf("with apiService.create=true the chart's APIService is\n  %+v\nthe component's (in %s)\n  %+v", got, chartNamespace, want)
+	}
+}

@@ -55,10 +55,9 @@ func deployBaseDir(t *testing.T) string {
 // object as it would create it, with strict field validation, and warns where a pod template
 // would not meet the namespace's Pod Security level: a warning fails too), then the base for
 // real. It stays applied: no namespace controller runs here, so a deleted cascade-system would
-// stay Terminating and refuse the objects of the next test that applies the base. All but the
-// APIService of cascade's aggregated API: no pod of the Deployment runs here to serve it, and
-// an unavailable APIService fails discovery of its group for every later test's clients
-// (kubectl's warnings included); TestExplainAggregatedAPI applies it while its cascade serves.
+// stay Terminating and refuse the objects of the next test that applies the base. The base
+// registers no APIService (TestNamespaceDeletionWithoutCascade), so nothing of it fails
+// discovery for later tests although no pod of its Deployment runs here.
 func deployBase(t *testing.T) {
 	t.Helper()
 	base := deployBaseDir(t)
@@ -74,10 +73,7 @@ func deployBase(t *testing.T) {
 			deployed.err = fmt.Errorf("kubectl apply --dry-run=server -k deploy/base warns:\n%s", out)
 			return
 		}
-		if _, deployed.err = adminKubectl("apply", "-k", base); deployed.err != nil {
-			return
-		}
-		_, deployed.err = adminKubectl("delete", "apiservice", aggregatedAPIService)
+		_, deployed.err = adminKubectl("apply", "-k", base)
 	})
 	if deployed.err != nil {
 		t.Fatal(deployed.err)
@@ -113,7 +109,7 @@ func TestDeployDryRun(t *testing.T) {
 		"configmap/cascade-policy", "role.rbac.authorization.k8s.io/cascade-policy", "rolebinding.rbac.authorization.k8s.io/cascade-policy",
 		"clusterrole.rbac.authorization.k8s.io/cascade-metrics-reader", "clusterrole.rbac.authorization.k8s.io/cascade-debug-reader",
 		"networkpolicy.networking.k8s.io/cascade",
-		"apiservice.apiregistration.k8s.io/" + aggregatedAPIService, "rolebinding.rbac.authorization.k8s.io/cascade-authentication-reader",
+		"role.rbac.authorization.k8s.io/cascade-explain-port-forward", "rolebinding.rbac.authorization.k8s.io/cascade-authentication-reader",
 		"flowschema.flowcontrol.apiserver.k8s.io/cascade",
 	} {
 		if !strings.Contains(out, obj+" ") {

@@ -338,8 +338,8 @@ func TestDocsExamples(t *testing.T) {
 
 // docsTroubleshooting runs docs/troubleshooting.md's blocks against a cascade running as
 // deploy/base's ServiceAccount (installed by the kustomize steps before), reached as in a
-// cluster: explain through the API server (the APIService, the Service cascade-metrics and an
-// EndpointSlice naming cascade's address on this host), /readyz and /metrics at the addresses
+// cluster: explain through the API server (the opt-in APIService, the Service cascade-metrics
+// and an EndpointSlice naming cascade's address on this host), /readyz and /metrics at the addresses
 // the port-forward would give (HEALTH, METRICS), its JSON log as the cascade.log kubectl logs
 // would write, and the API server's audit log.
 func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Clients, r *docsRunner, ip, auditLog string) {
@@ -371,6 +371,15 @@ func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Cl
 
 	slice := "cascade-metrics-docs"
 	createMetricsEndpoint(ctx, t, cs.Kube, slice, ip, port)
+	// The default install has no APIService, and `cascade explain` port-forwards to a pod of
+	// cascade, which needs a kubelet: here the trees' explain goes through the API server, as
+	// with the opt-in component deploy/components/aggregated-api (install-kustomize.sh names
+	// it); the uninstall scripts delete the APIService first.
+	kubectl := exec.Command(filepath.Join(suite.CP.BinDir, "kubectl"), "--kubeconfig", cp.KubeconfigPath, "apply", "-f",
+		filepath.Join(r.root, "deploy", "components", "aggregated-api", "aggregated-api.yaml"))
+	if out, err := kubectl.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
 	waitAPIServiceAvailable(t, cs.Dyn, aggregatedAPIService)
 	env := []string{"HEALTH=" + strings.TrimPrefix(c.HealthURL, "http://"), "METRICS=" + metrics}
 	// reach-cascade.sh's variables feed the trees: it runs alone first, then in the same shell

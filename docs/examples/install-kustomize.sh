@@ -6,6 +6,7 @@ resources:
   - ../cascade/deploy/base       # or ../cascade/deploy/overlays/companion, ../cascade/deploy/overlays/shadow
 components:
   - ../cascade/deploy/components/monitoring
+  # - ../cascade/deploy/components/aggregated-api   # opt-in: explain through the API server (docs/security.md)
 images:
   - name: ghcr.io/cascade-gc/cascade
     newName: registry.example.com/cascade
