@@ -55,6 +55,9 @@ PROMETHEUS_OPERATOR_CRDS := $(BIN)/prometheus-operator-crds-$(PROMETHEUS_OPERATO
 export CASCADE_PROMETHEUS_OPERATOR_CRDS := $(PROMETHEUS_OPERATOR_CRDS)
 
 E2E_TIMEOUT ?= 60m
+# Extra `go test` flags for the e2e suite and the version matrix, such as E2E_FLAGS=-shuffle=on
+# (the tests in a random order, its seed printed: no test may depend on another's leftovers).
+E2E_FLAGS ?=
 QUICK ?=
 
 # Version and commit stamped into cascade (`cascade --version`) and used as the image's tag.
@@ -297,7 +300,7 @@ test-versions: build tools-versions ## @HELP the core e2e subset (VERSIONS_RUN) 
 	  echo "=== test-versions: Kubernetes $$v, etcd $$etcd$${apiargs:+, kube-apiserver $$apiargs}"; \
 	  start=$$(date +%s); \
 	  CASCADE_APISERVER_ARGS="$$apiargs" CASCADE_BIN_DIR=$(VERSIONS_BIN)/$$v CASCADE_KUBE_VERSION=$$v CASCADE_ETCD_VERSION=$$etcd CASCADE_BINARY=$(BIN)/cascade \
-	    $(GO) test -tags e2e -count=1 -v -timeout $(VERSIONS_TIMEOUT) -run '$(VERSIONS_RUN)' ./e2e/ || failed="$$failed $$v"; \
+	    $(GO) test -tags e2e -count=1 -v $(E2E_FLAGS) -timeout $(VERSIONS_TIMEOUT) -run '$(VERSIONS_RUN)' ./e2e/ || failed="$$failed $$v"; \
 	  echo "=== test-versions: Kubernetes $$v took $$(( $$(date +%s) - start ))s"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "test-versions failed on:$$failed" >&2; exit 1; fi
@@ -345,7 +348,7 @@ test-unit: ## @HELP unit tests with the race detector (the fast loop)
 
 .PHONY: e2e
 e2e: build tools helm prometheus-operator-crds ## @HELP the e2e suite against a real etcd + kube-apiserver
-	CASCADE_BINARY=$(BIN)/cascade $(GO) test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) ./e2e/
+	CASCADE_BINARY=$(BIN)/cascade $(GO) test -tags e2e -count=1 -v $(E2E_FLAGS) -timeout $(E2E_TIMEOUT) ./e2e/
 
 # The chaos suite (e2e/chaos): a seeded random driver builds an ownership graph and applies
 # random operations on its own control plane while faults are injected, then checks the live

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -60,7 +61,49 @@ func newServer(flagName, addr string, h http.Handler) (*server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen on %s=%s: %v", flagName, addr, err)
 	}
-	return &server{flag: flagName, l: l, s: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}, nil
+	return &server{flag: flagName, l: l, s: &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: serverTimeouts.readHeader,
+		ReadTimeout:       serverTimeouts.read,
+		IdleTimeout:       serverTimeouts.idle,
+		ErrorLog:          log.New(&throttledLog{flag: flagName, every: time.Minute}, "", 0),
+	}}, nil
+}
+
+// serverTimeouts bound what a client of the serving ports may hold (issue 32.6): a request's
+// headers and whole body must arrive within readHeader and read, and a keep-alive connection
+// idle for idle is closed, as kube-controller-manager's, metrics-server's and
+// controller-runtime's servers do (90 s). Without them an idle connection was held for ever
+// (about 26 KiB each), so any pod the NetworkPolicy admits could fill cascade's memory limit.
+// No write timeout: /debug/pprof/profile streams for as long as it is asked to. A variable for
+// tests.
+var serverTimeouts = struct{ readHeader, read, idle time.Duration }{10 * time.Second, 30 * time.Second, 90 * time.Second}
+
+// throttledLog is the servers' error log (net/http's: failed TLS handshakes, broken
+// connections, one line each): it logs the first line, then at most one line every `every`
+// with the count of the lines it left out, so that a scanner or a flood of bad handshakes
+// cannot flood cascade's log.
+type throttledLog struct {
+	flag    string
+	every   time.Duration
+	mu      sync.Mutex
+	last    time.Time
+	dropped int
+}
+
+func (l *throttledLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	now := time.Now()
+	if !l.last.IsZero() && now.Sub(l.last) < l.every {
+		l.dropped++
+		l.mu.Unlock()
+		return len(p), nil
+	}
+	dropped := l.dropped
+	l.last, l.dropped = now, 0
+	l.mu.Unlock()
+	klog.Background().Info("HTTP server error", "flag", l.flag, "err", strings.TrimSpace(string(p)), "omittedSinceLast", dropped)
+	return len(p), nil
 }
 
 // Run serves until ctx ends, then lets requests in flight finish (at most shutdownGrace).

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"io"
 	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -575,5 +576,77 @@ func TestFrontProxy(t *testing.T) {
 	}
 	if !sawOperator {
 		t.Errorf("no SubjectAccessReview for the forwarded user operator with its groups: %+v", api.access)
+	}
+}
+
+// TestServerClosesIdleConnections (issue 32.6): a keep-alive connection left idle is closed by
+// cascade's servers after the idle timeout (on main it was held for ever), and a client that
+// never finishes its request headers is cut off after the header timeout.
+func TestServerClosesIdleConnections(t *testing.T) {
+	saved := serverTimeouts
+	t.Cleanup(func() { serverTimeouts = saved })
+	serverTimeouts.readHeader, serverTimeouts.read, serverTimeouts.idle = 300*time.Millisecond, time.Second, 300*time.Millisecond
+	srv, err := newServer("--test-bind-address", "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok"))
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = srv.Run(ctx) }()
+	addr := srv.l.Addr().String()
+
+	// closedWithin reads from conn until the server closes it (EOF), or fails after d.
+	closedWithin := func(what string, conn net.Conn, d time.Duration) {
+		t.Helper()
+		_ = conn.SetReadDeadline(time.Now().Add(d))
+		buf := make([]byte, 4096)
+		for {
+			if _, err := conn.Read(buf); err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Fatalf("%s: the server still holds the connection after %s", what, d)
+				}
+				return
+			}
+		}
+	}
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = idle.Close() }()
+	if _, err := idle.Write([]byte("GET / HTTP/1.1\r\nHost: cascade\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	closedWithin("an idle keep-alive connection", idle, 3*time.Second)
+
+	slow, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = slow.Close() }()
+	if _, err := slow.Write([]byte("GET / HTTP/1.1\r\nHost: casc")); err != nil {
+		t.Fatal(err)
+	}
+	closedWithin("a request whose headers never end", slow, 3*time.Second)
+}
+
+// TestThrottledLog: the servers' error log keeps the first line and then one line a period,
+// counting what it left out, so that a flood of failed TLS handshakes is a few log lines.
+func TestThrottledLog(t *testing.T) {
+	l := &throttledLog{flag: "--test", every: time.Hour}
+	for range 5 {
+		if _, err := l.Write([]byte("http: TLS handshake error from 10.0.0.1:1234: EOF\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l.dropped != 4 {
+		t.Errorf("left out %d of 5 lines within the period, want 4 (the first is logged)", l.dropped)
+	}
+	l.last = time.Now().Add(-2 * time.Hour)
+	_, _ = l.Write([]byte("again\n"))
+	if l.dropped != 0 {
+		t.Errorf("after the period the next line is logged and the count starts afresh; %d left out", l.dropped)
 	}
 }
