@@ -110,7 +110,7 @@ func TestDeployDryRun(t *testing.T) {
 		"clusterrole.rbac.authorization.k8s.io/cascade-metrics-reader", "clusterrole.rbac.authorization.k8s.io/cascade-debug-reader",
 		"networkpolicy.networking.k8s.io/cascade",
 		"role.rbac.authorization.k8s.io/cascade-explain-port-forward", "rolebinding.rbac.authorization.k8s.io/cascade-authentication-reader",
-		"flowschema.flowcontrol.apiserver.k8s.io/cascade",
+		"flowschema.flowcontrol.apiserver.k8s.io/cascade", "flowschema.flowcontrol.apiserver.k8s.io/cascade-leader-election",
 	} {
 		if !strings.Contains(out, obj+" ") {
 			t.Errorf("server dry run does not name %s:\n%s", obj, out)
