@@ -194,7 +194,7 @@ type admissionVersion struct {
 	suffix                string // after the kind in the report: "" for v1
 	getPolicy, getBinding func() (metav1.Object, error)
 	deletePolicy          func(uid types.UID) error
-	deleteBinding         func() error
+	deleteBinding         func(types.UID) error
 }
 
 // admissionVersions is the versions of the admission objects the server serves, v1 first; nil
@@ -211,7 +211,7 @@ func (u *uninstaller) admissionVersions(ctx context.Context) []admissionVersion 
 			getPolicy:     func() (metav1.Object, error) { return adm.GetPolicy(ctx, name) },
 			getBinding:    func() (metav1.Object, error) { return adm.GetBinding(ctx, name) },
 			deletePolicy:  func(uid types.UID) error { return adm.DeletePolicy(ctx, name, uid) },
-			deleteBinding: func() error { return adm.DeleteBinding(ctx, name) },
+			deleteBinding: func(uid types.UID) error { return adm.DeleteBinding(ctx, name, uid) },
 		})
 	}
 	if served.V1beta1 {
@@ -220,7 +220,7 @@ func (u *uninstaller) admissionVersions(ctx context.Context) []admissionVersion 
 			getPolicy:     func() (metav1.Object, error) { return adm.GetPolicyV1beta1(ctx, name) },
 			getBinding:    func() (metav1.Object, error) { return adm.GetBindingV1beta1(ctx, name) },
 			deletePolicy:  func(uid types.UID) error { return adm.DeletePolicyV1beta1(ctx, name, uid) },
-			deleteBinding: func() error { return adm.DeleteBindingV1beta1(ctx, name) },
+			deleteBinding: func(uid types.UID) error { return adm.DeleteBindingV1beta1(ctx, name, uid) },
 		})
 	}
 	return out
@@ -263,7 +263,7 @@ func (u *uninstaller) deleteAdmission(ctx context.Context, out io.Writer) error 
 		}
 	}
 	for _, v := range u.admissionVersions(ctx) {
-		one("MutatingAdmissionPolicyBinding"+v.suffix, v.getBinding, func(types.UID) error { return v.deleteBinding() })
+		one("MutatingAdmissionPolicyBinding"+v.suffix, v.getBinding, v.deleteBinding)
 		one("MutatingAdmissionPolicy"+v.suffix, v.getPolicy, v.deletePolicy)
 	}
 	return errors.Join(errs...)

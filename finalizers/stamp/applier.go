@@ -2,7 +2,9 @@ package stamp
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -287,6 +289,12 @@ func (a *Applier) syncAdmission(ctx context.Context, c *policy.Compiled, level s
 	} else {
 		a.opts.Metrics.AdmissionSynced.Set(1)
 	}
+	var foreign *ForeignAdmissionError
+	if errors.As(err, &foreign) {
+		a.opts.Metrics.ForeignAdmission.Set(float64(len(foreign.Kinds)))
+	} else if level != features.LevelNone {
+		a.opts.Metrics.ForeignAdmission.Set(0)
+	}
 	changed := a.admissionSet != c || a.admissionLevel != level
 	switch {
 	case err != nil && level == features.LevelNone:
@@ -335,9 +343,8 @@ type admissionObjects struct {
 	getPolicy, getBinding func(context.Context) (metav1.Object, error)
 	// apply writes the wanted objects, policy then binding; nil when none are wanted.
 	apply func(context.Context) error
-	// deletePolicy (only while it has uid) and deleteBinding delete them.
-	deletePolicy  func(context.Context, types.UID) error
-	deleteBinding func(context.Context) error
+	// deletePolicy and deleteBinding delete them, each only while it still has uid.
+	deletePolicy, deleteBinding func(context.Context, types.UID) error
 }
 
 // admissionAtLevel is adm's objects at level, wanting p and b (rendered at v1; carried to
@@ -351,7 +358,7 @@ func admissionAtLevel(adm client.Admission, level string, p *admissionv1.Mutatin
 			getPolicy:     func(ctx context.Context) (metav1.Object, error) { return adm.GetPolicy(ctx, name) },
 			getBinding:    func(ctx context.Context) (metav1.Object, error) { return adm.GetBinding(ctx, name) },
 			deletePolicy:  func(ctx context.Context, uid types.UID) error { return adm.DeletePolicy(ctx, name, uid) },
-			deleteBinding: func(ctx context.Context) error { return adm.DeleteBinding(ctx, name) },
+			deleteBinding: func(ctx context.Context, uid types.UID) error { return adm.DeleteBinding(ctx, name, uid) },
 		}
 		if p != nil {
 			o.apply = func(ctx context.Context) error {
@@ -372,7 +379,7 @@ func admissionAtLevel(adm client.Admission, level string, p *admissionv1.Mutatin
 			getPolicy:     func(ctx context.Context) (metav1.Object, error) { return adm.GetPolicyV1beta1(ctx, name) },
 			getBinding:    func(ctx context.Context) (metav1.Object, error) { return adm.GetBindingV1beta1(ctx, name) },
 			deletePolicy:  func(ctx context.Context, uid types.UID) error { return adm.DeletePolicyV1beta1(ctx, name, uid) },
-			deleteBinding: func(ctx context.Context) error { return adm.DeleteBindingV1beta1(ctx, name) },
+			deleteBinding: func(ctx context.Context, uid types.UID) error { return adm.DeleteBindingV1beta1(ctx, name, uid) },
 		}
 		if pb != nil {
 			o.apply = func(ctx context.Context) error {
@@ -399,26 +406,39 @@ func get(ctx context.Context, read func(context.Context) (metav1.Object, error))
 	return obj, nil
 }
 
-// sync applies the wanted objects, or deletes cascade's when none are wanted; an object of
-// that name not labelled as cascade's is never touched.
+// sync applies the wanted objects, or deletes cascade's when none are wanted. Both objects are
+// read first: one of that name not labelled as cascade's is never applied over nor deleted
+// (ErrForeignAdmission, reported by the caller), and a delete carries the UID read, so that an
+// object someone put in its place meanwhile is left alone.
 func (o admissionObjects) sync(ctx context.Context) error {
 	existing, err := get(ctx, o.getPolicy)
-	switch {
-	case err != nil:
+	if err != nil {
 		return fmt.Errorf("reading MutatingAdmissionPolicy %s (%s): %w", policy.AdmissionName, o.version, err)
-	case existing != nil && !policy.ManagedByCascade(existing.GetLabels()):
-		return fmt.Errorf("MutatingAdmissionPolicy %s exists without the label %s=%s: it is not cascade's, and cascade leaves it alone; rename or label it",
-			policy.AdmissionName, policy.ManagedByLabel, policy.ManagedByValue)
+	}
+	binding, err := get(ctx, o.getBinding)
+	if err != nil {
+		return fmt.Errorf("reading MutatingAdmissionPolicyBinding %s (%s): %w", policy.AdmissionName, o.version, err)
+	}
+	var foreign []string
+	if existing != nil && !policy.ManagedByCascade(existing.GetLabels()) {
+		foreign = append(foreign, "MutatingAdmissionPolicy")
+	}
+	if binding != nil && !policy.ManagedByCascade(binding.GetLabels()) {
+		foreign = append(foreign, "MutatingAdmissionPolicyBinding")
+	}
+	if len(foreign) > 0 {
+		return &ForeignAdmissionError{Kinds: foreign, Version: o.version}
 	}
 	if o.apply == nil {
-		if existing == nil {
-			return nil
+		if binding != nil {
+			if err := o.deleteBinding(ctx, binding.GetUID()); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return fmt.Errorf("deleting MutatingAdmissionPolicyBinding %s (%s): %w", policy.AdmissionName, o.version, err)
+			}
 		}
-		if err := o.deleteBinding(ctx); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting MutatingAdmissionPolicyBinding %s (%s): %w", policy.AdmissionName, o.version, err)
-		}
-		if err := o.deletePolicy(ctx, existing.GetUID()); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting MutatingAdmissionPolicy %s (%s): %w", policy.AdmissionName, o.version, err)
+		if existing != nil {
+			if err := o.deletePolicy(ctx, existing.GetUID()); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return fmt.Errorf("deleting MutatingAdmissionPolicy %s (%s): %w", policy.AdmissionName, o.version, err)
+			}
 		}
 		return nil
 	}
@@ -426,6 +446,18 @@ func (o admissionObjects) sync(ctx context.Context) error {
 		return fmt.Errorf("applying MutatingAdmissionPolicy and binding %s (%s): %w", policy.AdmissionName, o.version, err)
 	}
 	return nil
+}
+
+// ForeignAdmissionError says that an admission object named as cascade's exists without
+// cascade's label: someone else's, which cascade neither applies over nor deletes.
+type ForeignAdmissionError struct {
+	Kinds   []string
+	Version string
+}
+
+func (e *ForeignAdmissionError) Error() string {
+	return fmt.Sprintf("%s %s (%s) exists without the label %s=%s: it is not cascade's, and cascade leaves it alone; rename or label it",
+		strings.Join(e.Kinds, " and "), policy.AdmissionName, e.Version, policy.ManagedByLabel, policy.ManagedByValue)
 }
 
 // retire deletes cascade's objects at o's version that are not the objects at cur's: the
@@ -437,7 +469,7 @@ func (o admissionObjects) retire(ctx context.Context, cur admissionObjects) erro
 		old, keep func(context.Context) (metav1.Object, error)
 		del       func(context.Context, types.UID) error
 	}{
-		{"MutatingAdmissionPolicyBinding", o.getBinding, cur.getBinding, func(ctx context.Context, _ types.UID) error { return o.deleteBinding(ctx) }},
+		{"MutatingAdmissionPolicyBinding", o.getBinding, cur.getBinding, o.deleteBinding},
 		{"MutatingAdmissionPolicy", o.getPolicy, cur.getPolicy, o.deletePolicy},
 	} {
 		old, err := get(ctx, kind.old)

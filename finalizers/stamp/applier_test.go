@@ -2,9 +2,13 @@ package stamp
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -102,5 +106,52 @@ func TestSyncAdmission(t *testing.T) {
 	}
 	if got, err := maps.Get(ctx, policy.AdmissionName, metav1.GetOptions{}); err != nil || got.Spec.MatchConstraints != nil {
 		t.Errorf("the foreign object was changed: %+v, %v", got, err)
+	}
+}
+
+// TestSyncAdmissionForeignBinding (issue 32.1): a MutatingAdmissionPolicyBinding of cascade's
+// name that is not labelled as cascade's (beside cascade's own policy, or alone) is read and
+// left alone: never applied over when a rule wants the objects, never deleted when none does;
+// it is reported (the error, and cascade_default_propagation_foreign_admission_objects). On
+// main the binding was deleted by name without being read, and force-applied over.
+func TestSyncAdmissionForeignBinding(t *testing.T) {
+	ctx := context.Background()
+	kube := fake.NewClientset()
+	reg := prometheus.NewRegistry()
+	a := New(Options{Admission: client.NewEdge(nil, kube).Admission, Policy: policy.Builtin, Metrics: NewMetrics(reg)})
+	bindings := kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings()
+	withRule := compile(t, "rules:\n- {resource: widgets.example.com, defaultPropagation: Orphan}\n")
+	// cascade's own objects first, then someone replaces the binding with one of their own.
+	a.syncAdmission(ctx, withRule, features.LevelV1)
+	if err := bindings.Delete(ctx, policy.AdmissionName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	theirs := &admissionv1.MutatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policy.AdmissionName, UID: "theirs", Labels: map[string]string{"team": "platform"}},
+		Spec:       admissionv1.MutatingAdmissionPolicyBindingSpec{PolicyName: "their-policy"},
+	}
+	if _, err := bindings.Create(ctx, theirs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kube.ClearActions()
+	for _, c := range []*policy.Compiled{withRule, policy.Builtin()} {
+		p, b := c.Admission()
+		err := a.applyAdmission(ctx, features.LevelV1, p, b)
+		var foreign *ForeignAdmissionError
+		if !errors.As(err, &foreign) || !slices.Equal(foreign.Kinds, []string{"MutatingAdmissionPolicyBinding"}) {
+			t.Errorf("applyAdmission with a foreign binding: %v, want a ForeignAdmissionError naming the binding", err)
+		}
+		a.syncAdmission(ctx, c, features.LevelV1)
+		if v := testutil.ToFloat64(a.opts.Metrics.ForeignAdmission); v != 1 {
+			t.Errorf("cascade_default_propagation_foreign_admission_objects = %v, want 1", v)
+		}
+	}
+	for _, act := range kube.Actions() {
+		if act.GetResource().Resource == "mutatingadmissionpolicybindings" && act.GetVerb() != "get" {
+			t.Errorf("cascade sent %s %s to a binding that is not its own", act.GetVerb(), act.GetResource().Resource)
+		}
+	}
+	if got, err := bindings.Get(ctx, policy.AdmissionName, metav1.GetOptions{}); err != nil || got.Spec.PolicyName != "their-policy" {
+		t.Errorf("their binding was changed: %+v, %v", got, err)
 	}
 }

@@ -16,6 +16,9 @@ type Metrics struct {
 	// attempt to make them so failed or the server serves no admission policy while a rule
 	// wants one.
 	AdmissionSynced prometheus.Gauge
+	// ForeignAdmission is the number of admission objects of cascade's name, at the version in
+	// use, that are not labelled as cascade's: left alone, and in the way of the defaults.
+	ForeignAdmission prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them on reg.
@@ -36,10 +39,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name:      "default_propagation_admission_synced",
 			Help:      "1 when the MutatingAdmissionPolicy and binding that stamp defaults at creation match the policy in force, 0 when the last attempt to make them so failed, or when the API server serves no MutatingAdmissionPolicy while a rule stamps (cascade_feature_in_use{feature=\"admission_policy\",level=\"none\"}: the stamping pass alone applies defaults).",
 		}),
+		ForeignAdmission: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metricsNamespace,
+			Name:      "default_propagation_foreign_admission_objects",
+			Help:      "MutatingAdmissionPolicy and binding objects named cascade-default-propagation, at the version in use, without the label app.kubernetes.io/managed-by=cascade: someone else's, which cascade neither applies over nor deletes (the defaults are then stamped by the pass alone).",
+		}),
 	}
 	for _, a := range []string{actionStamped, actionUnstamped, actionReplaced} {
 		m.Changes.WithLabelValues(a)
 	}
-	reg.MustRegister(m.Changes, m.Pending, m.AdmissionSynced)
+	reg.MustRegister(m.Changes, m.Pending, m.AdmissionSynced, m.ForeignAdmission)
 	return m
 }

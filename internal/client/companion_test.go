@@ -97,14 +97,14 @@ func TestCompanionEdge(t *testing.T) {
 		{"Admission.ApplyPolicy", sent, func(ctx context.Context, e Edge) error { return e.Admission.ApplyPolicy(ctx, mp) }},
 		{"Admission.ApplyBinding", sent, func(ctx context.Context, e Edge) error { return e.Admission.ApplyBinding(ctx, mb) }},
 		{"Admission.DeletePolicy", sent, func(ctx context.Context, e Edge) error { return e.Admission.DeletePolicy(ctx, mp.Name, "u-mp") }},
-		{"Admission.DeleteBinding", sent, func(ctx context.Context, e Edge) error { return e.Admission.DeleteBinding(ctx, mb.Name) }},
+		{"Admission.DeleteBinding", sent, func(ctx context.Context, e Edge) error { return e.Admission.DeleteBinding(ctx, mb.Name, mb.UID) }},
 		// The same objects at v1beta1 (Kubernetes 1.34 and 1.35 with the feature on).
 		{"Admission.ApplyPolicyV1beta1", sent, func(ctx context.Context, e Edge) error { return e.Admission.ApplyPolicyV1beta1(ctx, mpBeta) }},
 		{"Admission.ApplyBindingV1beta1", sent, func(ctx context.Context, e Edge) error { return e.Admission.ApplyBindingV1beta1(ctx, mbBeta) }},
 		{"Admission.DeletePolicyV1beta1", sent, func(ctx context.Context, e Edge) error {
 			return e.Admission.DeletePolicyV1beta1(ctx, mpBeta.Name, "u-mp")
 		}},
-		{"Admission.DeleteBindingV1beta1", sent, func(ctx context.Context, e Edge) error { return e.Admission.DeleteBindingV1beta1(ctx, mbBeta.Name) }},
+		{"Admission.DeleteBindingV1beta1", sent, func(ctx context.Context, e Edge) error { return e.Admission.DeleteBindingV1beta1(ctx, mbBeta.Name, mbBeta.UID) }},
 		{"ConfigMaps.Create", ActionWriteConfigMap, func(ctx context.Context, e Edge) error {
 			_, err := e.ConfigMaps("ns").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new"}})
 			return err

@@ -73,8 +73,8 @@ func (a dryAdmission) DeletePolicy(ctx context.Context, name string, uid types.U
 	return nil
 }
 
-func (a dryAdmission) DeleteBinding(ctx context.Context, name string) error {
-	a.d.record(ctx, ActionDeleteAdmission, Target{GVR: gvrAdmissionBinding, Name: name})
+func (a dryAdmission) DeleteBinding(ctx context.Context, name string, uid types.UID) error {
+	a.d.record(ctx, ActionDeleteAdmission, Target{GVR: gvrAdmissionBinding, Name: name, UID: uid})
 	return nil
 }
 
@@ -101,8 +101,8 @@ func (a dryAdmission) DeletePolicyV1beta1(ctx context.Context, name string, uid 
 	return nil
 }
 
-func (a dryAdmission) DeleteBindingV1beta1(ctx context.Context, name string) error {
-	a.d.record(ctx, ActionDeleteAdmission, Target{GVR: gvrAdmissionBindingV1beta1, Name: name})
+func (a dryAdmission) DeleteBindingV1beta1(ctx context.Context, name string, uid types.UID) error {
+	a.d.record(ctx, ActionDeleteAdmission, Target{GVR: gvrAdmissionBindingV1beta1, Name: name, UID: uid})
 	return nil
 }
 

@@ -41,7 +41,8 @@ type Admission interface {
 	ApplyBinding(ctx context.Context, b *admissionv1.MutatingAdmissionPolicyBinding) error
 	// DeletePolicy deletes the policy only while it still has uid.
 	DeletePolicy(ctx context.Context, name string, uid types.UID) error
-	DeleteBinding(ctx context.Context, name string) error
+	// DeleteBinding deletes the binding only while it still has uid.
+	DeleteBinding(ctx context.Context, name string, uid types.UID) error
 
 	GetPolicyV1beta1(ctx context.Context, name string) (*admissionv1beta1.MutatingAdmissionPolicy, error)
 	GetBindingV1beta1(ctx context.Context, name string) (*admissionv1beta1.MutatingAdmissionPolicyBinding, error)
@@ -49,7 +50,8 @@ type Admission interface {
 	ApplyBindingV1beta1(ctx context.Context, b *admissionv1beta1.MutatingAdmissionPolicyBinding) error
 	// DeletePolicyV1beta1 deletes the policy only while it still has uid.
 	DeletePolicyV1beta1(ctx context.Context, name string, uid types.UID) error
-	DeleteBindingV1beta1(ctx context.Context, name string) error
+	// DeleteBindingV1beta1 deletes the binding only while it still has uid.
+	DeleteBindingV1beta1(ctx context.Context, name string, uid types.UID) error
 }
 
 // ConfigMaps is the calls cascade makes on its own ConfigMaps in one namespace.
@@ -107,8 +109,8 @@ func (a admissionClient) DeletePolicy(ctx context.Context, name string, uid type
 	return a.kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 }
 
-func (a admissionClient) DeleteBinding(ctx context.Context, name string) error {
-	return a.kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
+func (a admissionClient) DeleteBinding(ctx context.Context, name string, uid types.UID) error {
+	return a.kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 }
 
 func (a admissionClient) GetPolicyV1beta1(ctx context.Context, name string) (*admissionv1beta1.MutatingAdmissionPolicy, error) {
@@ -141,8 +143,8 @@ func (a admissionClient) DeletePolicyV1beta1(ctx context.Context, name string, u
 	return a.kube.AdmissionregistrationV1beta1().MutatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 }
 
-func (a admissionClient) DeleteBindingV1beta1(ctx context.Context, name string) error {
-	return a.kube.AdmissionregistrationV1beta1().MutatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
+func (a admissionClient) DeleteBindingV1beta1(ctx context.Context, name string, uid types.UID) error {
+	return a.kube.AdmissionregistrationV1beta1().MutatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 }
 
 type configMapClient struct {

@@ -66,13 +66,13 @@ func TestDryRunEdgeSendsNoWrite(t *testing.T) {
 		"Admission.ApplyPolicy":         {ActionApplyAdmission, func(ctx context.Context, e Edge) error { return e.Admission.ApplyPolicy(ctx, mp) }},
 		"Admission.ApplyBinding":        {ActionApplyAdmission, func(ctx context.Context, e Edge) error { return e.Admission.ApplyBinding(ctx, mb) }},
 		"Admission.DeletePolicy":        {ActionDeleteAdmission, func(ctx context.Context, e Edge) error { return e.Admission.DeletePolicy(ctx, mp.Name, "u-mp") }},
-		"Admission.DeleteBinding":       {ActionDeleteAdmission, func(ctx context.Context, e Edge) error { return e.Admission.DeleteBinding(ctx, mb.Name) }},
+		"Admission.DeleteBinding":       {ActionDeleteAdmission, func(ctx context.Context, e Edge) error { return e.Admission.DeleteBinding(ctx, mb.Name, mb.UID) }},
 		"Admission.ApplyPolicyV1beta1":  {ActionApplyAdmission, func(ctx context.Context, e Edge) error { return e.Admission.ApplyPolicyV1beta1(ctx, mpBeta) }},
 		"Admission.ApplyBindingV1beta1": {ActionApplyAdmission, func(ctx context.Context, e Edge) error { return e.Admission.ApplyBindingV1beta1(ctx, mbBeta) }},
 		"Admission.DeletePolicyV1beta1": {ActionDeleteAdmission, func(ctx context.Context, e Edge) error {
 			return e.Admission.DeletePolicyV1beta1(ctx, mpBeta.Name, "u-mp")
 		}},
-		"Admission.DeleteBindingV1beta1": {ActionDeleteAdmission, func(ctx context.Context, e Edge) error { return e.Admission.DeleteBindingV1beta1(ctx, mbBeta.Name) }},
+		"Admission.DeleteBindingV1beta1": {ActionDeleteAdmission, func(ctx context.Context, e Edge) error { return e.Admission.DeleteBindingV1beta1(ctx, mbBeta.Name, mbBeta.UID) }},
 		"ConfigMaps.Create": {ActionWriteConfigMap, func(ctx context.Context, e Edge) error {
 			_, err := e.ConfigMaps("ns").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new"}})
 			return err
@@ -207,7 +207,8 @@ func TestAdmissionVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := adm.GetBindingV1beta1(ctx, name); err != nil {
+	b, err := adm.GetBindingV1beta1(ctx, name)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := adm.GetBinding(ctx, name); err == nil {
@@ -216,7 +217,7 @@ func TestAdmissionVersions(t *testing.T) {
 	if err := adm.DeletePolicyV1beta1(ctx, name, p.UID); err != nil {
 		t.Fatal(err)
 	}
-	if err := adm.DeleteBindingV1beta1(ctx, name); err != nil {
+	if err := adm.DeleteBindingV1beta1(ctx, name, b.UID); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
@@ -240,7 +241,7 @@ func TestAdmissionVersions(t *testing.T) {
 		"get v1beta1/mutatingadmissionpolicybindings",
 		"get v1/mutatingadmissionpolicybindings",
 		"delete v1beta1/mutatingadmissionpolicies uid=" + string(p.UID),
-		"delete v1beta1/mutatingadmissionpolicybindings",
+		"delete v1beta1/mutatingadmissionpolicybindings uid=" + string(b.UID),
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("actions:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
