@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,6 +85,15 @@ type readState struct {
 	uid      types.UID
 	rv       string
 	deleting bool
+	// finalizers and stamped (its policy.DefaultPropagationAnnotation, "" when absent) are what
+	// a stamp may change: checked against the patch (stampChangesOnly).
+	finalizers []string
+	stamped    string
+}
+
+func stateOf(live *metav1.PartialObjectMetadata) readState {
+	return readState{uid: live.UID, rv: live.ResourceVersion, deleting: live.DeletionTimestamp != nil,
+		finalizers: slices.Clone(live.Finalizers), stamped: live.Annotations[policy.DefaultPropagationAnnotation]}
 }
 
 // companionObjects is Objects in companion mode. It is safe for concurrent use.
@@ -103,7 +113,7 @@ func objectKey(gvr schema.GroupVersionResource, namespace, name string) string {
 func (c *companionObjects) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*metav1.PartialObjectMetadata, error) {
 	live, err := c.c.Get(ctx, gvr, namespace, name)
 	if err == nil {
-		c.reads.Add(objectKey(gvr, namespace, name), readState{uid: live.UID, rv: live.ResourceVersion, deleting: live.DeletionTimestamp != nil})
+		c.reads.Add(objectKey(gvr, namespace, name), stateOf(live))
 	}
 	return live, err
 }
@@ -117,11 +127,15 @@ func (c *companionObjects) Delete(ctx context.Context, gvr schema.GroupVersionRe
 	return c.refuse(ctx, ActionDelete, Target{GVR: gvr, Namespace: namespace, Name: name, UID: uid})
 }
 
-// Patch sends a default-propagation stamp on an object not being deleted, and refuses every
-// other patch.
+// Patch sends a default-propagation stamp on an object not being deleted that changes nothing
+// but cascade's own stamp, and refuses every other patch. What the patch changes is checked
+// against the object as read at the patch's resourceVersion, not only its shape: a finalizer
+// list that drops anything but the GC finalizer the object's annotation records cascade
+// stamped, or adds anything but one GC finalizer that the new annotation records, is refused
+// (issue 32.3: a patch shaped like a stamp could drop a foreign finalizer from a live object).
 func (c *companionObjects) Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte) (*metav1.PartialObjectMetadata, error) {
 	t := Target{GVR: gvr, Namespace: namespace, Name: name}
-	rv, ok := stampPatch(pt, data)
+	stamp, ok := stampPatch(pt, data)
 	if !ok {
 		action, uid := classifyPatch(data)
 		t.UID = uid
@@ -131,56 +145,106 @@ func (c *companionObjects) Patch(ctx context.Context, gvr schema.GroupVersionRes
 	// rv must not be being deleted. The read the stamp was planned on is remembered; else read.
 	key := objectKey(gvr, namespace, name)
 	st, known := c.reads.Get(key)
-	if !known || st.rv != rv {
+	if !known || st.rv != stamp.rv {
 		live, err := c.Get(ctx, gvr, namespace, name)
 		if err != nil {
 			return nil, err
 		}
-		if live.ResourceVersion != rv {
-			return nil, apierrors.NewConflict(gvr.GroupResource(), name, fmt.Errorf("the object is at resourceVersion %s, not %s", live.ResourceVersion, rv))
+		if live.ResourceVersion != stamp.rv {
+			return nil, apierrors.NewConflict(gvr.GroupResource(), name, fmt.Errorf("the object is at resourceVersion %s, not %s", live.ResourceVersion, stamp.rv))
 		}
-		st = readState{uid: live.UID, rv: live.ResourceVersion, deleting: live.DeletionTimestamp != nil}
+		st = stateOf(live)
 	}
+	t.UID = st.uid
 	if st.deleting {
-		t.UID = st.uid
 		return nil, c.refuse(ctx, ActionStamp, t)
+	}
+	if err := stampChangesOnly(st, stamp); err != nil {
+		return nil, c.refuse(ctx, ActionStamp, t, err)
 	}
 	return c.c.Patch(ctx, gvr, namespace, name, pt, data)
 }
 
-func (c *companionObjects) refuse(ctx context.Context, action string, t Target) error {
+// stampChangesOnly says why the stamp p, applied to the object as st read it, would change
+// more than cascade's own stamp (nil when it changes only that): at most the one GC finalizer
+// st's annotation records removed, at most one GC finalizer added, which p's annotation then
+// records; every other finalizer kept, as many times as it was there.
+func stampChangesOnly(st readState, p stampPatchData) error {
+	count := map[string]int{}
+	for _, f := range st.finalizers {
+		count[f]++
+	}
+	for _, f := range p.finalizers {
+		count[f]--
+	}
+	var added, removed []string
+	for f, n := range count {
+		for ; n > 0; n-- {
+			removed = append(removed, f)
+		}
+		for ; n < 0; n++ {
+			added = append(added, f)
+		}
+	}
+	slices.Sort(added)
+	slices.Sort(removed)
+	recorded := policy.StampFinalizer(metav1.DeletionPropagation(st.stamped))
+	if len(removed) > 1 || len(removed) == 1 && (recorded == "" || removed[0] != recorded) {
+		return fmt.Errorf("the patch removes finalizers %v, where cascade's stamp records %q", removed, recorded)
+	}
+	if len(added) > 1 || len(added) == 1 && (added[0] != policy.FinalizerOrphan && added[0] != policy.FinalizerForeground ||
+		p.annotation == nil || policy.StampFinalizer(metav1.DeletionPropagation(*p.annotation)) != added[0]) {
+		return fmt.Errorf("the patch adds finalizers %v that are not one GC finalizer its annotation records", added)
+	}
+	return nil
+}
+
+func (c *companionObjects) refuse(ctx context.Context, action string, t Target, why ...error) error {
 	c.refused.WithLabelValues(action).Inc()
 	err := fmt.Errorf("%s %s: %w", action, t, ErrCompanion)
+	if len(why) > 0 {
+		err = fmt.Errorf("%s %s: %w: %w", action, t, why[0], ErrCompanion)
+	}
 	klog.FromContext(ctx).Error(err, "Companion mode: write refused", "action", action, "resource", t.GVR.String(), "namespace", t.Namespace, "name", t.Name, "uid", t.UID)
 	return err
 }
 
-// stampPatch reports whether data is a default-propagation stamp as stampJMP builds it: a JSON
-// merge patch of metadata with a resourceVersion, the finalizer list and the stamp annotation
-// alone, nothing else; rv is its resourceVersion.
-func stampPatch(pt types.PatchType, data []byte) (rv string, ok bool) {
+// stampPatchData is what a default-propagation stamp patch sets: at resourceVersion rv, the
+// finalizer list, and the stamp annotation (nil: removed).
+type stampPatchData struct {
+	rv         string
+	finalizers []string
+	annotation *string
+}
+
+// stampPatch reports whether data is shaped as a default-propagation stamp as stampJMP builds
+// it: a JSON merge patch of metadata with a resourceVersion, the finalizer list and the stamp
+// annotation alone, nothing else. What it changes is stampChangesOnly's to judge.
+func stampPatch(pt types.PatchType, data []byte) (stampPatchData, bool) {
+	var out stampPatchData
 	if pt != types.MergePatchType {
-		return "", false
+		return out, false
 	}
 	var p map[string]json.RawMessage
 	if json.Unmarshal(data, &p) != nil || len(p) != 1 || p["metadata"] == nil {
-		return "", false
+		return out, false
 	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(p["metadata"], &m) != nil || len(m) != 3 {
-		return "", false
+		return out, false
 	}
-	var fs []string
 	var ann map[string]*string
-	if json.Unmarshal(m["resourceVersion"], &rv) != nil || rv == "" ||
-		json.Unmarshal(m["finalizers"], &fs) != nil || m["finalizers"] == nil ||
+	if json.Unmarshal(m["resourceVersion"], &out.rv) != nil || out.rv == "" ||
+		json.Unmarshal(m["finalizers"], &out.finalizers) != nil || m["finalizers"] == nil ||
 		json.Unmarshal(m["annotations"], &ann) != nil || len(ann) != 1 {
-		return "", false
+		return out, false
 	}
-	if _, ok := ann[policy.DefaultPropagationAnnotation]; !ok {
-		return "", false
+	v, ok := ann[policy.DefaultPropagationAnnotation]
+	if !ok {
+		return out, false
 	}
-	return rv, true
+	out.annotation = v
+	return out, true
 }
 
 // companionConfigMaps is ConfigMaps in companion mode: reads go through, writes (the orphan

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/cascade-gc/cascade/internal/client/clienttest"
 	"github.com/cascade-gc/cascade/policy"
@@ -104,7 +106,9 @@ func TestCompanionEdge(t *testing.T) {
 		{"Admission.DeletePolicyV1beta1", sent, func(ctx context.Context, e Edge) error {
 			return e.Admission.DeletePolicyV1beta1(ctx, mpBeta.Name, "u-mp")
 		}},
-		{"Admission.DeleteBindingV1beta1", sent, func(ctx context.Context, e Edge) error { return e.Admission.DeleteBindingV1beta1(ctx, mbBeta.Name, mbBeta.UID) }},
+		{"Admission.DeleteBindingV1beta1", sent, func(ctx context.Context, e Edge) error {
+			return e.Admission.DeleteBindingV1beta1(ctx, mbBeta.Name, mbBeta.UID)
+		}},
 		{"ConfigMaps.Create", ActionWriteConfigMap, func(ctx context.Context, e Edge) error {
 			_, err := e.ConfigMaps("ns").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new"}})
 			return err
@@ -237,6 +241,58 @@ func TestCompanionStampChecksTheRead(t *testing.T) {
 			}
 			if wantPatches := map[bool]int{false: 1, true: 0}[tc.conflict]; patches != wantPatches || gets != tc.gets {
 				t.Errorf("GETs %d, PATCHes %d; want %d and %d", gets, patches, tc.gets, wantPatches)
+			}
+		})
+	}
+}
+
+// TestCompanionStampChangesOnlyItsOwn (issue 32.3): in companion mode a patch shaped like a
+// default-propagation stamp goes through only when what it changes, against the object as read
+// at its resourceVersion, is cascade's own stamp: one GC finalizer added that its annotation
+// records, or the one its recorded stamp put there removed. A stamp-shaped patch that drops a
+// foreign finalizer, drops a GC finalizer cascade did not record stamping, or adds anything else
+// is refused and counted; on main each was sent.
+func TestCompanionStampChangesOnlyItsOwn(t *testing.T) {
+	const keep = "example.com/keep"
+	withFinalizers := func(stamped string, fins ...string) *metav1.PartialObjectMetadata {
+		o := clienttest.Widget("ns", "f", "u-f", "7")
+		o.Finalizers = fins
+		if stamped != "" {
+			o.Annotations = map[string]string{policy.DefaultPropagationAnnotation: stamped}
+		}
+		return o
+	}
+	stamp := func(annotation string, fins ...string) []byte {
+		return stampJMP("7", policy.StampPlan{Change: true, Finalizers: fins, Annotation: annotation})
+	}
+	for _, c := range []struct {
+		name  string
+		live  *metav1.PartialObjectMetadata
+		patch []byte
+		sent  bool
+	}{
+		{"stamp orphan beside a foreign finalizer", withFinalizers("", keep), stamp("Orphan", keep, metav1.FinalizerOrphanDependents), true},
+		{"unstamp cascade's orphan", withFinalizers("Orphan", keep, metav1.FinalizerOrphanDependents), stamp("", keep), true},
+		{"replace cascade's orphan by foreground", withFinalizers("Orphan", metav1.FinalizerOrphanDependents, keep), stamp("Foreground", keep, metav1.FinalizerDeleteDependents), true},
+		{"drop a foreign finalizer while stamping", withFinalizers("", keep), stamp("Orphan", metav1.FinalizerOrphanDependents), false},
+		{"drop a foreign finalizer while unstamping", withFinalizers("Orphan", keep, metav1.FinalizerOrphanDependents), stamp("", metav1.FinalizerOrphanDependents), false},
+		{"drop an orphan finalizer cascade did not stamp", withFinalizers("", keep, metav1.FinalizerOrphanDependents), stamp("", keep), false},
+		{"add a foreign finalizer", withFinalizers("", keep), stamp("Orphan", keep, "example.com/other"), false},
+		{"add a GC finalizer the annotation does not record", withFinalizers("", keep), stamp("Foreground", keep, metav1.FinalizerOrphanDependents), false},
+		{"add two GC finalizers", withFinalizers("", keep), stamp("Orphan", keep, metav1.FinalizerOrphanDependents, metav1.FinalizerDeleteDependents), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			meta := clienttest.NewFake(c.live)
+			reg := prometheus.NewRegistry()
+			comp := NewEdge(meta, fake.NewClientset()).Companion(reg)
+			_, err := comp.Objects.Patch(context.Background(), clienttest.Widgets, "ns", "f", types.MergePatchType, c.patch)
+			patched := slices.ContainsFunc(meta.Actions(), func(a clienttesting.Action) bool { return a.GetVerb() == "patch" })
+			refused := refusedCount(t, reg, ActionStamp)
+			if c.sent && (errors.Is(err, ErrCompanion) || !patched || refused != 0) {
+				t.Errorf("%s: %v (patched %t, refused %v), want it sent", c.name, err, patched, refused)
+			}
+			if !c.sent && (!errors.Is(err, ErrCompanion) || patched || refused != 1) {
+				t.Errorf("%s: %v (patched %t, refused %v), want it refused and counted", c.name, err, patched, refused)
 			}
 		})
 	}

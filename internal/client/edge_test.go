@@ -72,7 +72,9 @@ func TestDryRunEdgeSendsNoWrite(t *testing.T) {
 		"Admission.DeletePolicyV1beta1": {ActionDeleteAdmission, func(ctx context.Context, e Edge) error {
 			return e.Admission.DeletePolicyV1beta1(ctx, mpBeta.Name, "u-mp")
 		}},
-		"Admission.DeleteBindingV1beta1": {ActionDeleteAdmission, func(ctx context.Context, e Edge) error { return e.Admission.DeleteBindingV1beta1(ctx, mbBeta.Name, mbBeta.UID) }},
+		"Admission.DeleteBindingV1beta1": {ActionDeleteAdmission, func(ctx context.Context, e Edge) error {
+			return e.Admission.DeleteBindingV1beta1(ctx, mbBeta.Name, mbBeta.UID)
+		}},
 		"ConfigMaps.Create": {ActionWriteConfigMap, func(ctx context.Context, e Edge) error {
 			_, err := e.ConfigMaps("ns").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new"}})
 			return err
