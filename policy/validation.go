@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -214,4 +215,28 @@ func pathOr(p *field.Path) *field.Path {
 		return documentPath
 	}
 	return p
+}
+
+// CheckUnwatched returns an error for each defaultPropagation rule of p whose resource cascade
+// does not watch (unwatched: --ignored-resources, events by default, which the policy document
+// cannot see): the admission policy would stamp a GC finalizer on its objects whose deletion
+// nothing then finishes (in collector mode: for ever). The same for a rule whose resource the
+// document's own ignoredResources lists is Validate's.
+func CheckUnwatched(p *Policy, unwatched []GroupResource) field.ErrorList {
+	if p == nil || len(unwatched) == 0 {
+		return nil
+	}
+	var errs field.ErrorList
+	for i, r := range p.Rules {
+		if r.DefaultPropagation == "" {
+			continue
+		}
+		gr, err := ParseGroupResource(r.Resource)
+		if err != nil || !slices.Contains(unwatched, gr) {
+			continue
+		}
+		errs = append(errs, field.Invalid(field.NewPath("rules").Index(i).Child("resource"), r.Resource,
+			"cascade does not watch it (--ignored-resources): a defaultPropagation finalizer stamped on its objects would hold their deletion for ever"))
+	}
+	return errs
 }

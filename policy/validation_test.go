@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -298,3 +299,24 @@ func deepCopy(p *Policy) *Policy {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestCheckUnwatched: only defaultPropagation rules for an unwatched resource are errors.
+func TestCheckUnwatched(t *testing.T) {
+	p := &Policy{Rules: []Rule{
+		{Resource: "events", DefaultPropagation: "Orphan"},
+		{Resource: "events", Collect: "Never"},
+		{Resource: "widgets.example.com", DefaultPropagation: "Foreground"},
+		{Resource: "events.events.k8s.io", DefaultPropagation: "Foreground"},
+	}}
+	errs := CheckUnwatched(p, []GroupResource{{Resource: "events"}, {Group: "events.k8s.io", Resource: "events"}})
+	var got []string
+	for _, e := range errs {
+		got = append(got, e.Field)
+	}
+	if want := []string{"rules[0].resource", "rules[3].resource"}; !slices.Equal(got, want) {
+		t.Errorf("errors at %v, want %v", got, want)
+	}
+	if errs := CheckUnwatched(p, nil); len(errs) != 0 {
+		t.Errorf("nothing unwatched: %v", errs)
+	}
+}

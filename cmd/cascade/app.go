@@ -120,7 +120,7 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 		a.policy = watch.New(watch.Options{
 			Client: cs.kube, Namespace: ns, Name: name, Events: events, Metrics: ms.policy,
 			Served: watch.ServedBy(disco), Timeout: max(opts.StartupTimeout, time.Second),
-			Companion: companion,
+			Companion: companion, Unwatched: opts.IgnoredPolicyResources(),
 		})
 		inForce, authoritative = a.policy.Policy, a.policy.Authoritative
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/cascade-gc/cascade/finalizers/orphanrecord"
 	"github.com/cascade-gc/cascade/finalizers/stamp"
 	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/policy"
 	"github.com/cascade-gc/cascade/policy/watch"
 )
 
@@ -295,6 +296,16 @@ func (o *Options) Validate() field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("--health-probe-bind-address"), o.HealthProbeBindAddress, "must differ from --metrics-bind-address"))
 	}
 	return errs
+}
+
+// IgnoredPolicyResources returns --ignored-resources as the policy names resources (call after
+// Validate).
+func (o *Options) IgnoredPolicyResources() []policy.GroupResource {
+	var out []policy.GroupResource
+	for gr := range o.IgnoredGroupResources() {
+		out = append(out, policy.GroupResource{Group: gr.Group, Resource: gr.Resource})
+	}
+	return out
 }
 
 // IgnoredGroupResources returns --ignored-resources parsed (call after Validate).

@@ -41,6 +41,7 @@ func newPolicyCommand() *cobra.Command {
 	vfile := validate.Flags().StringP("filename", "f", "", `The policy document or ConfigMap manifest ("-": stdin).`)
 	kubeconfig := validate.Flags().String("kubeconfig", "", "Check the resources the policy names against this cluster (optional).")
 	mode := validate.Flags().String("mode", client.ModeCollector, "The --mode cascade runs the policy in: collector, or companion (warns about the rules it does not enforce there).")
+	ignored := validate.Flags().StringSlice("ignored-resources", NewOptions().IgnoredResources, "The --ignored-resources cascade runs with: a defaultPropagation rule for one of them is an error (cascade never watches them, so it could not finish the deletes its stamps hold).")
 	validate.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *mode != client.ModeCollector && *mode != client.ModeCompanion {
 			return &usageError{err: fmt.Errorf("--mode is %s or %s, not %q", client.ModeCollector, client.ModeCompanion, *mode), cmd: cmd}
@@ -65,7 +66,15 @@ func newPolicyCommand() *cobra.Command {
 				return fmt.Errorf("cannot list the resources %s serves: %v", cfg.Host, err)
 			}
 		}
-		return validatePolicy(cmd.OutOrStdout(), from, doc, served, *mode)
+		var unwatched []policy.GroupResource
+		for _, r := range *ignored {
+			gr, err := policy.ParseGroupResource(r)
+			if err != nil {
+				return &usageError{err: fmt.Errorf("invalid --ignored-resources %q: %v", r, err), cmd: cmd}
+			}
+			unwatched = append(unwatched, gr)
+		}
+		return validatePolicy(cmd.OutOrStdout(), from, doc, served, *mode, unwatched)
 	}
 	render := &cobra.Command{
 		Use:   "render -f FILE",
@@ -163,8 +172,9 @@ func policyDocument(data []byte) (doc []byte, from string, err error) {
 }
 
 // validatePolicy prints every finding about doc and returns an error when there are errors.
-func validatePolicy(out io.Writer, name string, doc []byte, served policy.Served, mode string) error {
+func validatePolicy(out io.Writer, name string, doc []byte, served policy.Served, mode string, unwatched []policy.GroupResource) error {
 	c, p, errs := policy.Parse(doc)
+	errs = append(errs, policy.CheckUnwatched(p, unwatched)...)
 	var b strings.Builder
 	for _, e := range errs {
 		fmt.Fprintf(&b, "error: %s\n", e.Error())

@@ -64,6 +64,28 @@ func TestPolicyValidate(t *testing.T) {
 			notWant: []string{"warning: rules[1]"},
 		},
 		{
+			// Issue 32.2: a defaultPropagation rule for a resource cascade never watches (the
+			// built-in events, or --ignored-resources) is an error; a collect rule for it is not
+			// this check's (it never applies, and stamps nothing).
+			name:    "defaultPropagation for events, ignored by default",
+			body:    "apiVersion: cascade.dev/v1alpha1\nkind: Policy\nrules:\n- resource: events\n  defaultPropagation: Foreground\n",
+			wantErr: "1 errors",
+			want:    []string{`error: rules[0].resource: Invalid value: "events": cascade does not watch it (--ignored-resources)`},
+		},
+		{
+			name:    "defaultPropagation for a resource in --ignored-resources",
+			body:    good,
+			args:    []string{"--ignored-resources=events,widgets.example.com"},
+			wantErr: "1 errors",
+			want:    []string{`error: rules[1].resource: Invalid value: "widgets.example.com": cascade does not watch it (--ignored-resources)`},
+		},
+		{
+			name: "--ignored-resources without the rule's resource",
+			body: "apiVersion: cascade.dev/v1alpha1\nkind: Policy\nrules:\n- resource: events\n  defaultPropagation: Foreground\n",
+			args: []string{"--ignored-resources=podtemplates"},
+			want: []string{"valid: 1 rules, 0 ignored resources"},
+		},
+		{
 			name:    "an unknown mode",
 			body:    good,
 			args:    []string{"--mode=shadow"},

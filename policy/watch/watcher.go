@@ -61,6 +61,10 @@ type Options struct {
 	// (policy.CompanionUnenforced): a log line, a Warning Event and
 	// cascade_policy_rules_unenforced.
 	Companion bool
+	// Unwatched is the resources cascade never watches (--ignored-resources): a
+	// defaultPropagation rule for one is refused (policy.CheckUnwatched), as an invalid
+	// document is: the last good policy stays.
+	Unwatched []policy.GroupResource
 }
 
 // Watcher keeps the policy of one ConfigMap in force.
@@ -210,6 +214,9 @@ func (w *Watcher) load(ctx context.Context, cm *corev1.ConfigMap) {
 	)
 	if hasKey {
 		c, p, errs = policy.Parse([]byte(doc))
+		if len(errs) == 0 {
+			errs = policy.CheckUnwatched(p, w.opts.Unwatched)
+		}
 	} else {
 		errs = field.ErrorList{field.Required(field.NewPath("data").Key(policy.ConfigMapKey), "the policy document goes under this key")}
 	}

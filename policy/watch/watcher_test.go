@@ -330,3 +330,28 @@ func TestCompanionUnenforcedRules(t *testing.T) {
 		t.Errorf("cascade_policy_rules_unenforced = %v with the built-in policy, want 0", v)
 	}
 }
+
+// TestUnwatchedDefaultPropagationRejected (issue 32.2): a policy whose defaultPropagation rule
+// names a resource cascade never watches (--ignored-resources, which the document cannot see)
+// is rejected like an invalid one: nothing is put in force (the built-in policy stays), so no
+// admission policy is rendered for it and no object of it is stamped.
+func TestUnwatchedDefaultPropagationRejected(t *testing.T) {
+	doc := "apiVersion: cascade.dev/v1alpha1\nkind: Policy\nrules:\n- resource: events\n  defaultPropagation: Orphan\n"
+	h := &harness{cs: fake.NewClientset(policyCM(doc)), rec: record.NewFakeRecorder(20), m: NewMetrics(prometheus.NewRegistry()), logs: &logLines{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	h.w = New(Options{Client: h.cs, Namespace: "cascade-system", Name: "cascade-policy", Events: h.rec, Metrics: h.m,
+		Unwatched: []policy.GroupResource{{Resource: "events"}, {Group: "events.k8s.io", Resource: "events"}}})
+	if err := h.w.Start(h.logs.ctx(ctx), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if testutil.ToFloat64(h.m.LoadErrors) != 1 || h.generation() != 0 || h.w.Policy().Rules() != 0 {
+		t.Errorf("load errors %v, generation %v, %d rules in force; want the document rejected", testutil.ToFloat64(h.m.LoadErrors), h.generation(), h.w.Policy().Rules())
+	}
+	if p, _ := h.w.Policy().Admission(); p != nil {
+		t.Errorf("an admission policy is rendered for an unwatched resource: %+v", p.Spec.MatchConstraints)
+	}
+	if evs := drainEvents(h.rec); len(evs) != 1 || !strings.Contains(evs[0], `rules[0].resource: Invalid value: "events": cascade does not watch it`) {
+		t.Errorf("events %q, want one PolicyRejected naming the rule", evs)
+	}
+}
