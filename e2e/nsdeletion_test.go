@@ -87,7 +87,7 @@ func TestNamespaceDeletionWithoutCascade(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	goneWithin := func(name string, d time.Duration) {
+	goneWithin := func(name, since string, d time.Duration) {
 		t.Helper()
 		start := time.Now()
 		framework.Eventually(t, d, "namespace "+name+" gone", func() (bool, error) {
@@ -100,17 +100,17 @@ func TestNamespaceDeletionWithoutCascade(t *testing.T) {
 			}
 			return false, fmt.Errorf("%s, conditions %+v", ns.Status.Phase, ns.Status.Conditions)
 		})
-		t.Logf("namespace %s gone %s after its delete", name, time.Since(start).Round(100*time.Millisecond))
+		t.Logf("namespace %s gone %s after %s", name, time.Since(start).Round(100*time.Millisecond), since)
 	}
 
 	// Installed, no pod of cascade answering (killed, crash-looping: none ever runs here).
 	deleteNamespaceWithObjects("tenant-installed")
-	goneWithin("tenant-installed", namespaceGoneWithin)
+	goneWithin("tenant-installed", "its delete", namespaceGoneWithin)
 
 	// Scaled to zero, as the uninstall order does first.
 	kubectl("-n", "cascade-system", "scale", "deployment", "cascade", "--replicas=0")
 	deleteNamespaceWithObjects("tenant-scaled-to-zero")
-	goneWithin("tenant-scaled-to-zero", namespaceGoneWithin)
+	goneWithin("tenant-scaled-to-zero", "its delete", namespaceGoneWithin)
 
 	// The control: the opt-in APIService with no cascade behind it holds a deleted namespace.
 	apiService := filepath.Join(root, "deploy", "components", "aggregated-api", "aggregated-api.yaml")
@@ -146,5 +146,5 @@ func TestNamespaceDeletionWithoutCascade(t *testing.T) {
 	})
 	// The uninstall order's first step.
 	kubectl("delete", "-f", apiService)
-	goneWithin("tenant-held", namespaceGoneWithin)
+	goneWithin("tenant-held", "the APIService's delete", namespaceGoneWithin)
 }
