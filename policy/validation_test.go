@@ -2,9 +2,9 @@ package policy
 
 import (
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
-	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

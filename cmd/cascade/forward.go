@@ -14,11 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+	"k8s.io/streaming/pkg/httpstream"
 )
 
 // cascade explain's default way to cascade when its aggregated API is not installed (the
@@ -117,15 +117,15 @@ func forwardToPod(ctx context.Context, cfg *rest.Config, kube kubernetes.Interfa
 	if err != nil {
 		return 0, nil, fmt.Errorf("port-forward transport: %w", err)
 	}
-	var dialer httpstream.Dialer = spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
-	if ws, err := portforward.NewSPDYOverWebsocketDialer(u, cfg); err == nil {
-		dialer = portforward.NewFallbackDialer(ws, dialer, func(err error) bool {
+	dialer := spdy.NewDialerForStreaming(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
+	if ws, err := portforward.NewSPDYOverWebsocketDialerForStreaming(u, cfg); err == nil {
+		dialer = portforward.NewFallbackDialerForStreaming(ws, dialer, func(err error) bool {
 			return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
 		})
 	}
 	stop, ready := make(chan struct{}), make(chan struct{})
 	var errOut strings.Builder
-	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(port)}, stop, ready, io.Discard, &errOut)
+	fw, err := portforward.NewOnAddressesForStreaming(dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(port)}, stop, ready, io.Discard, &errOut)
 	if err != nil {
 		return 0, nil, fmt.Errorf("port-forward to pod %s/%s: %w", ns, name, err)
 	}
