@@ -656,3 +656,29 @@ func TestChartAPIServiceOptIn(t *testing.T) {
 		t.Errorf("with apiService.create=true the chart's APIService is\n  %+v\nthe component's (in %s)\n  %+v", got, chartNamespace, want)
 	}
 }
+
+// TestCompanionDeletesOnlyItsAdmissionObjects (issue 32.8): in companion mode cascade's
+// ClusterRole grants delete on nothing but its own admission objects, by name
+// (resourceNames), in the overlay and the chart alike: no other MutatingAdmissionPolicy or
+// binding of the cluster can be deleted with it.
+func TestCompanionDeletesOnlyItsAdmissionObjects(t *testing.T) {
+	for what, stream := range map[string]string{
+		"deploy/overlays/companion": kustomize(t, filepath.Join(deployDir(t), "overlays", "companion")),
+		"the chart (mode=companion)": helmTemplate(t, "mode=companion"),
+	} {
+		role := into[rbacv1.ClusterRole](t, find(t, objects(t, stream), "ClusterRole", "cascade"))
+		deletes := 0
+		for _, r := range role.Rules {
+			if !slices.Contains(r.Verbs, "delete") && !slices.Contains(r.Verbs, "*") {
+				continue
+			}
+			deletes++
+			if !slices.Equal(r.APIGroups, []string{"admissionregistration.k8s.io"}) || !slices.Equal(r.ResourceNames, []string{"cascade-default-propagation"}) {
+				t.Errorf("%s: companion's ClusterRole grants delete on %v %v named %v, want only cascade-default-propagation's admission objects", what, r.APIGroups, r.Resources, r.ResourceNames)
+			}
+		}
+		if deletes != 1 {
+			t.Errorf("%s: %d rules grant delete, want the one on cascade's admission objects", what, deletes)
+		}
+	}
+}
