@@ -190,7 +190,11 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 		StuckAfter:   opts.StuckAfter,
 		Companion:    companion,
 	})
-	servers, err := newServers(ctx, opts, reg, readyState{ctrl, ms.features}, live.check, ctrl.DebugGraph, ctrl.ExplainNamed, cs.kube)
+	reviews, err := reviewClient(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("build review client: %w", err)
+	}
+	servers, err := newServers(ctx, opts, reg, readyState{ctrl, ms.features}, live.check, ctrl.DebugGraph, ctrl.ExplainNamed, reviews)
 	if err != nil {
 		return nil, err
 	}

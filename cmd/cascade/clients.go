@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -83,4 +85,45 @@ func waitForServer(ctx context.Context, disco discovery.ServerVersionInterface, 
 		return fmt.Errorf("cannot reach the API server at %s within --startup-timeout=%s: %v; check --kubeconfig and that the server is running", host, timeout, last)
 	}
 	return nil
+}
+
+// Bounds of the client the serving port's reviews go through (reviewClient).
+const (
+	reviewsInFlight = 8
+	reviewsQPS      = 20
+	reviewsBurst    = 40
+)
+
+// errReviewsBusy is the answer of the review client while reviewsInFlight reviews are under
+// way: the request being authenticated is refused (401) without a review.
+var errReviewsBusy = errors.New("too many TokenReviews and SubjectAccessReviews in flight")
+
+// reviewClient is the client of the serving port's TokenReviews and SubjectAccessReviews
+// (issue 32.6): a client of its own, so that forged bearer tokens, each a TokenReview (a
+// repeated one answered from the 10 s cache, negative answers included), never take the
+// client-side rate limit of the Lease renewals and deletes; its own rate limit; and at most
+// reviewsInFlight reviews at once, further ones refused at once rather than queued.
+func reviewClient(cfg *rest.Config) (kubernetes.Interface, error) {
+	c := rest.CopyConfig(cfg)
+	c.UserAgent = userAgent + "-reviews"
+	c.QPS, c.Burst = reviewsQPS, reviewsBurst
+	slots := make(chan struct{}, reviewsInFlight)
+	c.Wrap(func(rt http.RoundTripper) http.RoundTripper { return boundedRoundTripper{rt: rt, slots: slots} })
+	return kubernetes.NewForConfig(c)
+}
+
+// boundedRoundTripper sends at most cap(slots) requests at once, and fails the others at once.
+type boundedRoundTripper struct {
+	rt    http.RoundTripper
+	slots chan struct{}
+}
+
+func (b boundedRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	select {
+	case b.slots <- struct{}{}:
+		defer func() { <-b.slots }()
+		return b.rt.RoundTrip(req)
+	default:
+		return nil, errReviewsBusy
+	}
 }

@@ -44,6 +44,7 @@ func cascadeMetrics(t *testing.T) []metricDoc {
 	gc.New(gc.Options{Metrics: ms.gc}) // the graph's scrape-time collector
 	client.NewDryRun(nil, r)           // --dry-run only
 	client.Edge{}.Companion(r)         // --mode=companion only
+	newRefusedRequests(r)              // secure serving only
 	var out []metricDoc
 	for _, c := range r.cs {
 		typ := "gauge" // scrape-time collectors (the graph's) export gauges

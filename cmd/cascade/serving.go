@@ -167,6 +167,9 @@ func newServers(ctx context.Context, opts *Options, reg *prometheus.Registry, re
 	if opts.MetricsBindAddress != "0" {
 		if opts.MetricsSecure {
 			gate, err := newAccessGate(ctx, reviews)
+			if err == nil {
+				gate.refused = newRefusedRequests(reg)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -244,6 +247,8 @@ const (
 type accessGate struct {
 	authn authenticator.Request
 	authz authorizer.Authorizer
+	// refused counts the requests answered 401, 403 or 500 (nil: not counted).
+	refused *prometheus.CounterVec
 	// frontProxy keep the front-proxy CA and header names current (run).
 	frontProxy []dynamiccertificates.ControllerRunner
 }
@@ -341,6 +346,7 @@ func (g *accessGate) wrap(h http.Handler) http.Handler {
 			if err != nil {
 				logger.V(2).Info("Request not authenticated", "err", err)
 			}
+			g.refuse(http.StatusUnauthorized)
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		}
@@ -349,11 +355,13 @@ func (g *accessGate) wrap(h http.Handler) http.Handler {
 			decision, reason, err := g.authz.Authorize(r.Context(), attrs)
 			if err != nil {
 				logger.Error(err, "Cannot authorize a request", "user", res.User.GetName())
+				g.refuse(http.StatusInternalServerError)
 				http.Error(w, "Internal Server Error: authorization failed", http.StatusInternalServerError)
 				return
 			}
 			if decision != authorizer.DecisionAllow {
 				logger.V(2).Info("Request forbidden", "user", res.User.GetName(), "verb", attrs.Verb, "reason", reason)
+				g.refuse(http.StatusForbidden)
 				msg := fmt.Sprintf("Forbidden: user %q cannot %s", res.User.GetName(), describeAccess(attrs))
 				if reason != "" {
 					msg += ": " + reason
@@ -365,6 +373,26 @@ func (g *accessGate) wrap(h http.Handler) http.Handler {
 		r.Header.Del("Authorization") // the handlers never need the token
 		h.ServeHTTP(w, r.WithContext(request.WithUser(r.Context(), res.User)))
 	})
+}
+
+func (g *accessGate) refuse(code int) {
+	if g.refused != nil {
+		g.refused.WithLabelValues(strconv.Itoa(code)).Inc()
+	}
+}
+
+// newRefusedRequests registers cascade_serving_refused_requests_total on reg.
+func newRefusedRequests(reg prometheus.Registerer) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "cascade",
+		Name:      "serving_refused_requests_total",
+		Help:      "Requests to the metrics port refused, by HTTP code: 401 (no credentials, a token the API server does not accept, or too many reviews in flight), 403 (the user may not), 500 (the API server could not say).",
+	}, []string{"code"})
+	for _, code := range []string{"401", "403", "500"} {
+		c.WithLabelValues(code)
+	}
+	reg.MustRegister(c)
+	return c
 }
 
 // describeAccess says what a request asked, as kube-apiserver's Forbidden messages do.

@@ -26,10 +26,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
@@ -648,5 +652,82 @@ func TestThrottledLog(t *testing.T) {
 	_, _ = l.Write([]byte("again\n"))
 	if l.dropped != 0 {
 		t.Errorf("after the period the next line is logged and the count starts afresh; %d left out", l.dropped)
+	}
+}
+
+// TestReviewClientBounded (issue 32.6): the serving port's reviews go through a client of their
+// own that sends at most reviewsInFlight at once and refuses the next at once (the request
+// being authenticated gets 401), so that a flood of forged tokens cannot queue without bound
+// nor take the Lease renewals' and deletes' client.
+func TestReviewClientBounded(t *testing.T) {
+	release := make(chan struct{})
+	var inFlight, most atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		n := inFlight.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release
+		inFlight.Add(-1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","status":{"authenticated":false}}`))
+	}))
+	defer srv.Close()
+	kube, err := reviewClient(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	review := func() error {
+		_, err := kube.AuthenticationV1().TokenReviews().Create(context.Background(), &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: "forged"}}, metav1.CreateOptions{})
+		return err
+	}
+	var wg sync.WaitGroup
+	for range reviewsInFlight {
+		wg.Go(func() { _ = review() })
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for inFlight.Load() < reviewsInFlight && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := review(); !errors.Is(err, errReviewsBusy) {
+		t.Errorf("review %d while %d are in flight: %v, want %v", reviewsInFlight+1, reviewsInFlight, err, errReviewsBusy)
+	}
+	close(release)
+	wg.Wait()
+	if m := most.Load(); m != reviewsInFlight {
+		t.Errorf("%d reviews reached the API server at once, want %d", m, reviewsInFlight)
+	}
+	if err := review(); err != nil {
+		t.Errorf("a review once the others are answered: %v", err)
+	}
+}
+
+// TestRefusedRequestsCounted: every request the access gate refuses is counted by code.
+func TestRefusedRequestsCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	g := &accessGate{
+		authn: authenticator.RequestFunc(func(r *http.Request) (*authenticator.Response, bool, error) {
+			if r.Header.Get("Authorization") == "" {
+				return nil, false, nil
+			}
+			return &authenticator.Response{User: &user.DefaultInfo{Name: "mallory"}}, true, nil
+		}),
+		authz: authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+			return authorizer.DecisionDeny, "no", nil
+		}),
+		refused: newRefusedRequests(reg),
+	}
+	h := g.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("a refused request reached the handler") }))
+	for _, auth := range []string{"", "", "Bearer x"} {
+		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	if got := testutil.ToFloat64(g.refused.WithLabelValues("401")); got != 2 {
+		t.Errorf("401s counted: %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(g.refused.WithLabelValues("403")); got != 1 {
+		t.Errorf("403s counted: %v, want 1", got)
 	}
 }
