@@ -241,13 +241,15 @@ $(PROMETHEUS_OPERATOR_CRDS):
 chart-lint: helm ## @HELP helm lint deploy/chart
 	$(HELM) lint --strict deploy/chart
 
-# The version matrix: kube-apiserver and etcd of each Kubernetes version cascade is tested
-# against, each built from a module that pins it (KUBE_VERSION's is e2e/tools, the others
-# e2e/tools/versions/v1.MINOR, with the etcd server module that release requires) into the same
-# cache as the tools, one key per version made as TOOLS_KEY is (the module's go.mod, go.sum and
-# etcd/main.go, the ldflags, the Go version; KUBE_VERSION's key is TOOLS_KEY, so its binaries are
-# the ones `make tools` built), then copied into bin/versions/<version>/. kubectl and
-# kube-controller-manager stay at KUBE_VERSION: the subset needs neither.
+# The version matrix: kube-apiserver of each Kubernetes version cascade is tested against, each
+# built from a module that pins it (KUBE_VERSION's is e2e/tools, the others
+# e2e/tools/versions/v1.MINOR, with the etcd server module that release requires), and one etcd
+# per etcd minor (the newest patch of that minor the modules require: tools/kube-version-vars),
+# into the same cache as the tools, one key per module made as TOOLS_KEY is (the module's
+# go.mod, go.sum and etcd/main.go, the ldflags, the Go version; KUBE_VERSION's key is TOOLS_KEY,
+# so its binaries, etcd 3.6 included, are the ones `make tools` built), then copied into
+# bin/versions/<version>/. kubectl and kube-controller-manager stay at KUBE_VERSION: the subset
+# needs neither.
 KUBE_VERSIONS ?= v1.34.4 v1.35.4 v1.36.3 v1.37.2
 VERSIONS_BIN := $(BIN)/versions
 VERSIONS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/cascade-tools
