@@ -612,15 +612,21 @@ func TestShadowOverlayRBACSuffices(t *testing.T) {
 	}
 	c := suite.StartCascade(t, args...)
 	framework.WaitForMetric(t, c, "cascade_policy_generation", 1, collectTimeout)
+	// The would-be deletes counted from here are this test's: as it starts, cascade also decides
+	// on the garbage earlier tests left.
+	const wouldDelete = `cascade_dry_run_actions_total{action="delete"}`
+	before, _ := settled(t, c).Value(wouldDelete)
 
 	owner := cs.CreateCM(t, ns, "owner")
 	const deps = 3
 	for i := range deps {
 		cs.CreateCM(t, ns, fmt.Sprintf("dep-%d", i), framework.CMRef(owner))
 	}
-	before := framework.MetricValue(t, c, `cascade_dry_run_actions_total{action="delete"}`)
 	cs.DeleteCM(t, ns, "owner", metav1.DeletePropagationBackground)
-	framework.WaitForMetric(t, c, `cascade_dry_run_actions_total{action="delete"}`, before+deps, collectTimeout)
+	framework.WaitForMetric(t, c, wouldDelete, before+deps, collectTimeout)
+	framework.Eventually(t, collectTimeout, "cascade's log naming the dependents it would delete", func() (bool, error) {
+		return slices.Equal(wouldBe(t, c, ns)["delete"], names("dep", deps)), nil
+	})
 	cs.WaitCMCount(t, ns, "dep-", deps, collectTimeout) // still there: nothing was sent
 
 	for _, s := range framework.Scrape(t, c).Samples("cascade_api_requests_total") {

@@ -316,7 +316,15 @@ func TestPolicyDefaultStampAndUnstamp(t *testing.T) {
 			deletePlain(t, cs, gvr, ns, o.name)
 		}
 	}
-	t.Cleanup(func() { setFinalizers(t, cs, gvr, ns, "deleting", nil) })
+	// Every finalizer goes at cleanup, so that the CRD's deletion (which deletes these objects)
+	// ends, and leaves no owner waiting on a GC finalizer for a later test's cascade.
+	t.Cleanup(func() {
+		for _, o := range objs {
+			if len(o.finalizers) > 0 {
+				setFinalizers(t, cs, gvr, ns, o.name, nil)
+			}
+		}
+	})
 
 	level := expectedAdmissionLevel(t, cs)
 	c := startWithDefaults(t, cs, ns, defaultRule(gvr, "Orphan", false))
@@ -340,6 +348,13 @@ func TestPolicyDefaultStampAndUnstamp(t *testing.T) {
 		// Stamped by the pass (no admission policy served), before the rule goes.
 		waitStamped(t, cs, gvr, ns, "created", wantStamp([]string{"orphan"}, "Orphan"))
 	}
+	// Objects earlier tests left stamped, for rules this policy does not have, are unstamped by
+	// the same pass: the unstamps counted from here, once the pass is done, are this test's.
+	const unstampedSel = `cascade_default_propagation_changes_total{action="unstamped"}`
+	framework.Eventually(t, collectTimeout, "the pass done", func() (bool, error) {
+		return framework.MetricValue(t, c, "cascade_default_propagation_pending") == 0, nil
+	})
+	unstampedBefore, _ := settled(t, c, "cascade_default_propagation_pending").Value(unstampedSel)
 
 	// The rule goes: what cascade stamped is undone, at creation (admission) and at the pass.
 	writePolicy(t, cs, ns, policyDoc(""))
@@ -353,8 +368,8 @@ func TestPolicyDefaultStampAndUnstamp(t *testing.T) {
 	if got := getCR(t, cs, gvr, ns, "created"); got.GetUID() != created.GetUID() {
 		t.Error("created was replaced")
 	}
-	if v := framework.MetricValue(t, c, `cascade_default_propagation_changes_total{action="unstamped"}`); v != 3 {
-		t.Errorf("the pass counts %v objects unstamped, want 3 (plain, foreign, created)", v)
+	if v := framework.MetricValue(t, c, unstampedSel) - unstampedBefore; v != 3 {
+		t.Errorf("the pass counts %v objects unstamped after the rule went, want 3 (plain, foreign, created)", v)
 	}
 	framework.WaitGone(t, "the admission policy", collectTimeout, func() error { return admissionPolicyGone(cs, level) })
 	waitAdmission(t, cs, gvr, "Gizmo", ns)

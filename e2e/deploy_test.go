@@ -180,6 +180,10 @@ func TestDeployManifests(t *testing.T) {
 	ns := cs.NewNamespace(t)
 	c := suite.StartCascade(t, "--kubeconfig="+kc, "--leader-elect=true", "--leader-elect-resource-namespace=cascade-system",
 		"--policy-configmap=cascade-system/cascade-policy", "--orphan-record-configmap=cascade-system/cascade-orphaned-owners")
+	// The Lease's name is the one deploy/base's Role allows, which TestImage's replicas take too
+	// (a holder killed without releasing it stays named until the Lease expires): the holder is
+	// this cascade once it says it leads.
+	framework.WaitForMetric(t, c, "cascade_leader", 1, 60*time.Second)
 	framework.Eventually(t, 30*time.Second, "lease held", func() (bool, error) {
 		l, err := cs.Kube.CoordinationV1().Leases("cascade-system").Get(ctx, "cascade", metav1.GetOptions{})
 		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", nil
@@ -230,6 +234,12 @@ func TestDeployManifests(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cs.Kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Delete(ctx, policy.AdmissionName, metav1.DeleteOptions{})
 		_ = maps.Delete(ctx, policy.AdmissionName, metav1.DeleteOptions{})
+		// The shipped policy back, also when the test failed before it restored it: TestImage
+		// runs its replicas on this ConfigMap.
+		if cur, err := cms.Get(ctx, "cascade-policy", metav1.GetOptions{}); err == nil && cur.Data[policy.ConfigMapKey] != shipped.Data[policy.ConfigMapKey] {
+			cur.Data = shipped.Data
+			_, _ = cms.Update(ctx, cur, metav1.UpdateOptions{})
+		}
 	})
 	withRule := shipped.DeepCopy()
 	withRule.Data[policy.ConfigMapKey] = policyDoc("rules:\n- resource: gizmos.deploy.e2e.cascade.dev\n  defaultPropagation: Orphan\n")

@@ -26,13 +26,15 @@ func TestCRDChurnLeavesNothingBehind(t *testing.T) {
 	c := suite.StartCascade(t, "--discovery-period="+period.String())
 	monitorsRunning := func() float64 { return framework.MetricValue(t, c, `cascade_monitors{state="running"}`) }
 	goroutines := func() float64 { return framework.MetricValue(t, c, "go_goroutines") }
-	// Start-up settled: every monitor synced, and the goroutines as many as a discovery period
-	// earlier (polled once a period).
-	last := -1.0
+	// Start-up settled: every monitor synced, and the goroutines and the monitors as many as a
+	// discovery period earlier (polled once a period). The monitors too, since a CRD an earlier
+	// test deleted may still be going: its objects waited on a GC finalizer for a collector,
+	// this one, which finishes them as it starts.
+	lastGoroutines, lastMonitors := -1.0, -1.0
 	framework.EventuallyEvery(t, period, 30*time.Second, "start-up settled", func() (bool, error) {
-		g := goroutines()
-		settled := g == last && framework.MetricValue(t, c, `cascade_monitors{state="synced"}`) == monitorsRunning()
-		last = g
+		g, running := goroutines(), monitorsRunning()
+		settled := g == lastGoroutines && running == lastMonitors && framework.MetricValue(t, c, `cascade_monitors{state="synced"}`) == running
+		lastGoroutines, lastMonitors = g, running
 		return settled, nil
 	})
 	baseMonitors, baseGoroutines := monitorsRunning(), goroutines()
@@ -45,7 +47,14 @@ func TestCRDChurnLeavesNothingBehind(t *testing.T) {
 		names = append(names, gvr.Resource+"."+gvr.Group)
 	}
 	framework.Eventually(t, 3*period+10*time.Second, "all 20 CRDs watched", func() (bool, error) {
-		return monitorsRunning() == baseMonitors+20, nil
+		m := framework.Scrape(t, c)
+		for _, gvr := range gvrs {
+			if !watched(m, gvr) {
+				return false, nil
+			}
+		}
+		running, _ := m.Value(`cascade_monitors{state="running"}`)
+		return running == baseMonitors+20, nil
 	})
 	peak := goroutines()
 	for _, n := range names {

@@ -236,6 +236,10 @@ func TestFinalizersOrphanRC(t *testing.T) {
 	cs := suite.Clients(t)
 	ns := finNamespace(t, cs)
 	c := suite.StartCascade(t)
+	// Owners earlier tests left waiting on the orphan finalizer are finished by this cascade
+	// too: the count is this test's from here.
+	const removed = `cascade_finalizers_removed_total{finalizer="orphan"}`
+	base, _ := settled(t, c).Value(removed)
 	rc := finRC(t, cs, ns, "rc")
 	other := finRC(t, cs, ns, "other")
 	finPods(t, cs, ns, "pod", 10, rcRef(rc))
@@ -255,8 +259,8 @@ func TestFinalizersOrphanRC(t *testing.T) {
 		return true, nil
 	})
 	staysReleased(t, cs, ns, orphanQuietPeriod, "pods released by the RC", podsReleased(t, cs, ns, "pod-", 10, rc.UID))
-	if v := framework.MetricValue(t, c, `cascade_finalizers_removed_total{finalizer="orphan"}`); v != 1 {
-		t.Errorf("cascade_finalizers_removed_total{finalizer=\"orphan\"} is %g, want 1", v)
+	if v := framework.MetricValue(t, c, removed) - base; v != 1 {
+		t.Errorf("%s rose by %g during the test, want 1 (the RC's)", removed, v)
 	}
 }
 
@@ -431,6 +435,10 @@ func TestFinalizersOrphanDependentOfNewResource(t *testing.T) {
 	ns := finNamespace(t, cs)
 	c := suite.StartCascade(t, "--discovery-period=10s")
 	ctx := context.Background()
+	// References removed from here on are this test's: this cascade also removes references
+	// that earlier tests left dangling (to owners in the orphan record, say) as it starts.
+	const removeRefs = `cascade_collected_total{action="remove_refs"}`
+	base, _ := settled(t, c).Value(removeRefs)
 	owner := cs.CreateCM(t, ns, "owner")
 	const group = "late.e2e.cascade.dev"
 	gvr := createCRD(t, cs, group, "Late", "Namespaced")
@@ -465,7 +473,7 @@ func TestFinalizersOrphanDependentOfNewResource(t *testing.T) {
 		return err == nil, err
 	})
 	staysReleased(t, cs, ns, 3*time.Second, "late-dep released", released)
-	if unseen && framework.MetricValue(t, c, `cascade_collected_total{action="remove_refs"}`) < 1 {
+	if unseen && framework.MetricValue(t, c, removeRefs)-base < 1 {
 		t.Error("the late reference was not removed by the collector's orphan rule")
 	}
 }
@@ -745,6 +753,9 @@ func TestFinalizersLevelDriven(t *testing.T) {
 	ns := finNamespace(t, cs)
 	ctx := context.Background()
 	first := suite.StartCascade(t)
+	// The first cascade finishes what earlier tests left waiting on a GC finalizer, so that the
+	// second, which counts from its start, finds only this test's two owners to finish.
+	settled(t, first)
 	fg := cs.CreateCM(t, ns, "fg")
 	cs.CreateCMs(t, ns, "fg-dep", 5, framework.RefTo("v1", "ConfigMap", "fg", fg.UID, true))
 	orph := cs.CreateCM(t, ns, "orph")
@@ -761,7 +772,7 @@ func TestFinalizersLevelDriven(t *testing.T) {
 		}
 	}
 
-	second := suite.StartCascade(t)
+	second := suite.StartCascade(t, "--v=2") // logs each GC finalizer it removes, naming the owner's UID
 	cs.WaitCMGone(t, ns, "fg", collectTimeout)
 	if n, err := cs.CountCMs(ns, "fg-dep-"); err != nil || n != 0 {
 		t.Fatalf("the foreground owner went with %d dependents left (%v)", n, err)
@@ -788,9 +799,17 @@ func TestFinalizersLevelDriven(t *testing.T) {
 		return nil
 	}
 	staysReleased(t, cs, ns, 3*time.Second, "orphaned dependents released", released)
-	// The second cascade finished both owners: each waited for it, not for time to pass.
-	for _, f := range []string{metav1.FinalizerDeleteDependents, metav1.FinalizerOrphanDependents} {
-		sel := fmt.Sprintf(`cascade_finalizers_removed_total{finalizer=%q}`, f)
+	// The second cascade finished both owners: each waited for it, not for time to pass. Its
+	// log names each owner once (the first cascade, which shares the log file, never removed
+	// theirs), and its counters hold these two alone: the first finished what others left.
+	for _, o := range []struct {
+		finalizer string
+		uid       types.UID
+	}{{metav1.FinalizerDeleteDependents, fg.UID}, {metav1.FinalizerOrphanDependents, orph.UID}} {
+		if n := logLines(t, second, "Removed the "+o.finalizer+" finalizer", string(o.uid)); n != 1 {
+			t.Errorf("%d log lines say the %s finalizer of %s was removed, want 1", n, o.finalizer, o.uid)
+		}
+		sel := fmt.Sprintf(`cascade_finalizers_removed_total{finalizer=%q}`, o.finalizer)
 		if v := framework.MetricValue(t, second, sel); v != 1 {
 			t.Errorf("%s of the cascade started after the deletes is %g, want 1", sel, v)
 		}

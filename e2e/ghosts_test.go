@@ -14,6 +14,7 @@ import (
 
 	"github.com/cascade-gc/cascade/e2e/framework"
 	"github.com/cascade-gc/cascade/e2e/harness"
+	"github.com/cascade-gc/cascade/gc"
 )
 
 // Ghosts (issue 10.4): objects of a resource cascade stopped watching must not stay in its
@@ -256,9 +257,10 @@ func TestCRDDeletedBlockerReleasesForegroundOwner(t *testing.T) {
 	waitWatchedOnly(t, c, v2, v1)
 	framework.WaitForMetric(t, c, fmt.Sprintf(`cascade_resource_unsynced{group=%q,resource=%q,version=%q}`, v2.Group, v2.Resource, v2.Version), 1, collectTimeout)
 
-	// The owner waits for the blocker, whose resource cascade cannot list.
+	// The owner waits for the blocker, whose resource cascade cannot list (the count of this
+	// test's resource: earlier tests may have left owners blocked elsewhere).
 	cs.DeleteCM(t, ns, "fg-owner", metav1.DeletePropagationForeground)
-	framework.WaitForMetric(t, c, "cascade_foreground_blocked_by_unsynced_total", 1, collectTimeout)
+	framework.WaitForMetric(t, c, fmt.Sprintf(`cascade_foreground_blocked_by_unsynced_total{resource=%q}`, gc.GVRString(v2)), 1, collectTimeout)
 	if cm := cs.MustExistCM(t, ns, "fg-owner"); cm.DeletionTimestamp == nil {
 		t.Fatalf("fg-owner is not being deleted")
 	}

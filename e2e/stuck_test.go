@@ -16,12 +16,17 @@ import (
 // TestStuckDeletionDiagnosed (issue 12.5): a foreground owner blocked by a dependent that a
 // foreign finalizer holds gets a DeletionStuck Warning Event naming the dependent and the
 // finalizer once it has waited longer than --stuck-deletion-threshold, and
-// cascade_oldest_waiting_owner_seconds{finalizer="foregroundDeletion"} shows the wait.
+// cascade_oldest_waiting_owner_seconds{finalizer="foregroundDeletion"} shows the wait. Owners
+// earlier tests left waiting in the foreground count in cascade's gauges too: this test's
+// owner is one more in cascade_owners_waiting while it waits, and the oldest wait is at least
+// its own.
 func TestStuckDeletionDiagnosed(t *testing.T) {
 	cs := suite.Clients(t)
 	ns := cs.NewNamespace(t)
 	ctx := context.Background()
 	c := suite.StartCascade(t, "--stuck-deletion-threshold=2s", "--finalizer-resync-period=1s")
+	const waiting = `cascade_owners_waiting{finalizer="foregroundDeletion"}`
+	base, _ := settled(t, c, waiting).Value(waiting)
 	owner := cs.CreateCM(t, ns, "stuck-owner")
 	held := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held", Finalizers: []string{holdFinalizer},
 		OwnerReferences: []metav1.OwnerReference{framework.RefTo("v1", "ConfigMap", owner.Name, owner.UID, true)}}}
@@ -49,8 +54,14 @@ func TestStuckDeletionDiagnosed(t *testing.T) {
 		}
 	}
 	framework.WaitForMetric(t, c, `cascade_oldest_waiting_owner_seconds{finalizer="foregroundDeletion"}`, 2, collectTimeout)
+	if v := framework.MetricValue(t, c, waiting) - base; v != 1 {
+		t.Errorf("%s is %g above its value before the test, want 1 (stuck-owner)", waiting, v)
+	}
 
 	// Released, the deletion finishes.
 	release()
 	cs.WaitCMGone(t, ns, "stuck-owner", collectTimeout)
+	framework.Eventually(t, collectTimeout, "stuck-owner no longer counted as waiting", func() (bool, error) {
+		return framework.MetricValue(t, c, waiting) == base, nil
+	})
 }

@@ -9,8 +9,10 @@
 //   - Poll, Eventually, Consistently and WaitGone, the waits;
 //   - ParseMetrics and Metrics, the one reader of Prometheus text (cascade's,
 //     kube-controller-manager's and kube-apiserver's /metrics), with MetricValue and
-//     WaitForMetric for processes under test, APIServerRequests for what kube-apiserver
-//     served, and WaitInTreeGCSynced for kube-controller-manager's garbage collector.
+//     WaitForMetric for processes under test, Settled for the baseline of a delta (once a
+//     process has worked through what earlier tests left), APIServerRequests for what
+//     kube-apiserver served, and WaitInTreeGCSynced for kube-controller-manager's garbage
+//     collector.
 //
 // Helpers that take a testing.TB fail the test themselves; the others return errors.
 // Processes (etcd, kube-apiserver, cascade, kube-controller-manager) are started by package

@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -141,6 +142,37 @@ func WaitForMetric(t testing.TB, s Server, sel string, want float64, timeout tim
 	}); err != nil {
 		t.Fatalf("timed out waiting for %s >= %g (at %g)\n%s", sel, want, v, s.Tail(20))
 	}
+}
+
+// Settled polls s's /metrics every 100 ms until the values of sels (each read as Value reads
+// it) have held still for quiet, and returns the last scrape; it fails the test with the
+// process's last log lines if timeout passes first. The scrape is a baseline for deltas that
+// count only what the test does next: a process on a control plane that earlier tests used
+// first works through what they left behind (a collector finishes their owners and garbage as
+// soon as its graph has synced), and its counters move until it is done. Counters that move
+// for ever (retries with backoff) cannot settle: assert on the test's own objects instead.
+func Settled(t testing.TB, s Server, quiet, timeout time.Duration, sels ...string) Metrics {
+	t.Helper()
+	var (
+		m     Metrics
+		last  []float64
+		since time.Time
+	)
+	if err := Poll(timeout, 100*time.Millisecond, func() (bool, error) {
+		m = Scrape(t, s)
+		vals := make([]float64, len(sels))
+		for i, sel := range sels {
+			vals[i], _ = m.Value(sel)
+		}
+		if last == nil || !slices.Equal(vals, last) {
+			last, since = vals, time.Now()
+			return false, nil
+		}
+		return time.Since(since) >= quiet, nil
+	}); err != nil {
+		t.Fatalf("%v did not hold still for %s within %s (last %v)\n%s", sels, quiet, timeout, last, s.Tail(20))
+	}
+	return m
 }
 
 // RequestCounts maps "VERB resource" (or "VERB resource/subresource") to kube-apiserver's

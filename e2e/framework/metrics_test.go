@@ -1,8 +1,11 @@
 package framework
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 const exposition = `# HELP cascade_collected_total Garbage collected.
@@ -82,5 +85,33 @@ func TestObjectRequests(t *testing.T) {
 	total, detail := ObjectRequests(before, after, "configmaps")
 	if total != 13 || detail != "DELETE=10 PATCH=3" {
 		t.Errorf("ObjectRequests = %g, %q; want 13, \"DELETE=10 PATCH=3\"", total, detail)
+	}
+}
+
+// countingServer serves cascade_collected_total rising by one on each of its first scrapes up
+// to top, then staying there: a process working through a backlog, then idle.
+type countingServer struct {
+	mu     sync.Mutex
+	n, top int
+}
+
+func (s *countingServer) Metrics() (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n = min(s.n+1, s.top)
+	return fmt.Sprintf("# TYPE cascade_collected_total counter\ncascade_collected_total{action=\"delete\"} %d\n", s.n), nil
+}
+
+func (s *countingServer) Tail(int) string { return "" }
+
+func TestSettledWaitsForTheBacklog(t *testing.T) {
+	s := &countingServer{top: 5}
+	start := time.Now()
+	m := Settled(t, s, 300*time.Millisecond, 10*time.Second, `cascade_collected_total{action="delete"}`)
+	if v, _ := m.Value("cascade_collected_total"); v != 5 {
+		t.Errorf("Settled returned a scrape at %g, want 5 (the backlog done)", v)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("Settled returned after %s, before the value held still for 300ms", d)
 	}
 }
