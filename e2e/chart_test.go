@@ -669,7 +669,7 @@ func TestChartAPIServiceOptIn(t *testing.T) {
 // binding of the cluster can be deleted with it.
 func TestCompanionDeletesOnlyItsAdmissionObjects(t *testing.T) {
 	for what, stream := range map[string]string{
-		"deploy/overlays/companion": kustomize(t, filepath.Join(deployDir(t), "overlays", "companion")),
+		"deploy/overlays/companion":  kustomize(t, filepath.Join(deployDir(t), "overlays", "companion")),
 		"the chart (mode=companion)": helmTemplate(t, "mode=companion"),
 	} {
 		role := into[rbacv1.ClusterRole](t, find(t, objects(t, stream), "ClusterRole", "cascade"))
