@@ -73,20 +73,9 @@ func TestCompanion(t *testing.T) {
 	if err := os.WriteFile(auditPolicy, []byte(companionAuditPolicy), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	startCtx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cp, err := harness.Start(startCtx, harness.Options{Dir: filepath.Join(dir, "cp"), ExtraAPIServerArgs: []string{
+	cp := framework.StartControlPlane(t, harness.Options{Dir: filepath.Join(dir, "cp"), ExtraAPIServerArgs: []string{
 		"--audit-log-path=" + auditLog, "--audit-policy-file=" + auditPolicy, "--audit-log-maxsize=0",
 	}})
-	if err != nil {
-		t.Fatalf("start control plane: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("control plane logs:\n%s", cp.LogTails(30))
-		}
-		_ = cp.Stop()
-	})
 	cs := companionClients(t, cp)
 	ctx := context.Background()
 
@@ -95,7 +84,9 @@ func TestCompanion(t *testing.T) {
 		t.Fatal(err)
 	}
 	framework.StopAtCleanup(t, k.Process)
-	if err := framework.WaitInTreeGCSynced(startCtx, k, 1); err != nil {
+	syncCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := framework.WaitInTreeGCSynced(syncCtx, k, 1); err != nil {
 		t.Fatal(err)
 	}
 

@@ -230,21 +230,10 @@ func TestDocsExamples(t *testing.T) {
 	}
 	ctx := context.Background()
 	auditLog := filepath.Join(t.TempDir(), "audit.log")
-	startCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	cp, err := harness.Start(startCtx, harness.Options{ExtraAPIServerArgs: []string{
+	cp := framework.StartControlPlane(t, harness.Options{ExtraAPIServerArgs: []string{
 		"--audit-policy-file=" + filepath.Join(root, "docs", "examples", "audit-policy.yaml"),
 		"--audit-log-path=" + auditLog, "--audit-log-maxsize=0",
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("control plane logs:\n%s", cp.LogTails(40))
-		}
-		_ = cp.Stop()
-	})
 	if _, err := cp.StartKubeControllerManager("kcm-namespaces", harness.KCMOptions{Controllers: "namespace-controller"}); err != nil {
 		t.Fatal(err)
 	}

@@ -65,18 +65,7 @@ func names(prefix string, n int) []string {
 // on those leftovers too.
 func TestDryRunBesideInTree(t *testing.T) {
 	ctx := context.Background()
-	startCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	cp, err := harness.Start(startCtx, harness.Options{})
-	if err != nil {
-		t.Fatalf("start control plane: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("control plane logs:\n%s", cp.LogTails(30))
-		}
-		_ = cp.Stop()
-	})
+	cp := framework.StartControlPlane(t, harness.Options{})
 	cs := framework.ClientsFor(t, cp.RestConfig())
 	ns := cs.NewNamespace(t)
 	c := framework.StartReady(t, cp, "cascade-dryrun", suite.CascadeBin, "--dry-run", "--dry-run-divergence-after=15s")

@@ -37,18 +37,7 @@ const namespaceGoneWithin = 30 * time.Second
 // the APIService (the first step of the uninstall order, docs/uninstall.md) lets it go.
 func TestNamespaceDeletionWithoutCascade(t *testing.T) {
 	ctx := context.Background()
-	startCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	cp, err := harness.Start(startCtx, harness.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("control plane logs:\n%s", cp.LogTails(40))
-		}
-		_ = cp.Stop()
-	})
+	cp := framework.StartControlPlane(t, harness.Options{})
 	if _, err := cp.StartKubeControllerManager("kcm-namespaces", harness.KCMOptions{Controllers: "namespace-controller"}); err != nil {
 		t.Fatal(err)
 	}

@@ -180,3 +180,23 @@ func StopAtCleanup(t testing.TB, p *harness.Process) {
 		}
 	})
 }
+
+// StartControlPlane starts a control plane of the test's own (etcd and kube-apiserver with
+// opts), waiting three minutes at most, and stops it at cleanup, logging the end of its logs
+// when the test failed: for tests that need a clean cluster or flags of their own.
+func StartControlPlane(t testing.TB, opts harness.Options) *harness.ControlPlane {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cp, err := harness.Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("start a control plane of the test's own: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("control plane logs:\n%s", cp.LogTails(40))
+		}
+		_ = cp.Stop()
+	})
+	return cp
+}
