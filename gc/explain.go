@@ -42,6 +42,24 @@ type Explanation struct {
 	// block its foreground deletion.
 	Dependents         []ExplainedDependent `json:"dependents,omitempty"`
 	BlockingDependents int                  `json:"blockingDependents"`
+	// OtherNamespaceDependents counts the dependents left out of Dependents because they are
+	// not in the namespace the asker was authorized for (the aggregated API's namespaced path):
+	// a reader of one namespace learns how many, not which.
+	OtherNamespaceDependents int `json:"otherNamespaceDependents,omitempty"`
+}
+
+// KeepNamespace leaves in e only the dependents in namespace ns, counting the others in
+// OtherNamespaceDependents: what a reader authorized in ns alone may see.
+func (e *Explanation) KeepNamespace(ns string) {
+	kept := e.Dependents[:0:0]
+	for _, d := range e.Dependents {
+		if d.Namespace == ns {
+			kept = append(kept, d)
+		} else {
+			e.OtherNamespaceDependents++
+		}
+	}
+	e.Dependents = kept
 }
 
 // ExplainedObject identifies an object.

@@ -123,14 +123,18 @@ func aggregatedAPI(explain explainFunc) http.Handler {
 			return
 		}
 		e, err := explain(r.Context(), resource, info.Namespace, info.Name)
-		if err == nil && e.Object.Namespace != info.Namespace {
-			// A cluster-scoped object asked for under a namespace (or the reverse): the
-			// namespace the API server authorized is not the object's.
-			err = fmt.Errorf("%s %s/%s is not in the graph", resource, info.Namespace, info.Name)
-		}
-		if err != nil {
-			writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, err.Error())
+		if err != nil || e.Object.Namespace != info.Namespace {
+			// Absent, or a cluster-scoped object asked for under a namespace (or the reverse):
+			// the namespace the API server authorized is not the object's. One answer for
+			// both, so that a reader of one namespace cannot tell which cluster-scoped objects
+			// exist (issue 32.7).
+			writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("%s %s/%s is not in the graph", resource, info.Namespace, info.Name))
 			return
+		}
+		if info.Namespace != "" {
+			// Authorized in one namespace: the objects of others that reference this one are
+			// counted, not named.
+			e.KeepNamespace(info.Namespace)
 		}
 		// Who asked what, for the record: the user the API server forwarded (or the token's).
 		who := ""

@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
@@ -110,6 +114,80 @@ func TestRequestAttributes(t *testing.T) {
 	} {
 		if got := isDiscoveryPath(path); got != want {
 			t.Errorf("isDiscoveryPath(%s) = %t, want %t", path, got, want)
+		}
+	}
+}
+
+// TestAggregatedKeepsToTheNamespace (issue 32.7): an explanation asked under a namespace names
+// only that namespace's dependents (the others counted), and a cluster-scoped object asked
+// under a namespace gets the very answer an absent one gets, so that a reader of one
+// namespace learns neither which other namespaces reference its objects nor which
+// cluster-scoped objects exist. On main the dependents of every namespace were listed, with
+// their live finalizers, and the two 404s differed.
+func TestAggregatedKeepsToTheNamespace(t *testing.T) {
+	dep := func(ns, name string) gc.ExplainedDependent {
+		return gc.ExplainedDependent{ExplainedObject: gc.ExplainedObject{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: name, UID: types.UID("u-" + ns + "-" + name)}, Finalizers: []string{"example.com/hold"}}
+	}
+	h := aggregatedAPI(func(_ context.Context, resource, ns, name string) (gc.Explanation, error) {
+		switch {
+		case resource == "configmaps" && ns == "shop" && name == "owner":
+			return gc.Explanation{Object: gc.ExplainedObject{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "owner", UID: "u-owner"}, State: "observed",
+				Dependents: []gc.ExplainedDependent{dep("shop", "a"), dep("bank", "secret-plan"), dep("shop", "b"), dep("bank", "other")}}, nil
+		case resource == "clusterroles" && name == "admin-of-everything":
+			return gc.Explanation{Object: gc.ExplainedObject{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole", Name: name, UID: "u-cr"}, State: "observed"}, nil
+		}
+		return gc.Explanation{}, fmt.Errorf("the graph has no %s named %s in %q", resource, name, ns)
+	})
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	const gv = "/apis/debug.cascade.dev/v1alpha1"
+	code, body := get(gv + "/namespaces/shop/explanations/owner?resource=configmaps")
+	var e gc.Explanation
+	if err := json.Unmarshal([]byte(body), &e); code != http.StatusOK || err != nil {
+		t.Fatalf("%d %v: %s", code, err, body)
+	}
+	var names []string
+	for _, d := range e.Dependents {
+		names = append(names, d.Namespace+"/"+d.Name)
+	}
+	if !slices.Equal(names, []string{"shop/a", "shop/b"}) || e.OtherNamespaceDependents != 2 || strings.Contains(body, "bank") {
+		t.Errorf("dependents %v, %d others; want shop's alone and 2 others, nothing of bank named:\n%s", names, e.OtherNamespaceDependents, body)
+	}
+	// At the cluster scope (a cluster-wide grant), every dependent.
+	if code, body := get(gv + "/explanations/admin-of-everything?resource=clusterroles"); code != http.StatusOK {
+		t.Errorf("cluster-scoped at the cluster scope: %d %s", code, body)
+	}
+	existsCode, exists := get(gv + "/namespaces/shop/explanations/admin-of-everything?resource=clusterroles")
+	absentCode, absent := get(gv + "/namespaces/shop/explanations/no-such-role?resource=clusterroles")
+	if existsCode != http.StatusNotFound || absentCode != http.StatusNotFound ||
+		strings.Replace(exists, "admin-of-everything", "NAME", 1) != strings.Replace(absent, "no-such-role", "NAME", 1) {
+		t.Errorf("a cluster-scoped object under a namespace answers %d %s\nan absent one %d %s\nwant the same", existsCode, exists, absentCode, absent)
+	}
+}
+
+// TestExplainTextEscapes (issue 32.7): names, kinds and finalizers are tenants' strings; the
+// text output writes their control characters as escapes, so that an ownerReference cannot
+// colour the terminal, move its cursor or fake lines of the answer.
+func TestExplainTextEscapes(t *testing.T) {
+	evil := "x\x1b[2K\r\nDecision now: keep (it is fine)\u009b"
+	e := gc.Explanation{
+		Object: gc.ExplainedObject{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "victim", UID: "u-v"}, State: "observed",
+		Owners:     []gc.ExplainedOwner{{ExplainedObject: gc.ExplainedObject{APIVersion: "v1", Kind: "Config\x07Map", Name: evil, UID: "u-o"}, State: "absent", Meaning: "gone"}},
+		Dependents: []gc.ExplainedDependent{{ExplainedObject: gc.ExplainedObject{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "d", UID: "u-d"}, Finalizers: []string{"example.com/" + evil}}},
+	}
+	out := explainText(e)
+	if strings.ContainsFunc(strings.ReplaceAll(out, "\n", ""), unicode.IsControl) {
+		t.Errorf("control characters reach the terminal:\n%q", out)
+	}
+	if lines := strings.Count(out, "\n"); lines != 5 {
+		t.Errorf("%d lines, want 5 (object, owners, one owner, dependents, one dependent): a name faked lines:\n%s", lines, out)
+	}
+	for _, want := range []string{`x\x1b[2K\r\nDecision now`, `Config\aMap`, `\u009b`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks the escape %s:\n%s", want, out)
 		}
 	}
 }

@@ -9,14 +9,17 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
@@ -284,8 +287,62 @@ func objectName(o gc.ExplainedObject) string {
 	return fmt.Sprintf("%s %s/%s (%s)", o.Kind, o.Namespace, o.Name, o.UID)
 }
 
-// explainText is the human form of an explanation.
+// escapeTerminal writes the control characters of s (C0, DEL, C1: a terminal's escape
+// sequences, carriage returns and newlines that would fake lines of the output) as Go escapes
+// (\x1b, \n, \u0085), as kubectl escapes what it prints since CVE-2021-25743: names, kinds
+// and finalizers are the cluster's tenants' strings.
+func escapeTerminal(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// escapedExplanation is e with every string a tenant can set escaped (escapeTerminal).
+func escapedExplanation(e gc.Explanation) gc.Explanation {
+	obj := func(o *gc.ExplainedObject) {
+		o.APIVersion, o.Kind, o.Namespace, o.Name = escapeTerminal(o.APIVersion), escapeTerminal(o.Kind), escapeTerminal(o.Namespace), escapeTerminal(o.Name)
+		o.UID = types.UID(escapeTerminal(string(o.UID)))
+	}
+	list := func(in []string) []string {
+		out := make([]string, len(in))
+		for i, s := range in {
+			out[i] = escapeTerminal(s)
+		}
+		return out
+	}
+	obj(&e.Object)
+	e.Resource, e.Finalizers = escapeTerminal(e.Resource), list(e.Finalizers)
+	e.Owners = slices.Clone(e.Owners)
+	for i := range e.Owners {
+		obj(&e.Owners[i].ExplainedObject)
+		e.Owners[i].Finalizers = list(e.Owners[i].Finalizers)
+	}
+	e.Dependents = slices.Clone(e.Dependents)
+	for i := range e.Dependents {
+		obj(&e.Dependents[i].ExplainedObject)
+		e.Dependents[i].Finalizers = list(e.Dependents[i].Finalizers)
+	}
+	if e.Decision != nil {
+		d := *e.Decision
+		d.Reason, d.Error = escapeTerminal(d.Reason), escapeTerminal(d.Error)
+		e.Decision = &d
+	}
+	return e
+}
+
+// explainText is the human form of an explanation, tenants' strings escaped.
 func explainText(e gc.Explanation) string {
+	e = escapedExplanation(e)
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s", objectName(e.Object), e.State)
 	if e.Resource != "" {
@@ -333,6 +390,9 @@ func explainText(e gc.Explanation) string {
 			fmt.Fprintf(&b, ", references to %v kept (no REST mapping)", d.Unmapped)
 		}
 		b.WriteString("\n")
+	}
+	if e.OtherNamespaceDependents > 0 {
+		fmt.Fprintf(&b, "Dependents in other namespaces: %d (not shown: you are authorized in %s only)\n", e.OtherNamespaceDependents, e.Object.Namespace)
 	}
 	if len(e.Dependents) > 0 {
 		fmt.Fprintf(&b, "Dependents: %d, %d blocking its foreground deletion\n", len(e.Dependents), e.BlockingDependents)
