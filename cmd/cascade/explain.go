@@ -113,11 +113,25 @@ func newExplainCommand() *cobra.Command {
 				return fmt.Errorf("cannot load the kubeconfig: %v", err)
 			}
 		}
-		installed, err := aggregatedAPIInstalled(disco)
+		installed, err := aggregatedAPIInstalled(ctx, disco)
 		if err != nil {
 			return err
 		}
-		if !installed {
+		var (
+			hc   *http.Client
+			base string
+		)
+		if installed {
+			if hc, err = rest.HTTPClientFor(cfg); err != nil {
+				return fmt.Errorf("build HTTP client: %w", err)
+			}
+			hc.Timeout = 30 * time.Second
+			server, _, err := rest.DefaultServerUrlFor(cfg)
+			if err != nil {
+				return fmt.Errorf("the kubeconfig's server: %w", err)
+			}
+			base = server.String()
+		} else {
 			// The default install: no APIService, a port-forward to cascade's pod.
 			kube, err := kubernetes.NewForConfig(cfg)
 			if err != nil {
@@ -132,23 +146,11 @@ func newExplainCommand() *cobra.Command {
 				return err
 			}
 			defer stop()
-			hc, base, err := forwardedClient(cfg, local)
-			if err != nil {
+			if hc, base, err = forwardedClient(cfg, local); err != nil {
 				return err
 			}
-			hc.Timeout = 30 * time.Second
-			return explain(ctx, cmd.OutOrStdout(), hc, aggregatedURL(base, graphResource, ns, name, format), format)
 		}
-		hc, err := rest.HTTPClientFor(cfg)
-		if err != nil {
-			return fmt.Errorf("build HTTP client: %w", err)
-		}
-		hc.Timeout = 30 * time.Second
-		server, _, err := rest.DefaultServerUrlFor(cfg)
-		if err != nil {
-			return fmt.Errorf("the kubeconfig's server: %w", err)
-		}
-		return explain(ctx, cmd.OutOrStdout(), hc, aggregatedURL(server.String(), graphResource, ns, name, format), format)
+		return explain(ctx, cmd.OutOrStdout(), hc, aggregatedURL(base, graphResource, ns, name, format), format)
 	}
 	return cmd
 }
@@ -164,16 +166,22 @@ func secureURLClient(kf kubeFlags, base, caFile string, insecure bool) (*http.Cl
 	if caFile == "" && !insecure {
 		return nil, &usageError{err: errors.New("an https --url needs --certificate-authority (the CA of cascade's --tls-cert-file) or --insecure-skip-tls-verify (its self-signed certificate)")}
 	}
-	cfg := &rest.Config{
+	return cascadeClient(user, base, rest.TLSClientConfig{CAFile: caFile, Insecure: insecure})
+}
+
+// cascadeClient is the HTTP client that asks the cascade at base directly (not through the API
+// server) as user, the kubeconfig's: its bearer token, token file, exec or auth plugin, and
+// whatever tls adds (a client certificate, how cascade's certificate is verified).
+func cascadeClient(user *rest.Config, base string, tls rest.TLSClientConfig) (*http.Client, error) {
+	hc, err := rest.HTTPClientFor(&rest.Config{
 		Host:            base,
 		BearerToken:     user.BearerToken,
 		BearerTokenFile: user.BearerTokenFile,
 		ExecProvider:    user.ExecProvider,
 		AuthProvider:    user.AuthProvider,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: caFile, Insecure: insecure},
+		TLSClientConfig: tls,
 		UserAgent:       userAgent + "-explain",
-	}
-	hc, err := rest.HTTPClientFor(cfg)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("build HTTP client: %w", err)
 	}
@@ -203,8 +211,8 @@ func resolveResource(mapper meta.RESTMapper, resource string) (graphResource str
 // aggregatedAPIInstalled says whether the API server has cascade's APIService: discovery of its
 // group version answers anything but 404 (503 while no cascade answers: the request through the
 // API server then says so, as before).
-func aggregatedAPIInstalled(disco discovery.DiscoveryInterface) (bool, error) {
-	err := disco.RESTClient().Get().AbsPath("/apis", debugGroup, debugVersion).Do(context.Background()).Error()
+func aggregatedAPIInstalled(ctx context.Context, disco discovery.DiscoveryInterface) (bool, error) {
+	err := disco.RESTClient().Get().AbsPath("/apis", debugGroup, debugVersion).Do(ctx).Error()
 	switch {
 	case err == nil:
 		return true, nil

@@ -158,21 +158,9 @@ func forwardToPod(ctx context.Context, cfg *rest.Config, kube kubernetes.Interfa
 // server's verified connection, as with `kubectl port-forward`.
 func forwardedClient(cfg *rest.Config, port int) (*http.Client, string, error) {
 	base := "https://127.0.0.1:" + strconv.Itoa(port)
-	c := &rest.Config{
-		Host:            base,
-		BearerToken:     cfg.BearerToken,
-		BearerTokenFile: cfg.BearerTokenFile,
-		ExecProvider:    cfg.ExecProvider,
-		AuthProvider:    cfg.AuthProvider,
-		TLSClientConfig: rest.TLSClientConfig{
-			Insecure: true,
-			CertFile: cfg.CertFile, KeyFile: cfg.KeyFile, CertData: cfg.CertData, KeyData: cfg.KeyData,
-		},
-		UserAgent: userAgent + "-explain",
-	}
-	hc, err := rest.HTTPClientFor(c)
-	if err != nil {
-		return nil, "", fmt.Errorf("build HTTP client: %w", err)
-	}
-	return hc, base, nil
+	hc, err := cascadeClient(cfg, base, rest.TLSClientConfig{
+		Insecure: true,
+		CertFile: cfg.CertFile, KeyFile: cfg.KeyFile, CertData: cfg.CertData, KeyData: cfg.KeyData,
+	})
+	return hc, base, err
 }

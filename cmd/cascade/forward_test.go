@@ -89,7 +89,7 @@ func TestAggregatedAPIInstalled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := aggregatedAPIInstalled(disco)
+		got, err := aggregatedAPIInstalled(context.Background(), disco)
 		srv.Close()
 		if err != nil || got != tc.want {
 			t.Errorf("answer %d: installed %t, %v; want %t", tc.code, got, err, tc.want)
