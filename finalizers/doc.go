@@ -38,7 +38,8 @@
 //     (policy.ReasonOwnerOrphaned). Nothing flows back from this package to the collector.
 //  3. Before removing the orphan finalizer, the owner is recorded in a ConfigMap
 //     (Options.OrphanRecord, package orphanrecord). A leader loads the record before it collects
-//     anything (gc.Options.OrphanRecords), so a process that did not see the owner being deleted
+//     a dependent whose owner is absent (gc.Options.OrphanRecords; nothing else waits for it,
+//     and a load failing for 20 s degrades as a write does), so a process that did not see the owner being deleted
 //     (a new leader after a failover, or a restart) still finds references to it
 //     OwnerOrphaned. Without it (--orphan-record-configmap=""), such a process collects a
 //     dependent created just before the owner's deletion whose watch event it had not

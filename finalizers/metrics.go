@@ -19,7 +19,8 @@ type Metrics struct {
 	// resource whose view is incomplete, by resource (once per owner and resource).
 	BlockedByUnsynced *prometheus.CounterVec
 	// RecordDegraded counts owners whose orphan finalizer was removed without recording them,
-	// by reason (RecordDegradedFull, RecordDegradedError).
+	// by reason (RecordDegradedFull, RecordDegradedError), and leaders that collect without the
+	// record because its load kept failing (RecordDegradedLoad).
 	RecordDegraded *prometheus.CounterVec
 	// RecordSkipped counts owners not recorded because their dependents cannot need it.
 	RecordSkipped prometheus.Counter
@@ -54,7 +55,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		RecordDegraded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: gc.MetricsNamespace,
 			Name:      "orphan_record_degraded_total",
-			Help:      "Owners deleted with the orphan policy whose orphan finalizer was removed without recording them in the orphan record, by reason: full (at once), error (the write kept failing for 20s). Protection across a failover is reduced for each: a dependent that gained its reference just before the owner's deletion, not yet seen by cascade, may be collected by a new leader. Each also gets a Warning Event OrphanRecordUnavailable.",
+			Help:      "Owners deleted with the orphan policy whose orphan finalizer was removed without recording them in the orphan record, by reason: full (at once), error (the write kept failing for 20s); and load: a leader whose load of the record kept failing for 20s collects without it (counted once per leadership). Protection across a failover is reduced for each: a dependent that gained its reference just before the owner's deletion, not yet seen by cascade, may be collected by a new leader. Each also gets a Warning Event OrphanRecordUnavailable (on the owner; for load, on the record's ConfigMap).",
 		}, []string{"reason"}),
 		RecordSkipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: gc.MetricsNamespace,
@@ -67,7 +68,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:      "Seconds the oldest owner being deleted with each GC finalizer (orphan, foregroundDeletion) has waited, since cascade found it waiting; 0 when none waits. Updated every --finalizer-resync-period.",
 		}, []string{"finalizer"}),
 	}
-	for _, r := range []string{RecordDegradedFull, RecordDegradedError} {
+	for _, r := range []string{RecordDegradedFull, RecordDegradedError, RecordDegradedLoad} {
 		m.RecordDegraded.WithLabelValues(r)
 	}
 	reg.MustRegister(m.FinalizersRemoved, m.OrphanedDependents, m.Errors, m.BlockedByUnsynced, m.RecordDegraded, m.RecordSkipped, m.OldestWaiting)

@@ -23,12 +23,15 @@ const (
 	// EventReasonRecordUnavailable is the reason of the Warning Event on an owner whose orphan
 	// finalizer was removed without recording it.
 	EventReasonRecordUnavailable = "OrphanRecordUnavailable"
-	// RecordDegradedFull and RecordDegradedError are the reasons of
-	// cascade_orphan_record_degraded_total: the record is full, or writing it kept failing.
+	// RecordDegradedFull, RecordDegradedError and RecordDegradedLoad are the reasons of
+	// cascade_orphan_record_degraded_total: the record is full, writing it kept failing, or
+	// loading it kept failing (a leader then collects without it: gc.RecordLoadBound).
 	RecordDegradedFull  = "full"
 	RecordDegradedError = "error"
+	RecordDegradedLoad  = "load"
 	// recordRetryFor bounds how long a failing record write holds an owner's orphan finalizer
-	// (the owner is retried with the queue's backoff meanwhile).
+	// (the owner is retried with the queue's backoff meanwhile); gc.RecordLoadBound is the same
+	// bound on a failing load.
 	recordRetryFor = 20 * time.Second
 )
 

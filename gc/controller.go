@@ -79,11 +79,18 @@ type Options struct {
 	// ignoredResources add to Ignored every discovery round, and its collect rules feed the
 	// decision on every dependent. Nil, or a nil policy, is the built-in behaviour.
 	Policy func() *policy.Compiled
-	// OrphanRecords, when set, is loaded once elected, before any worker starts: owners another
-	// process recorded as deleted with the orphan policy (orphanrecord.Store) are handed to the
-	// graph (graph.EventOrphanRecorded), so references to them are removed, never a reason to
-	// delete. Until it loads, nothing is collected (retried with backoff).
+	// OrphanRecords, when set, is loaded once elected: owners another process recorded as
+	// deleted with the orphan policy (orphanrecord.Store) are handed to the graph
+	// (graph.EventOrphanRecorded), so references to them are removed, never a reason to delete.
+	// Until it loads, the one decision it can change waits (a dependent collected because its
+	// owners are absent); the workers run. A load failing for RecordLoadBound degrades: that
+	// decision is taken without the record, OrphanRecordDegraded is told, and the load is
+	// retried with backoff (orphanrecords.go).
 	OrphanRecords OrphanRecords
+	// OrphanRecordDegraded, when set, is called once when a failing load of OrphanRecords stops
+	// holding back collection, with the load's last error (cascade: the Warning Event
+	// OrphanRecordUnavailable and cascade_orphan_record_degraded_total{reason="load"}).
+	OrphanRecordDegraded func(ctx context.Context, err error)
 	// Companion is --mode=companion: kube-controller-manager's collector collects, so nothing
 	// is decided to be carried out. The graph, discovery and owner verification (reads) run
 	// as usual, for Explain, the metrics and the finalizers' diagnosis; the delete workers and
@@ -171,9 +178,13 @@ type Controller struct {
 	discovered atomic.Bool // first discovery round done
 	synced     atomic.Bool // the graph counts as synced (Synced): initial lists in, or SyncTimeout passed
 
-	// leading is set once this replica's workers run: the gate opened and the orphan record
-	// loaded (cascade_leader).
+	// leading is set once this replica's workers run: the gate opened (cascade_leader).
 	leading atomic.Bool
+
+	// record holds back the decisions the orphan record can change until it loaded
+	// (orphanrecords.go); heldMu guards its held set.
+	record recordGate
+	heldMu sync.Mutex
 }
 
 // New builds a controller; nothing runs until Run.
@@ -211,6 +222,11 @@ func New(opts Options) *Controller {
 		nsLabels:    client.NewNamespaceLabels(opts.Clock),
 		deleteQueue: work.NewQueue("attempt_to_delete", work.Options[types.UID]{Metrics: opts.WorkMetrics, Clock: opts.Clock}),
 		verifyQueue: work.NewQueue("verify_owner", work.Options[graph.Ref]{Metrics: opts.WorkMetrics}),
+		record:      recordGate{open: make(chan struct{}), held: map[types.UID]struct{}{}},
+	}
+	if opts.OrphanRecords == nil {
+		close(c.record.open) // no record: nothing to wait for
+		c.record.held = nil
 	}
 	c.monitors = newMonitors(opts.Metadata, c)
 	if opts.Features != nil {
@@ -258,9 +274,8 @@ func (c *Controller) Run(ctx context.Context) error {
 			}
 			logger.Info("Elected leader: starting workers")
 		}
-		if !c.loadOrphanRecords(ctx) {
-			return
-		}
+		// The record loads beside the workers: only the decisions it can change wait for it.
+		wg.Go(func() { c.loadOrphanRecords(ctx) })
 		c.lead()
 		wg.Go(func() { c.verifyQueue.Run(ctx, c.opts.Workers, c.verifyOwner) })
 		wg.Go(func() { c.runReverify(ctx) })

@@ -32,6 +32,10 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 		return work.Retry, err
 	}
 	logger.V(5).Info("Decided", "decision", d.String())
+	if needsRecord(in, d) && c.holdForRecord(uid) {
+		logger.V(4).Info("Waiting for the orphan record before collecting: an absent owner may be one it names", "decision", d.String())
+		return work.Done, nil
+	}
 	target := client.Target{GVR: res.GVR, Namespace: n.Namespace, Name: n.Name, UID: uid}
 	switch d.Action {
 	case policy.Keep:

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -170,8 +171,14 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 		ForegroundResyncPeriod: opts.FinalizerResyncPeriod,
 		Finalizers:             gc.OwnerQueueFunc(func(uid types.UID) { fin.Enqueue(uid) }),
 		OrphanRecords:          loader,
-		Companion:              companion,
-		Features:               ms.features,
+		OrphanRecordDegraded: func(ctx context.Context, err error) {
+			ms.finalizers.RecordDegraded.WithLabelValues(finalizers.RecordDegradedLoad).Inc()
+			ns, name, _ := watch.ParseName(opts.OrphanRecordConfigMap)
+			events.Eventf(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, corev1.EventTypeWarning, finalizers.EventReasonRecordUnavailable,
+				"Cannot load the orphan record for %s: collecting without it (a dependent that gained its reference just before its owner's orphan deletion by another process may be collected): %v", gc.RecordLoadBound, err)
+		},
+		Companion: companion,
+		Features:  ms.features,
 		AfterDiscovery: func(ctx context.Context) {
 			detectAdmission(ctx, disco, ms.features)
 		},
