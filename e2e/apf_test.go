@@ -66,7 +66,9 @@ func TestFlowSchema(t *testing.T) {
 // TestFlowSchemaLeaseAtLeaderElection (issue 32.4): cascade's Lease requests are classified by
 // the base's FlowSchema cascade-leader-election at the priority level leader-election (as
 // kube-controller-manager's Leases are), in queues of their own, while its deletes and every
-// other request stay with the FlowSchema cascade at workload-high. The API server names the
+// other request stay with the FlowSchema cascade at workload-high; the TokenReviews and
+// SubjectAccessReviews cascade sends for its callers go to cascade-reviews at workload-low
+// (issue 32.6: forged tokens from the network queue away from the deletes and the Lease). The API server names the
 // FlowSchema that classified a request in its answer (X-Kubernetes-PF-FlowSchema-UID): a Lease
 // read and update as cascade's ServiceAccount, and a delete, are checked request by request;
 // then a cascade with leader election, as the base runs it, renews its Lease at
@@ -83,7 +85,7 @@ func TestFlowSchemaLeaseAtLeaderElection(t *testing.T) {
 		}
 		return fs.UID
 	}
-	leaseSchema, collectorSchema := uid("cascade-leader-election"), uid("cascade")
+	leaseSchema, collectorSchema, reviewSchema := uid("cascade-leader-election"), uid("cascade"), uid("cascade-reviews")
 
 	token := serviceAccountToken(t, cs)
 	cfg := rest.AnonymousClientConfig(suite.CP.RestConfig())
@@ -104,6 +106,10 @@ func TestFlowSchemaLeaseAtLeaderElection(t *testing.T) {
 		{"read the Lease cascade", http.MethodGet, "/apis/coordination.k8s.io/v1/namespaces/cascade-system/leases/cascade", "", leaseSchema},
 		{"delete a ConfigMap", http.MethodDelete, "/api/v1/namespaces/" + ns + "/configmaps/" + victim.Name, "", collectorSchema},
 		{"list ConfigMaps", http.MethodGet, "/api/v1/configmaps?limit=1", "", collectorSchema},
+		{"review a token", http.MethodPost, "/apis/authentication.k8s.io/v1/tokenreviews",
+			`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"forged"}}`, reviewSchema},
+		{"review an access", http.MethodPost, "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+			`{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"user":"someone","nonResourceAttributes":{"path":"/metrics","verb":"get"}}}`, reviewSchema},
 	} {
 		req, err := http.NewRequestWithContext(ctx, r.method, cfg.Host+r.path, nil)
 		if err != nil {

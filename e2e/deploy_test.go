@@ -111,6 +111,7 @@ func TestDeployDryRun(t *testing.T) {
 		"networkpolicy.networking.k8s.io/cascade",
 		"role.rbac.authorization.k8s.io/cascade-explain-port-forward", "rolebinding.rbac.authorization.k8s.io/cascade-authentication-reader",
 		"flowschema.flowcontrol.apiserver.k8s.io/cascade", "flowschema.flowcontrol.apiserver.k8s.io/cascade-leader-election",
+		"flowschema.flowcontrol.apiserver.k8s.io/cascade-reviews",
 	} {
 		if !strings.Contains(out, obj+" ") {
 			t.Errorf("server dry run does not name %s:\n%s", obj, out)
