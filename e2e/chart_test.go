@@ -18,14 +18,17 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
@@ -550,7 +553,9 @@ func TestKustomizeServerDryRun(t *testing.T) {
 // deploy/overlays/shadow (its ClusterRole, which only reads, and its policy Role, for a
 // ServiceAccount of the test's own; the Roles for the Lease and the orphan record are not
 // there) and the overlay's arguments: it syncs, loads the policy ConfigMap, decides to delete the
-// dependents of a deleted owner without sending anything, and no request of its is refused.
+// dependents of a deleted owner and of one it checks live (a list by name: the role has no get
+// on "*", which would include nodes/proxy) without sending anything, and no request of its is
+// refused.
 // The chart's mode dry-run has the same RBAC (TestChartMatchesKustomize).
 func TestShadowOverlayRBACSuffices(t *testing.T) {
 	cs := suite.Clients(t)
@@ -617,11 +622,14 @@ func TestShadowOverlayRBACSuffices(t *testing.T) {
 	const wouldDelete = `cascade_dry_run_actions_total{action="delete"}`
 	before, _ := settled(t, c).Value(wouldDelete)
 
+	// Three dependents of an owner cascade sees go, and one of an owner it never saw, which it
+	// checks live: with a list by name, as the role gets nothing on "*".
 	owner := cs.CreateCM(t, ns, "owner")
-	const deps = 3
-	for i := range deps {
+	const deps = 4
+	for i := range deps - 1 {
 		cs.CreateCM(t, ns, fmt.Sprintf("dep-%d", i), framework.CMRef(owner))
 	}
+	cs.CreateCM(t, ns, fmt.Sprintf("dep-%d", deps-1), framework.RefTo("v1", "ConfigMap", "never-existed", types.UID(fmt.Sprintf("never-%d", time.Now().UnixNano())), false))
 	cs.DeleteCM(t, ns, "owner", metav1.DeletePropagationBackground)
 	framework.WaitForMetric(t, c, wouldDelete, before+deps, collectTimeout)
 	framework.Eventually(t, collectTimeout, "cascade's log naming the dependents it would delete", func() (bool, error) {
@@ -632,6 +640,30 @@ func TestShadowOverlayRBACSuffices(t *testing.T) {
 	for _, s := range framework.Scrape(t, c).Samples("cascade_api_requests_total") {
 		if code := s.Labels["code"]; code == "401" || code == "403" {
 			t.Errorf("a request of cascade's was refused with the shadow overlay's RBAC: %+v\n%s", s, c.Tail(20))
+		}
+	}
+
+	// The role gets nothing it need not (issue 32.8): no get on nodes/proxy (the kubelet's API)
+	// nor on Secrets; list and watch on everything.
+	for _, a := range []struct {
+		attrs authorizationv1.ResourceAttributes
+		want  bool
+	}{
+		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: "proxy", Name: "n"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "create", Resource: "nodes", Subresource: "proxy", Name: "n"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: ns, Name: "s"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "list", Resource: "configmaps"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "watch", Group: "apps", Resource: "deployments"}, true},
+	} {
+		sar, err := cs.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: "system:serviceaccount:" + ns + ":cascade", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+			ResourceAttributes: &a.attrs,
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed != a.want {
+			t.Errorf("the shadow overlay's role allows %s %s/%s: %v, want %v", a.attrs.Verb, a.attrs.Resource, a.attrs.Subresource, sar.Status.Allowed, a.want)
 		}
 	}
 }

@@ -100,6 +100,9 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 		logger.Info("Companion mode: kube-controller-manager's garbage collector collects; cascade applies defaultPropagation, diagnoses stuck deletions, explains and exports metrics, and never deletes an object nor removes an ownerReference or a GC finalizer")
 	}
 	if opts.DryRun {
+		// Shadow mode's role lists and watches but gets nothing on "*" (get there includes
+		// nodes/proxy, the kubelet's API): its reads of objects are lists by name.
+		edge.Objects = client.NewListReads(cs.metadata)
 		var dry *client.DryRun
 		edge, dry = edge.DryRun(reg, opts.DryRunDivergenceAfter)
 		a.always = append(a.always, part{"dry-run divergence", dry})

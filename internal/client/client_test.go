@@ -2,7 +2,9 @@ package client
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -90,5 +92,41 @@ func TestMetadataClientPatchNamesFieldManager(t *testing.T) {
 	}
 	if len(opts) != 1 || opts[0].FieldManager != FieldManager {
 		t.Errorf("patch options = %+v, want field manager %q", opts, FieldManager)
+	}
+}
+
+// TestListReads: shadow mode's reads (NewListReads) answer as a GET would, from a list by name
+// in the object's namespace: the object itself (not another of a name it prefixes, nor one of
+// another namespace), and a NotFound naming the object when the list holds none, which the
+// collector takes for absence. Every read is a LIST with fieldSelector metadata.name, never a
+// GET: the shadow role holds no get on "*" (which would be get on nodes/proxy).
+func TestListReads(t *testing.T) {
+	ctx := context.Background()
+	fake := newFakeClient(
+		widget("ns1", "w1", "w1-uid", "3"),
+		widget("ns1", "w10", "w10-uid", "5"),
+		widget("ns2", "w2", "w2-uid", "4"),
+	)
+	c := NewListReads(fake)
+	got, err := c.Get(ctx, widgets, "ns1", "w1")
+	if err != nil || got.UID != "w1-uid" || got.ResourceVersion != "3" {
+		t.Fatalf("Get(ns1/w1) = %v, %v; want w1-uid@3", got, err)
+	}
+	for _, name := range []string{"w2", "missing"} {
+		_, err := c.Get(ctx, widgets, "ns1", name)
+		var st apierrors.APIStatus
+		if !apierrors.IsNotFound(err) || !errors.As(err, &st) || st.Status().Details == nil || st.Status().Details.Name != name {
+			t.Errorf("Get(ns1/%s) = %v; want a NotFound naming %q", name, err, name)
+		}
+	}
+	for _, a := range fake.Actions() {
+		l, ok := a.(clienttesting.ListAction)
+		if !ok {
+			t.Errorf("a %s, want only lists", a.GetVerb())
+			continue
+		}
+		if f := l.GetListRestrictions().Fields.String(); !strings.HasPrefix(f, "metadata.name=") || a.GetNamespace() != "ns1" {
+			t.Errorf("list in %q with fieldSelector %q, want metadata.name=NAME in ns1", a.GetNamespace(), f)
+		}
 	}
 }
