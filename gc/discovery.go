@@ -31,6 +31,8 @@ type DiscoveryResult struct {
 	// FailedGroups are API groups whose discovery failed (a broken aggregated API, say). Their
 	// resources are missing from Resources; callers keep what they already had for them.
 	FailedGroups map[schema.GroupVersion]error
+	// Ignored are the deletable resources served that the ignored set left out.
+	Ignored ResourceSet
 }
 
 // Discoverer is the part of the discovery client cascade uses.
@@ -54,7 +56,7 @@ func DefaultIgnoredResources() map[schema.GroupResource]struct{} {
 // failure is an error.
 func DiscoverDeletable(ctx context.Context, disco Discoverer, ignored map[schema.GroupResource]struct{}) (DiscoveryResult, error) {
 	lists, err := disco.ServerPreferredResourcesWithContext(ctx)
-	res := DiscoveryResult{Resources: ResourceSet{}}
+	res := DiscoveryResult{Resources: ResourceSet{}, Ignored: ResourceSet{}}
 	if err != nil {
 		var gdf *discovery.ErrGroupDiscoveryFailed
 		if !errors.As(err, &gdf) {
@@ -74,10 +76,11 @@ func DiscoverDeletable(ctx context.Context, disco Discoverer, ignored map[schema
 			if strings.Contains(r.Name, "/") { // subresources are not objects
 				continue
 			}
+			gvr := gv.WithResource(r.Name)
 			if _, skip := ignored[schema.GroupResource{Group: gv.Group, Resource: r.Name}]; skip {
+				res.Ignored[gvr] = Resource{GVR: gvr, Kind: r.Kind, Namespaced: r.Namespaced}
 				continue
 			}
-			gvr := gv.WithResource(r.Name)
 			res.Resources[gvr] = Resource{GVR: gvr, Kind: r.Kind, Namespaced: r.Namespaced}
 		}
 	}

@@ -10,6 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
+
+	"github.com/cascade-gc/cascade/graph"
+	"github.com/cascade-gc/cascade/policy"
 )
 
 type fakeDiscoverer struct {
@@ -124,5 +127,56 @@ func TestRESTMapperRefreshedEveryRound(t *testing.T) {
 	c.syncResources(ctx)
 	if m.resets != 3 {
 		t.Errorf("a failed round reset the mapper (%d resets)", m.resets)
+	}
+}
+
+// TestIgnoredResourceKeptUntilFinished (issue 32.2): a resource the policy comes to ignore stays
+// watched while cascade has work on its objects (a default-propagation stamp to lift, a GC
+// finalizer to finish on an object being deleted): what it stopped watching it could never
+// finish, and a stamped finalizer would then hold the object's deletion for ever. Once the
+// stamp is lifted and the deletion finished, the next round stops the watch. A resource ignored
+// with nothing left is stopped at once.
+func TestIgnoredResourceKeptUntilFinished(t *testing.T) {
+	d := &fakeDiscoverer{lists: []*metav1.APIResourceList{
+		resourceList("v1", metav1.APIResource{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: allVerbs}),
+		resourceList("example.com/v1",
+			metav1.APIResource{Name: "widgets", Kind: "Widget", Namespaced: true, Verbs: allVerbs},
+			metav1.APIResource{Name: "gizmos", Kind: "Gizmo", Namespaced: true, Verbs: allVerbs}),
+	}}
+	pol := compiledPolicy(t, "rules: []\n")
+	c := New(Options{Discovery: d, Metrics: NewMetrics(prometheus.NewRegistry()), Policy: func() *policy.Compiled { return pol }})
+	ctx := context.Background()
+	c.syncResources(ctx)
+	widgetsGVR := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+	gizmosGVR := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}
+	cmGVR := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	watched := func(gvr schema.GroupVersionResource) bool { _, ok := c.Resources()[gvr]; return ok }
+
+	stamped := widgetObj("stamped", "u-stamped")
+	stamped.Finalizers, stamped.Stamp = graph.FinalizerOrphan, graph.FinalizerOrphan
+	deleting := graph.Object{Ref: graph.Ref{APIVersion: "example.com/v1", Kind: "Gizmo", Namespace: "ns", Name: "g", UID: "u-g"}, ResourceVersion: "3",
+		Deleting: true, Finalizers: graph.FinalizerForeground}
+	observe(c, stamped, deleting)
+
+	pol = compiledPolicy(t, "ignoredResources: [widgets.example.com, gizmos.example.com, configmaps]\n")
+	c.syncResources(ctx)
+	if !watched(widgetsGVR) || !watched(gizmosGVR) {
+		t.Fatalf("ignored with work left: widgets watched %v, gizmos watched %v; want both kept", watched(widgetsGVR), watched(gizmosGVR))
+	}
+	if watched(cmGVR) {
+		t.Error("configmaps, ignored with nothing left, still watched")
+	}
+
+	// The stamping pass lifted the stamp (and the finalizer it records); the gizmo still waits.
+	unstamped := widgetObj("stamped", "u-stamped")
+	observe(c, unstamped)
+	c.syncResources(ctx)
+	if watched(widgetsGVR) || !watched(gizmosGVR) {
+		t.Errorf("after the unstamp: widgets watched %v, gizmos watched %v; want false, true", watched(widgetsGVR), watched(gizmosGVR))
+	}
+	c.apply(graph.Event{Type: graph.EventDeleted, Object: deleting})
+	c.syncResources(ctx)
+	if watched(gizmosGVR) {
+		t.Error("gizmos still watched after its deletion finished")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/cascade-gc/cascade/graph"
 )
 
 // Synced reports whether the graph counts as synced (/readyz): the first discovery round
@@ -99,6 +101,7 @@ func (c *Controller) syncResources(ctx context.Context) {
 			}
 		}
 	}
+	c.keepUnfinished(ctx, old, next, res.Ignored)
 	added, removed := old.Diff(next)
 	// The REST mapper is refreshed every round, as in-tree: a kind can change scope or gain a
 	// version without the set of deletable resources changing (and a mapping error for an
@@ -141,4 +144,38 @@ func (c *Controller) syncResources(ctx context.Context) {
 		logger.Info("Deletable resources discovered", "count", len(next), "added", len(added), "removed", len(removed))
 	}
 	c.discovered.Store(true)
+}
+
+// keepUnfinished keeps watching, in next, each resource of old that is still served but now
+// ignored (the policy's ignoredResources gained it) while cascade has work left on its objects:
+// stamps of the policy's defaultPropagation to lift (the stamping pass lifts them, the rule being
+// gone) and GC finalizers to finish (the finalizers' processor finishes them). What it stopped
+// watching it could no longer finish: a stamped orphan or foregroundDeletion finalizer would hold
+// the object's deletion for ever in collector mode (issue 32.2). Once none is left, the next round
+// stops the watch. The count is logged every round it holds a watch.
+func (c *Controller) keepUnfinished(ctx context.Context, old, next, ignored ResourceSet) {
+	var kinds []graph.KindKey
+	held := map[graph.KindKey]Resource{}
+	for gvr, r := range old {
+		if _, still := next[gvr]; still {
+			continue
+		}
+		if _, served := ignored[gvr]; !served {
+			continue
+		}
+		k := graph.KindKey{APIVersion: gvr.GroupVersion().String(), Kind: r.Kind}
+		kinds = append(kinds, k)
+		held[k] = r
+	}
+	if len(kinds) == 0 {
+		return
+	}
+	c.mu.RLock()
+	left := c.g.Unfinished(kinds)
+	c.mu.RUnlock()
+	for k, n := range left {
+		r := held[k]
+		next[r.GVR] = r
+		klog.FromContext(ctx).Info("Keeping the watch of an ignored resource until cascade's stamps on its objects are lifted and their GC finalizers finished", "resource", GVRString(r.GVR), "objects", n)
+	}
 }

@@ -1,6 +1,10 @@
 package graph
 
-import "k8s.io/apimachinery/pkg/types"
+import (
+	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
+)
 
 // Queries. They copy what they return and never mutate the graph, so they
 // may run concurrently with each other, but not with Apply.
@@ -225,6 +229,36 @@ func (g *Graph) Find(apiVersion, kind, namespace, name string) (types.UID, bool)
 		}
 	}
 	return "", false
+}
+
+// Unfinished counts, for each apiVersion and kind in kinds, the observed objects cascade still
+// has work on: those carrying a default-propagation stamp (to lift) and those being deleted with
+// a GC finalizer (to finish). A caller about to stop watching a resource keeps watching it while
+// its count is not 0, since what it stops watching it can no longer finish. It scans the whole
+// graph: O(nodes).
+func (g *Graph) Unfinished(kinds []KindKey) map[KindKey]int {
+	want := make([]bool, len(g.in.gvks))
+	some := false
+	for i := range g.in.gvks {
+		gv := &g.in.gvks[i]
+		want[i] = slices.Contains(kinds, KindKey{APIVersion: gv.apiVersion, Kind: gv.kind})
+		some = some || want[i]
+	}
+	out := map[KindKey]int{}
+	if !some {
+		return out
+	}
+	for id := uint32(1); id <= g.top; id++ {
+		n := g.node(id)
+		if n.flags&fObserved == 0 || !want[n.gvk] {
+			continue
+		}
+		if n.stamp() != 0 || n.flags&fDeleting != 0 && n.finalizers() != 0 {
+			gv := &g.in.gvks[n.gvk]
+			out[KindKey{APIVersion: gv.apiVersion, Kind: gv.kind}]++
+		}
+	}
+	return out
 }
 
 // Stampable returns what the caller's stamping pass looks at: every observed object whose
