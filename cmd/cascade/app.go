@@ -225,6 +225,7 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 		Period:      opts.DefaultPropagationPeriod,
 		Metrics:     ms.defaults,
 		WorkMetrics: ms.work,
+		Events:      events,
 	})})
 	if records != nil {
 		a.writers = append(a.writers, part{"orphan record pruning", records})

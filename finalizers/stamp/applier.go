@@ -10,10 +10,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -81,9 +83,16 @@ type Options struct {
 	// Metrics and WorkMetrics are updated; nil: sets registered nowhere.
 	Metrics     *Metrics
 	WorkMetrics *work.Metrics
+	// Events, when set, receives a Warning Event ForeignAdmissionObject on an admission object
+	// named as cascade's but not labelled as cascade's, once each time it is found.
+	Events record.EventRecorder
 	// Clock is injected for tests.
 	Clock clock.WithTicker
 }
+
+// EventReasonForeignAdmission is the reason of the Warning Event on an admission object named
+// as cascade's that is not cascade's (ForeignAdmissionError).
+const EventReasonForeignAdmission = "ForeignAdmissionObject"
 
 // Applier applies the policy's defaultPropagation rules: see the package documentation.
 type Applier struct {
@@ -96,6 +105,9 @@ type Applier struct {
 	// admissionLevel. Only Run's goroutine (syncAdmission) touches them.
 	admissionSet   *policy.Compiled
 	admissionLevel string
+	// foreign is the last ForeignAdmissionError reported (its Event), "" when none: the Event
+	// goes once each time a foreign object is found, not every pass it stays.
+	foreign string
 }
 
 // New returns an Applier; Run starts it.
@@ -292,8 +304,10 @@ func (a *Applier) syncAdmission(ctx context.Context, c *policy.Compiled, level s
 	var foreign *ForeignAdmissionError
 	if errors.As(err, &foreign) {
 		a.opts.Metrics.ForeignAdmission.Set(float64(len(foreign.Kinds)))
+		a.reportForeign(foreign)
 	} else if level != features.LevelNone {
 		a.opts.Metrics.ForeignAdmission.Set(0)
+		a.foreign = ""
 	}
 	changed := a.admissionSet != c || a.admissionLevel != level
 	switch {
@@ -446,6 +460,24 @@ func (o admissionObjects) sync(ctx context.Context) error {
 		return fmt.Errorf("applying MutatingAdmissionPolicy and binding %s (%s): %w", policy.AdmissionName, o.version, err)
 	}
 	return nil
+}
+
+// reportForeign emits the Warning Event on each foreign admission object of e, unless the same
+// was reported last.
+func (a *Applier) reportForeign(e *ForeignAdmissionError) {
+	if a.opts.Events == nil || a.foreign == e.Error() {
+		return
+	}
+	a.foreign = e.Error()
+	for _, kind := range e.Kinds {
+		obj := &metav1.PartialObjectMetadata{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/" + e.Version, Kind: kind},
+			ObjectMeta: metav1.ObjectMeta{Name: policy.AdmissionName},
+		}
+		a.opts.Events.Eventf(obj, corev1.EventTypeWarning, EventReasonForeignAdmission,
+			"%s %s is not labelled %s=%s: cascade neither applies over it nor deletes it, and the policy's defaultPropagation rules are not stamped at creation until it is renamed, removed or labelled",
+			kind, policy.AdmissionName, policy.ManagedByLabel, policy.ManagedByValue)
+	}
 }
 
 // ForeignAdmissionError says that an admission object named as cascade's exists without

@@ -12,6 +12,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/cascade-gc/cascade/graph"
 	"github.com/cascade-gc/cascade/internal/client"
@@ -118,7 +119,8 @@ func TestSyncAdmissionForeignBinding(t *testing.T) {
 	ctx := context.Background()
 	kube := fake.NewClientset()
 	reg := prometheus.NewRegistry()
-	a := New(Options{Admission: client.NewEdge(nil, kube).Admission, Policy: policy.Builtin, Metrics: NewMetrics(reg)})
+	rec := record.NewFakeRecorder(10)
+	a := New(Options{Admission: client.NewEdge(nil, kube).Admission, Policy: policy.Builtin, Metrics: NewMetrics(reg), Events: rec})
 	bindings := kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings()
 	withRule := compile(t, "rules:\n- {resource: widgets.example.com, defaultPropagation: Orphan}\n")
 	// cascade's own objects first, then someone replaces the binding with one of their own.
@@ -153,5 +155,14 @@ func TestSyncAdmissionForeignBinding(t *testing.T) {
 	}
 	if got, err := bindings.Get(ctx, policy.AdmissionName, metav1.GetOptions{}); err != nil || got.Spec.PolicyName != "their-policy" {
 		t.Errorf("their binding was changed: %+v, %v", got, err)
+	}
+	// Reported with one Warning Event on their binding, not one per pass.
+	close(rec.Events)
+	var events []string
+	for e := range rec.Events {
+		events = append(events, e)
+	}
+	if len(events) != 1 || !strings.HasPrefix(events[0], "Warning "+EventReasonForeignAdmission+" MutatingAdmissionPolicyBinding "+policy.AdmissionName) {
+		t.Errorf("events %q, want one Warning %s on the binding", events, EventReasonForeignAdmission)
 	}
 }
