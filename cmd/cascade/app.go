@@ -141,6 +141,10 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 	switch {
 	case companion:
 		logger.Info("Companion mode: no orphan record (--orphan-record-configmap): cascade removes no orphan finalizer")
+	case opts.DryRun:
+		// Shadow mode removes no orphan finalizer either, and its role reads no ConfigMap but
+		// the policy's (deploy/overlays/shadow).
+		logger.Info("Dry run: no orphan record (--orphan-record-configmap): cascade removes no orphan finalizer")
 	case opts.OrphanRecordConfigMap != "":
 		ns, name, _ := watch.ParseName(opts.OrphanRecordConfigMap) // validated with the flags
 		records = orphanrecord.New(orphanrecord.Options{
