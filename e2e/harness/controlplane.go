@@ -55,6 +55,11 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// ExtraAPIServerArgs are appended to kube-apiserver's flags.
 	ExtraAPIServerArgs []string
+	// SharedEtcd, when set, is the client URL of another control plane's etcd: no etcd is
+	// started, and kube-apiserver keeps its data under EtcdPrefix there (a fleet's members on
+	// one etcd, as hosted control planes run them). The etcd is the other's to stop.
+	SharedEtcd string
+	EtcdPrefix string
 }
 
 // ControlPlane is a running etcd plus kube-apiserver.
@@ -130,6 +135,9 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 	etcdClient, etcdPeer, securePort := ports[0], ports[1], ports[2]
 
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdClient)
+	if opts.SharedEtcd != "" {
+		etcdURL = opts.SharedEtcd
+	}
 	cp.EtcdURL = etcdURL
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(etcdPeer)
 	cp.etcdArgs = []string{
@@ -144,9 +152,11 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 		"--quota-backend-bytes=8589934592",
 		"--log-level=warn",
 	}
-	cp.Etcd, err = StartProcess(dir, "etcd", filepath.Join(binDir, "etcd"), cp.etcdArgs, ProcessOptions{})
-	if err != nil {
-		return cp, err
+	if opts.SharedEtcd == "" {
+		cp.Etcd, err = StartProcess(dir, "etcd", filepath.Join(binDir, "etcd"), cp.etcdArgs, ProcessOptions{})
+		if err != nil {
+			return cp, err
+		}
 	}
 
 	cp.Token, err = randomHex(24)
@@ -202,6 +212,9 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 	// local control plane has nothing to reconcile them to, so that reconciler is off there.
 	if loopbackRefused(filepath.Join(binDir, "kube-apiserver")) {
 		args = append(args, "--endpoint-reconciler-type=none")
+	}
+	if opts.EtcdPrefix != "" {
+		args = append(args, "--etcd-prefix="+opts.EtcdPrefix)
 	}
 	cp.baseAPIArgs = args
 	args = append(slices.Clone(args), opts.ExtraAPIServerArgs...)
