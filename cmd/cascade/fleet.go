@@ -168,6 +168,7 @@ func (f *fleet) runMember(ctx context.Context, m *runningMember) {
 		}
 		m.setDown(err)
 		logger.Error(err, "Member failed; retrying", "retryIn", backoff)
+		klog.FromContext(ctx).Info("Fleet", "summary", summarizeMembers(f.states()))
 		if !warned && m.source.secret != nil && f.events != nil {
 			f.events.Eventf(m.source.secret, corev1.EventTypeWarning, "MemberUnavailable", "cascade cannot collect in member %s: %v", m.name, err)
 			warned = true
@@ -308,9 +309,28 @@ func (f *fleet) Synced() bool {
 
 func (f *fleet) Unsynced() []gc.Unsynced { return nil }
 
-func (f *fleet) Features() string { return summarizeMembers(f.states()) }
+func (f *fleet) Features() string { return "" }
 
-// summarizeMembers is the members line of /readyz: "members: 48 synced, 2 not: a (connection
+// Members is /readyz's members line: how many are up and how many not, never which nor why.
+// The health port answers anyone unauthenticated, and members' names are tenants' names: they
+// are in cascade_member_up on the authenticated metrics port, and the log says why each is down
+// (summarizeMembers, logged on every change).
+func (f *fleet) Members() string {
+	up, down := 0, 0
+	for _, s := range f.states() {
+		if s.up {
+			up++
+		} else {
+			down++
+		}
+	}
+	if down == 0 {
+		return fmt.Sprintf("members: %d synced", up)
+	}
+	return fmt.Sprintf("members: %d synced, %d not (cascade_member_up names them; the log says why)", up, down)
+}
+
+// summarizeMembers is the members line of the log: "members: 48 synced, 2 not: a (connection
 // refused), b (discovery: ...)", at most 10 named.
 func summarizeMembers(states []memberState) string {
 	up := 0

@@ -287,6 +287,21 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context, sig syscall.Signal
 	return cp.waitReady(ctx)
 }
 
+// RestartAPIServerAfter is RestartAPIServer with down run while kube-apiserver is down (a
+// test's checks of what happens meanwhile).
+func (cp *ControlPlane) RestartAPIServerAfter(ctx context.Context, sig syscall.Signal, down func()) error {
+	if err := stopWith(cp.APIServer, sig); err != nil {
+		return err
+	}
+	down()
+	p, err := StartProcess(cp.Dir, "kube-apiserver", filepath.Join(cp.BinDir, "kube-apiserver"), cp.apiArgs, ProcessOptions{})
+	if err != nil {
+		return err
+	}
+	cp.APIServer = p
+	return cp.waitReady(ctx)
+}
+
 // RestartAPIServerWith is RestartAPIServer with extra in place of the ExtraAPIServerArgs the
 // control plane was started with (or last restarted with): the same server reconfigured, as an
 // upgrade turns on a feature (--runtime-config, --feature-gates).
