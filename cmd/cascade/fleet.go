@@ -247,6 +247,17 @@ func (m *runningMember) state() memberState {
 	case !m.ctrl.Synced():
 		return memberState{name: m.name, reason: "graph not synced yet"}
 	}
+	// A member whose API server went away fails no part (its watches retry): its resources that
+	// can no longer be listed or watched say so, at no request's cost.
+	var failing []gc.Unsynced
+	for _, u := range m.ctrl.Unsynced() {
+		if u.Err != "" {
+			failing = append(failing, u)
+		}
+	}
+	if len(failing) > 0 {
+		return memberState{name: m.name, reason: fmt.Sprintf("%d resources cannot be listed or watched: %s: %s", len(failing), gc.GVRString(failing[0].Resource.GVR), failing[0].Err)}
+	}
 	return memberState{name: m.name, up: true}
 }
 

@@ -363,6 +363,9 @@ func (cp *ControlPlane) waitReady(ctx context.Context) error {
 	var last string
 	for {
 		for _, p := range []*Process{cp.Etcd, cp.APIServer} {
+			if p == nil {
+				continue // a shared etcd (SharedEtcd) is another control plane's
+			}
 			if exited, werr := p.Exited(); exited {
 				return fmt.Errorf("%s exited while waiting for /readyz: %v", p.Name, werr)
 			}
