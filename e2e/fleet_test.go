@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -212,4 +213,36 @@ func TestFleet(t *testing.T) {
 	if n, _ := framework.Scrape(t, casc).Value(`cascade_fleet_members{state="up"}`); n != 2 {
 		t.Errorf("cascade_fleet_members{state=up} = %v after c left, want 2", n)
 	}
+
+	// A member added and removed again and again leaves nothing behind: cascade's goroutines
+	// and open connections come back to what they were.
+	goroutines := func() float64 { v, _ := framework.Scrape(t, casc).Value("go_goroutines"); return v }
+	connections := func() float64 { v, _ := framework.Scrape(t, casc).Value("cascade_fleet_connections"); return v }
+	baseG, baseC := goroutines(), connections()
+	const cycles = 10
+	kc := c.kubeconfig(t, "cycles")
+	var withC float64
+	for i := range cycles {
+		putMemberSecret(t, cs, fleetNS, "c", kc)
+		framework.Eventually(t, collectTimeout, fmt.Sprintf("cycle %d: c up", i), func() (bool, error) {
+			v, ok := framework.Scrape(t, casc).Value(`cascade_member_up{cluster="c"}`)
+			return ok && v == 1, nil
+		})
+		if i == 0 {
+			withC = goroutines()
+		}
+		if err := cs.Kube.CoreV1().Secrets(fleetNS).Delete(ctx, "c", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(t, collectTimeout, fmt.Sprintf("cycle %d: c gone", i), func() (bool, error) {
+			_, ok := framework.Scrape(t, casc).Value(`cascade_member_up{cluster="c"}`)
+			return !ok, nil
+		})
+	}
+	var g, conns float64
+	framework.Eventually(t, collectTimeout, "goroutines and connections back to their baseline", func() (bool, error) {
+		g, conns = goroutines(), connections()
+		return g <= baseG*1.02 && conns <= baseC, nil
+	})
+	t.Logf("one idle member with the built-in APIs: %v goroutines; after %d add/remove cycles of it: %v goroutines (baseline %v), %v connections to members (baseline %v)", withC-baseG, cycles, g, baseG, conns, baseC)
 }
