@@ -119,7 +119,7 @@ func TestFleet(t *testing.T) {
 	b.cs.CreateNamespace(t, "cascade-system")
 	if _, err := b.cs.Kube.CoreV1().ConfigMaps("cascade-system").Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "cascade-policy"},
-		Data: map[string]string{"policy.yaml": "apiVersion: cascade.dev/v1alpha1\nkind: Policy\nrules:\n- resource: configmaps\n  collect: Never\n"},
+		Data:       map[string]string{"policy.yaml": "apiVersion: cascade.dev/v1alpha1\nkind: Policy\nrules:\n- resource: configmaps\n  collect: Never\n"},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
