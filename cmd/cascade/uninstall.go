@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -228,7 +229,8 @@ func (u *uninstaller) stopDeployment(ctx context.Context, out io.Writer) error {
 		return nil
 	}
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 0 {
-		if _, err := deployments.Patch(ctx, u.stopName, types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{FieldManager: client.FieldManager}, "scale"); err != nil {
+		// Through the edge, as every write (a merge patch of the Deployment's replicas).
+		if _, err := u.edge.Objects.Patch(ctx, appsv1.SchemeGroupVersion.WithResource("deployments"), u.stopNamespace, u.stopName, types.MergePatchType, []byte(`{"spec":{"replicas":0}}`)); err != nil {
 			return fmt.Errorf("cannot scale the Deployment %s/%s to zero: %v", u.stopNamespace, u.stopName, err)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/cascade-gc/cascade/internal/client"
 	"github.com/cascade-gc/cascade/internal/client/clienttest"
@@ -460,8 +461,20 @@ func TestUninstallStopsTheDeployment(t *testing.T) {
 	pod := func(name string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "cascade-system", Name: name, Labels: map[string]string{"app.kubernetes.io/name": "cascade"}}}
 	}
+	// The scale goes through the edge (the metadata client: a merge patch of the Deployment),
+	// which holds the Deployment too.
+	inMeta := func(f *uninstallFixture) {
+		t.Helper()
+		if err := f.meta.Tracker().Add(&metav1.PartialObjectMetadata{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "cascade-system", Name: "cascade", UID: "dep-uid"},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	t.Run("stops", func(t *testing.T) {
 		f := newUninstallFixture(t, true, deployment(), pod("cascade-a"), pod("cascade-b"), heldLease("cascade-system", "cascade-a", time.Second))
+		inMeta(f)
 		f.u.stopNamespace, f.u.stopName, f.u.wait = "cascade-system", "cascade", time.Minute
 		ctx := context.Background()
 		f.onSleep = func(n int) {
@@ -477,9 +490,14 @@ func TestUninstallStopsTheDeployment(t *testing.T) {
 		if err := f.u.run(ctx, &out); err != nil {
 			t.Fatalf("%v\n%s", err, out.String())
 		}
-		d, _ := f.kube.AppsV1().Deployments("cascade-system").Get(ctx, "cascade", metav1.GetOptions{})
-		if d.Spec.Replicas == nil || *d.Spec.Replicas != 0 {
-			t.Errorf("the Deployment has %v replicas, want 0", d.Spec.Replicas)
+		scaled := false
+		for _, a := range f.meta.Actions() {
+			if p, ok := a.(clienttesting.PatchAction); ok && a.GetResource().Resource == "deployments" && string(p.GetPatch()) == `{"spec":{"replicas":0}}` {
+				scaled = true
+			}
+		}
+		if !scaled {
+			t.Errorf("no patch scaling the Deployment to zero among %v", f.meta.Actions())
 		}
 		if !strings.Contains(out.String(), "Stopped the Deployment cascade-system/cascade") {
 			t.Errorf("output does not say the Deployment stopped:\n%s", out.String())
@@ -490,6 +508,7 @@ func TestUninstallStopsTheDeployment(t *testing.T) {
 	})
 	t.Run("pods never go", func(t *testing.T) {
 		f := newUninstallFixture(t, true, deployment(), pod("cascade-a"))
+		inMeta(f)
 		f.u.stopNamespace, f.u.stopName, f.u.wait = "cascade-system", "cascade", 10*time.Second
 		var out strings.Builder
 		err := f.u.run(context.Background(), &out)
