@@ -262,6 +262,13 @@ func TestChartLint(t *testing.T) {
 		{[]string{"resources.limits.memory=lots"}, "/resources/limits/memory"},
 		{[]string{"policy.rules[0].resource=configmaps", "policy.rules[0].collect=Sometimes"}, "/policy/rules/0/collect"},
 		{[]string{"policy.rules[0].resource=configmaps", "policy.rules[0].defaultPropagation=Later"}, "/policy/rules/0/defaultPropagation"},
+		// The policy's schema is package policy's (docs/policy.schema.json): cmd/cascade's
+		// TestPolicySchemaRefusals checks it on every document cascade policy validate refuses.
+		{[]string{"policy.rules[0].resource=ReplicaSet", "policy.rules[0].collect=Never"}, "/policy/rules/0/resource"},
+		{[]string{"policy.rules[0].resource=jobs.batch", "policy.rules[0].defaultPropagation=Background"}, "/policy/rules/0/defaultPropagation"},
+		{[]string{"policy.rules[0].resource=configmaps"}, "/policy/rules/0"},
+		{[]string{"policy.ignoredResources[0]=deployments.v1.apps"}, "/policy/ignoredResources/0"},
+		{[]string{"policy.rules[0].resource=configmaps", "policy.rules[0].collect=After 10"}, "/policy/rules/0/collect"},
 		{[]string{"monitoring.serviceMonitor.interval=often"}, "/monitoring/serviceMonitor/interval"},
 		{[]string{"monitoring.metricsReaders[0].name=prometheus"}, "/monitoring/metricsReaders/0"},
 		{[]string{"networkPolicy.enabled=maybe"}, "/networkPolicy/enabled"},
