@@ -317,6 +317,11 @@ test-versions: build tools-versions ## @HELP the core e2e subset (VERSIONS_RUN) 
 run: build tools ## @HELP start the local control plane and cascade against it (Ctrl-C stops all), its /metrics and /debug plain HTTP without authentication (--metrics-secure=false); ARGS="--v=2" passes flags
 	$(BIN)/localrun --cascade $(BIN)/cascade -- $(ARGS)
 
+MEMBERS ?= 3
+.PHONY: run-fleet
+run-fleet: build tools ## @HELP fleet mode locally: one etcd, a host and MEMBERS=3 member kube-apiservers (each its own --etcd-prefix), cascade over them (--fleet-kubeconfig-dir)
+	$(BIN)/localrun --members $(MEMBERS) --cascade $(BIN)/cascade -- $(ARGS)
+
 # make test is CI's suite (.ci/run: make verify, then make test), run as timed steps
 # (.ci/timed; CASCADE_STEPS names the file the times go to, and .ci/run prints them as one
 # table). The version matrix's tools (tools-versions: three kube-apiservers and an etcd, the
