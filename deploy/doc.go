@@ -4,7 +4,8 @@
 // PodDisruptionBudget, metrics Service, the policy ConfigMap and the Role that reads it),
 // overlays/shadow (--dry-run: one replica, RBAC that only reads) and overlays/companion
 // (--mode=companion: no delete but on cascade's admission objects), components/monitoring
-// (ServiceMonitor, PrometheusRule, dashboard ConfigMap), chart/ (the Helm chart, rendering the
+// (ServiceMonitor, PrometheusRule, dashboard ConfigMap), components/monitoring-verified-tls
+// (cascade serves a certificate from a Secret, the ServiceMonitor verifies it), chart/ (the Helm chart, rendering the
 // same objects in each mode) and monitoring/ (Prometheus alert rules, their promtool tests, and a
 // Grafana dashboard: the one source of the chart's and the component's copies, which
 // TestGeneratedMonitoring writes with -update and checks otherwise).

@@ -33,3 +33,23 @@ app.kubernetes.io/name: cascade
 {{- else }}{{ printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 {{- end }}
+
+{{/* Where the Secret tls.secretName is mounted in cascade's container. */}}
+{{- define "cascade.tlsDir" -}}
+/etc/cascade/tls
+{{- end }}
+
+{{/*
+The Secret that holds the CA of cascade's serving certificate, for whoever verifies it (the
+ServiceMonitor, the helm test): monitoring.serviceMonitor.ca.secretName, else tls.secretName
+(cert-manager writes the issuer's CA into the certificate's Secret as ca.crt). Empty: no CA,
+cascade's certificate is self-signed.
+*/}}
+{{- define "cascade.caSecretName" -}}
+{{- default .Values.tls.secretName .Values.monitoring.serviceMonitor.ca.secretName }}
+{{- end }}
+
+{{/* The name cascade's certificate is verified for: the Service cascade-metrics. */}}
+{{- define "cascade.serverName" -}}
+cascade-metrics.{{ .Release.Namespace }}.svc
+{{- end }}
