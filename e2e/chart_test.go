@@ -255,7 +255,16 @@ func TestChartLint(t *testing.T) {
 		{[]string{"mode=shadow"}, "/mode"},
 		{[]string{"mode=dry-run", "replicas=2"}, "/replicas"},
 		{[]string{"leaderElection.enabled=false", "replicas=3"}, "/replicas"},
-		{[]string{"replicas=0"}, "/replicas"},
+		{[]string{"replicas=-1"}, "/replicas"},
+		{[]string{"workers=1001"}, "/workers"}, // cascade refuses more than 1000
+		{[]string{"workers=0"}, "/workers"},
+		{[]string{"priorityClassQuota.create=true"}, "/priorityClassName"}, // the quota needs a class
+		{[]string{"metrics.port=8081"}, "/metrics/port"},                   // the health port
+		{[]string{"securityContext.runAsNonroot=true"}, "/securityContext"},
+		{[]string{"tls.secretName=Not_A_Name"}, "/tls/secretName"},
+		{[]string{"monitoring.serviceMonitor.scrapeTimeout=soon"}, "/monitoring/serviceMonitor/scrapeTimeout"},
+		{[]string{"extraEnv[0].name=GOMEMLIMIT"}, "/extraEnv/0/name"}, // the chart's
+		{[]string{"topologySpreadConstraints[0].maxSkew=1"}, "/topologySpreadConstraints/0"},
 		{[]string{"image.digest=latest"}, "/image/digest"},
 		{[]string{"image.tag=v1 2"}, "/image/tag"},
 		{[]string{"workers=many"}, "/workers"},
