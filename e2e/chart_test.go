@@ -138,6 +138,15 @@ func objects(t *testing.T, stream string) []*unstructured.Unstructured {
 	}
 }
 
+// installed drops Helm's hooks (the helm test's objects), which helm install does not create,
+// from a rendered chart.
+func installed(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	return slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool {
+		_, hook := o.GetAnnotations()["helm.sh/hook"]
+		return hook
+	})
+}
+
 // find returns the object of that kind and name, or fails the test.
 func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
 	t.Helper()
@@ -329,12 +338,12 @@ func TestChartServerDryRun(t *testing.T) {
 // TestChartMatchesKustomize: in each mode the chart creates what the matching kustomize
 // directory does (deploy/base for the default and collector, the overlays for companion and
 // dry-run): the same kinds and names (but the Namespace, which helm install --create-namespace
-// makes), the same rules in every Role and ClusterRole, the same bindings, and the same
+// makes, and the helm test's hooks, which helm install does not), the same rules in every Role and ClusterRole, the same bindings, and the same
 // Deployment (replicas, arguments, ports, image name, priority class), Service and NetworkPolicy.
 func TestChartMatchesKustomize(t *testing.T) {
 	for _, m := range chartModes {
 		t.Run(m.mode, func(t *testing.T) {
-			chart := objects(t, helmTemplate(t, m.set...))
+			chart := installed(objects(t, helmTemplate(t, m.set...)))
 			kust := objects(t, kustomize(t, filepath.Join(deployDir(t), m.kustomize)))
 			kust = slices.DeleteFunc(kust, func(o *unstructured.Unstructured) bool { return o.GetKind() == "Namespace" })
 			if got, want := kindNames(chart), kindNames(kust); !slices.Equal(got, want) {
