@@ -10,6 +10,11 @@
 // Grafana dashboard: the one source of the chart's and the component's copies, which
 // TestGeneratedMonitoring writes with -update and checks otherwise).
 //
+// chart/README.md documents every value of chart/values.yaml from the comment above its key
+// (chartdoc; TestChartReadme writes it with -update, make generate, and checks it otherwise), and
+// TestChartValuesInSchema checks that values.schema.json knows each value and refuses unknown
+// keys.
+//
 // Its tests check that every cascade metric the monitoring files use exists in the code, that
 // the rules name no job and have runbooks, and that the Deployment matches the image (name,
 // user) and is hardened; the e2e suite applies the base, the overlays and the chart with server
