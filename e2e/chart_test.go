@@ -875,8 +875,8 @@ func TestChartKnobs(t *testing.T) {
 		t.Errorf("Service ports %+v: want 8443 to the container port named metrics", svc.Spec.Ports)
 	}
 	np := find(t, objs, "NetworkPolicy", "cascade")
-	if ports, _, _ := unstructured.NestedSlice(np.Object, "spec", "ingress"); len(ports) != 1 || !strings.Contains(fmt.Sprint(ports[0]), "port:metrics") {
-		t.Errorf("NetworkPolicy ingress %v: want the port named metrics", ports)
+	if ingress, _, _ := unstructured.NestedSlice(np.Object, "spec", "ingress"); len(ingress) != 1 || !strings.Contains(fmt.Sprint(ingress[0]), "port:metrics") {
+		t.Errorf("NetworkPolicy ingress %v: want the port named metrics", ingress)
 	}
 	if n := len(c.Env); n != 2 || c.Env[0].Name != "GOMEMLIMIT" || c.Env[1].Name != "GOGC" || c.Env[1].Value != "50" {
 		t.Errorf("env %+v: want GOMEMLIMIT, then GOGC=50", c.Env)
