@@ -488,9 +488,10 @@ dashboard-snapshot: build tools prometheus ## @HELP run a small cascade under Pr
 	cd e2e/benchreport && $(GO) run . dashboard -in $(CURDIR)/docs/dashboard-snapshot.json -out $(CURDIR)/docs
 
 .PHONY: generate
-generate: ## @HELP regenerate docs/metrics.md (from the registry), docs/flags.md (from the flag set), the policy's JSON Schema (docs/policy.schema.json and the chart's values.schema.json policy, from package policy), the monitoring files made from deploy/monitoring (chart, component, rule tests per labeling) and the operator docs' command blocks (from docs/examples)
+generate: ## @HELP regenerate docs/metrics.md (from the registry), docs/flags.md (from the flag set), the policy's JSON Schema (docs/policy.schema.json and the chart's values.schema.json policy, from package policy), the monitoring files made from deploy/monitoring (chart, component, rule tests per labeling), deploy/chart/README.md (from values.yaml's comments) and the operator docs' command blocks (from docs/examples)
 	$(GO) test ./cmd/cascade -run '^(TestMetricsDoc|TestFlagsDoc|TestPolicySchema)$$' -count=1 -update
 	$(GO) test ./deploy -run '^TestGeneratedMonitoring$$' -count=1 -update
+	$(GO) test ./deploy -run '^TestChartReadme$$' -count=1 -update
 	$(GO) test ./docs -run '^TestDocsExamples$$' -count=1 -update
 
 .PHONY: verify
@@ -498,6 +499,7 @@ verify: ## @HELP gofmt, go vet, go mod tidy diff (every module), generated docs 
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	@$(GO) test ./cmd/cascade -run '^(TestMetricsDoc|TestFlagsDoc|TestPolicySchema)$$' -count=1 >/dev/null || { echo "docs/metrics.md, docs/flags.md or the policy schema (docs/policy.schema.json, the policy in deploy/chart/values.schema.json) is stale: run make generate"; exit 1; }
 	@$(GO) test ./deploy -run '^TestGeneratedMonitoring$$' -count=1 >/dev/null || { echo "the monitoring files generated from deploy/monitoring (chart, component, rule tests) are stale: run make generate"; exit 1; }
+	@$(GO) test ./deploy -run '^TestChartReadme$$' -count=1 >/dev/null || { echo "deploy/chart/README.md is stale, or a value of deploy/chart/values.yaml has no comment: run make generate"; exit 1; }
 	@$(GO) test ./docs -run '^TestDocsExamples$$' -count=1 || { echo "the operator docs' command blocks differ from docs/examples, or a command block is not from docs/examples: run make generate, or move the commands into a script there"; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/...
