@@ -68,6 +68,12 @@ func run() error {
 		if err := os.MkdirAll(fleetDir, 0o755); err != nil {
 			return err
 		}
+		var memberCPs []*harness.ControlPlane
+		defer func() {
+			for _, m := range memberCPs {
+				_ = m.Stop()
+			}
+		}()
 		for i := range *members {
 			name := fmt.Sprintf("member-%d", i+1)
 			fmt.Printf("Starting member %s (kube-apiserver on the same etcd, prefix /%s) ...\n", name, name)
@@ -75,7 +81,7 @@ func run() error {
 			if err != nil {
 				return err
 			}
-			defer func() { _ = m.Stop() }()
+			memberCPs = append(memberCPs, m)
 			kc := filepath.Join(fleetDir, name+".kubeconfig")
 			if err := m.WriteKubeconfig(kc, harness.AdminUser, m.Token); err != nil {
 				return err
