@@ -75,3 +75,14 @@ helm.sh/hook: test
 helm.sh/hook-weight: {{ . | quote }}
 helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
 {{- end }}
+
+{{/*
+The labels of the uninstall hook's Job and pod: not cascade's selector label, so that the stop
+it makes (no pod of cascade's left) never waits for itself.
+*/}}
+{{- define "cascade.uninstallLabels" -}}
+app.kubernetes.io/name: cascade-uninstall
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end }}
