@@ -6,12 +6,16 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -245,4 +249,42 @@ func TestFleet(t *testing.T) {
 		return g <= baseG*1.02 && conns <= baseC, nil
 	})
 	t.Logf("one idle member with the built-in APIs: %v goroutines; after %d add/remove cycles of it: %v goroutines (baseline %v), %v connections to members (baseline %v)", withC-baseG, cycles, g, baseG, conns, baseC)
+}
+
+// TestFleetOverlay (issue 33.6): deploy/overlays/fleet passes a server dry run; its host
+// ClusterRole reads no resource at all (cascade collects nothing in the host), Secrets are read
+// in the fleet namespace alone, and the Deployment names that namespace as its provider.
+func TestFleetOverlay(t *testing.T) {
+	cs := suite.Clients(t)
+	chartNamespaceExists(t)
+	if _, err := cs.Kube.CoreV1().Namespaces().Get(context.Background(), "cascade-fleet", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		cs.CreateNamespace(t, "cascade-fleet")
+	}
+	dir := filepath.Join(deployDir(t), "overlays", "fleet")
+	out := serverDryRun(t, "deploy/overlays/fleet", "-k", dir)
+	for _, obj := range []string{"deployment.apps/cascade ", "role.rbac.authorization.k8s.io/cascade-fleet-members ", "rolebinding.rbac.authorization.k8s.io/cascade-fleet-members "} {
+		if !strings.Contains(out, obj) {
+			t.Errorf("the server dry run does not name %s:\n%s", obj, out)
+		}
+	}
+	objs := objects(t, kustomize(t, dir))
+	role := into[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole", "cascade"))
+	for _, r := range role.Rules {
+		for _, v := range r.Verbs {
+			if v != "create" && v != "patch" && v != "update" {
+				t.Errorf("the host ClusterRole grants %s on %v: cascade reads nothing cluster-wide in the host", v, r.Resources)
+			}
+		}
+		if slices.Contains(r.Resources, "*") || slices.Contains(r.Resources, "secrets") {
+			t.Errorf("the host ClusterRole names %v", r.Resources)
+		}
+	}
+	members := into[rbacv1.Role](t, find(t, objs, "Role", "cascade-fleet-members"))
+	if members.Namespace != "cascade-fleet" || len(members.Rules) != 1 || !slices.Equal(members.Rules[0].Resources, []string{"secrets"}) {
+		t.Errorf("Role cascade-fleet-members: %+v, want reading Secrets in cascade-fleet only", members)
+	}
+	dep := into[appsv1.Deployment](t, find(t, objs, "Deployment", "cascade"))
+	if !slices.Contains(dep.Spec.Template.Spec.Containers[0].Args, "--fleet-secrets-namespace=cascade-fleet") {
+		t.Errorf("the Deployment's arguments %v lack --fleet-secrets-namespace=cascade-fleet", dep.Spec.Template.Spec.Containers[0].Args)
+	}
 }
