@@ -235,6 +235,26 @@ func serverDryRun(t *testing.T, what string, args ...string) string {
 	return out
 }
 
+// withoutTestPods is stream without the helm test's Pod: a server dry run refuses a Pod whose
+// ServiceAccount does not exist, and the test's ServiceAccount (a hook of helm test) is created
+// only by helm test; the test's script is run by TestChartTestHook.
+func withoutTestPods(t *testing.T, stream string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, o := range objects(t, stream) {
+		if o.GetKind() == "Pod" && o.GetAnnotations()["helm.sh/hook"] == "test" {
+			continue
+		}
+		y, err := yaml.Marshal(o.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString("---\n")
+		b.Write(y)
+	}
+	return b.String()
+}
+
 // chartNamespaceExists creates deploy/base's Namespace (with its Pod Security labels), which the
 // chart does not create (helm install --create-namespace does).
 func chartNamespaceExists(t *testing.T) {
@@ -323,7 +343,7 @@ func TestChartServerDryRun(t *testing.T) {
 	for _, m := range chartModes {
 		set := append(slices.Clone(m.set), "monitoring.serviceMonitor.enabled=true", "monitoring.prometheusRule.enabled=true",
 			"monitoring.dashboard.enabled=true", "monitoring.metricsReaders[0].name=prometheus", "monitoring.metricsReaders[0].namespace=monitoring")
-		rendered := helmTemplate(t, set...)
+		rendered := withoutTestPods(t, helmTemplate(t, set...))
 		file := filepath.Join(t.TempDir(), "chart.yaml")
 		if err := os.WriteFile(file, []byte(rendered), 0o644); err != nil {
 			t.Fatal(err)
@@ -794,6 +814,7 @@ func overlayOf(t *testing.T, dir string, components ...string) string {
 // checks that kubectl names every object of it.
 func serverDryRunStream(t *testing.T, what, stream string) {
 	t.Helper()
+	stream = withoutTestPods(t, stream)
 	file := filepath.Join(t.TempDir(), "objects.yaml")
 	if err := os.WriteFile(file, []byte(stream), 0o644); err != nil {
 		t.Fatal(err)
@@ -1007,7 +1028,7 @@ func TestChartTestHook(t *testing.T) {
 		t.Fatalf("%v: the helm test's script runs on this host with curl", err)
 	}
 	hooks := func(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
-		return slices.DeleteFunc(slices.Clone(objs), func(o *unstructured.Unstructured) bool { return o.GetAnnotations()["helm.sh/hook"] == "" })
+		return slices.DeleteFunc(slices.Clone(objs), func(o *unstructured.Unstructured) bool { return o.GetAnnotations()["helm.sh/hook"] != "test" })
 	}
 	if objs := hooks(objects(t, helmTemplate(t, "tests.enabled=false"))); len(objs) > 0 {
 		t.Errorf("tests.enabled=false renders %v", kindNames(objs))
