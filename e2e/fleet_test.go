@@ -255,12 +255,13 @@ func TestFleet(t *testing.T) {
 // ClusterRole reads no resource at all (cascade collects nothing in the host), Secrets are read
 // in the fleet namespace alone, and the Deployment names that namespace as its provider.
 func TestFleetOverlay(t *testing.T) {
-	cs := suite.Clients(t)
 	chartNamespaceExists(t)
-	if _, err := cs.Kube.CoreV1().Namespaces().Get(context.Background(), "cascade-fleet", metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		cs.CreateNamespace(t, "cascade-fleet")
-	}
 	dir := filepath.Join(deployDir(t), "overlays", "fleet")
+	// The fleet namespace exists (applied, as an install would have): the dry run's Role in it
+	// needs it.
+	if _, err := adminKubectl("apply", "-f", filepath.Join(dir, "fleet-namespace.yaml")); err != nil {
+		t.Fatal(err)
+	}
 	out := serverDryRun(t, "deploy/overlays/fleet", "-k", dir)
 	for _, obj := range []string{"deployment.apps/cascade ", "role.rbac.authorization.k8s.io/cascade-fleet-members ", "rolebinding.rbac.authorization.k8s.io/cascade-fleet-members "} {
 		if !strings.Contains(out, obj) {
