@@ -85,13 +85,8 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 	a := &app{gate: leader.Open()}
 	live := liveness{workers: ms.work.NewLiveness(livenessStallAfter, nil)}
 	if opts.LeaderElect {
-		a.gate = &leader.Gate{}
+		a.gate = &leader.Gate{} // the elector that opens it is built with the collector, below
 		live.lease = leaderelection.NewLeaderHealthzAdaptor(leaseRenewalSlack)
-		a.always = append(a.always, part{"leader election", leader.New(leader.Options{
-			Leases: cs.kube.CoordinationV1(), Namespace: opts.LeaderElectResourceNamespace, Name: opts.LeaderElectResourceName,
-			LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline, RetryPeriod: opts.RetryPeriod, Gate: a.gate,
-			WatchDog: live.lease,
-		})})
 	}
 	edge := client.NewEdge(cs.metadata, cs.kube)
 	companion := opts.Mode == client.ModeCompanion
@@ -200,6 +195,19 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 		StuckAfter:   opts.StuckAfter,
 		Companion:    companion,
 	})
+	if opts.LeaderElect {
+		// The leader publishes its status on the Lease (cascade status reads it).
+		var policySource func() (int, string)
+		if a.policy != nil {
+			policySource = a.policy.Source
+		}
+		a.always = append(a.always, part{"leader election", leader.New(leader.Options{
+			Leases: cs.kube.CoordinationV1(), Namespace: opts.LeaderElectResourceNamespace, Name: opts.LeaderElectResourceName,
+			LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline, RetryPeriod: opts.RetryPeriod, Gate: a.gate,
+			WatchDog: live.lease,
+			Status:   leaderStatus(opts.Mode, policySource, ctrl.Synced, ctrl.Unsynced, ms.features.Summary),
+		})})
+	}
 	reviews, err := reviewClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("build review client: %w", err)

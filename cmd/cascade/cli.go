@@ -126,7 +126,7 @@ func newRootCommand(collector collectorFunc, stdout, stderr io.Writer) *cobra.Co
 		RunE: runE,
 	}
 	run.Flags().AddFlagSet(fs)
-	root.AddCommand(run, newExplainCommand(), newPolicyCommand(), newUninstallCommand(), newVersionCommand())
+	root.AddCommand(run, newExplainCommand(), newPolicyCommand(), newStatusCommand(), newUninstallCommand(), newVersionCommand())
 	root.SetHelpCommand(newHelpCommand(root))
 	root.InitDefaultCompletionCmd() // cascade completion bash|zsh|fish|powershell
 	for _, c := range append([]*cobra.Command{root}, allCommands(root)...) {
