@@ -14,23 +14,23 @@ var outputFormats = []string{"text", "json", "yaml"}
 
 // printResult prints v in format: text() for text, else v as indented JSON or as YAML.
 func printResult(out io.Writer, format string, v any, text func() string) error {
-	var b []byte
+	var (
+		b   []byte
+		err error
+	)
 	switch format {
 	case "json":
-		j, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
+		if b, err = json.MarshalIndent(v, "", "  "); err != nil {
 			return err
 		}
-		b = append(j, '\n')
+		b = append(b, '\n')
 	case "yaml":
-		y, err := yaml.Marshal(v)
-		if err != nil {
+		if b, err = yaml.Marshal(v); err != nil {
 			return err
 		}
-		b = y
 	default:
 		b = []byte(text())
 	}
-	_, err := out.Write(b)
+	_, err = out.Write(b)
 	return err
 }
