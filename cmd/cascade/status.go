@@ -181,6 +181,8 @@ func readStatus(ctx context.Context, kube kubernetes.Interface, ns, name string,
 	switch {
 	case apierrors.IsNotFound(err):
 		return s, nil
+	case apierrors.IsForbidden(err):
+		return s, fmt.Errorf("cannot read cascade's Lease %s/%s: %w (status needs get on it: the Role cascade-explain-port-forward in %s grants it)", ns, name, err, ns)
 	case err != nil:
 		return s, fmt.Errorf("cannot read cascade's Lease %s/%s: %w", ns, name, err)
 	}

@@ -217,7 +217,7 @@ func TestStatusCommand(t *testing.T) {
 		t.Errorf("status (the context's namespace is shop): exit %d, paths %q\n%s%s", c.code, paths, c.stdout, c.stderr)
 	}
 	c = runCLI(t, nil, "status", "--lease", "private/cascade")
-	if c.code != exitFailure || !strings.Contains(c.lastLine(), "cannot read cascade's Lease private/cascade") {
+	if c.code != exitFailure || !strings.Contains(c.lastLine(), "cannot read cascade's Lease private/cascade") || !strings.Contains(c.lastLine(), "the Role cascade-explain-port-forward in private grants it") {
 		t.Errorf("a Lease it may not read: exit %d, %q", c.code, c.lastLine())
 	}
 	if c := runCLI(t, nil, "status", "-n", "gc", "--lease", "other/cascade"); c.code != exitUsage {
