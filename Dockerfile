@@ -30,5 +30,5 @@ LABEL org.opencontainers.image.title="cascade" \
 COPY bin/image/${TARGETARCH}/cascade /cascade
 USER 65532:65532
 # The metrics and health ports of the defaults (--metrics-bind-address, --health-probe-bind-address).
-EXPOSE 8080 8081
+EXPOSE 8443 8081
 ENTRYPOINT ["/cascade"]

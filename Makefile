@@ -152,6 +152,8 @@ podman: ## @HELP install podman and runc from Debian's packages when missing
 #   (a kustomization in a directory under bin/, since kustomize refuses an absolute resource path);
 # - cascade-X.Y.Z.tgz: the chart (helm package; chart version X.Y.Z, appVersion VERSION, the
 #   image tag it defaults to);
+# - policy.schema.json: the policy document's JSON Schema (docs/policy.schema.json, for editors
+#   and CI: docs/policy.md);
 # - SHA256SUMS over all of them.
 # It is written into RELEASE_DIR.tmp and moved into place at the end, so a failed release leaves
 # no half-written RELEASE_DIR. The per-architecture images and the manifest list are removed
@@ -167,7 +169,7 @@ RELEASE_VERSION_RE := ^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 
 .PHONY: release
-release: podman tools helm cyclonedx-gomod ## @HELP VERSION=vX.Y.Z: the release into bin/release (RELEASE_DIR): multi-arch image archive, CLI binaries and their SBOMs, kubectl-cascade archives and their krew manifest, install.yaml pinned by digest, the chart, SHA256SUMS (docs/release.md)
+release: podman tools helm cyclonedx-gomod ## @HELP VERSION=vX.Y.Z: the release into bin/release (RELEASE_DIR): multi-arch image archive, CLI binaries and their SBOMs, kubectl-cascade archives and their krew manifest, install.yaml pinned by digest, the chart, the policy's JSON Schema, SHA256SUMS (docs/release.md)
 	@echo '$(VERSION)' | grep -Eq '$(RELEASE_VERSION_RE)' || { echo "make release needs VERSION=vX.Y.Z (a semantic version with a v, no '+'), not '$(VERSION)'" >&2; exit 1; }
 	@if [ -n "$$(git status --porcelain 2>/dev/null)" ]; then echo "warning: the tree has uncommitted changes, so this release is not commit $(COMMIT)'s alone" >&2; fi
 	@start=$$(date +%s); stage=$(RELEASE_DIR).tmp; name=cascade-$(VERSION); \
@@ -207,6 +209,7 @@ release: podman tools helm cyclonedx-gomod ## @HELP VERSION=vX.Y.Z: the release 
 	{ echo "# cascade $(VERSION) (commit $(COMMIT)): deploy/base with the image pinned by digest (docs/release.md)."; \
 	  $(BIN)/kubectl kustomize $$kdir; } > $$stage/install.yaml; \
 	$(HELM) package deploy/chart --version $(patsubst v%,%,$(VERSION)) --app-version $(VERSION) --destination $$stage >/dev/null; \
+	cp docs/policy.schema.json $$stage/policy.schema.json; \
 	(cd $$stage && sha256sum -- * > SHA256SUMS.tmp && mv SHA256SUMS.tmp SHA256SUMS); \
 	rm -rf $(RELEASE_DIR); mv $$stage $(RELEASE_DIR); \
 	echo "wrote $(RELEASE_DIR) in $$(( $$(date +%s) - start ))s: image $(IMAGE)@$$digest"; \
@@ -327,6 +330,11 @@ test-versions: build tools-versions ## @HELP the core e2e subset (VERSIONS_RUN) 
 .PHONY: run
 run: build tools ## @HELP start the local control plane and cascade against it (Ctrl-C stops all), its /metrics and /debug plain HTTP without authentication (--metrics-secure=false); ARGS="--v=2" passes flags
 	$(BIN)/localrun --cascade $(BIN)/cascade -- $(ARGS)
+
+MEMBERS ?= 3
+.PHONY: run-fleet
+run-fleet: build tools ## @HELP fleet mode locally: one etcd, a host and MEMBERS=3 member kube-apiservers (each its own --etcd-prefix), cascade over them (--fleet-kubeconfig-dir)
+	$(BIN)/localrun --members $(MEMBERS) --cascade $(BIN)/cascade -- $(ARGS)
 
 # make test is CI's suite (.ci/run: make verify, then make test), run as timed steps
 # (.ci/timed; CASCADE_STEPS names the file the times go to, and .ci/run prints them as one
@@ -494,16 +502,18 @@ dashboard-snapshot: build tools prometheus ## @HELP run a small cascade under Pr
 	cd e2e/benchreport && $(GO) run . dashboard -in $(CURDIR)/docs/dashboard-snapshot.json -out $(CURDIR)/docs
 
 .PHONY: generate
-generate: ## @HELP regenerate docs/metrics.md (from the registry), docs/flags.md (from the flag set), the monitoring files made from deploy/monitoring (chart, component, rule tests per labeling) and the operator docs' command blocks (from docs/examples)
-	$(GO) test ./cmd/cascade -run '^(TestMetricsDoc|TestFlagsDoc)$$' -count=1 -update
+generate: ## @HELP regenerate docs/metrics.md (from the registry), docs/flags.md (from the flag set), the policy's JSON Schema (docs/policy.schema.json and the chart's values.schema.json policy, from package policy), the monitoring files made from deploy/monitoring (chart, component, rule tests per labeling), deploy/chart/README.md (from values.yaml's comments) and the operator docs' command blocks (from docs/examples)
+	$(GO) test ./cmd/cascade -run '^(TestMetricsDoc|TestFlagsDoc|TestPolicySchema)$$' -count=1 -update
 	$(GO) test ./deploy -run '^TestGeneratedMonitoring$$' -count=1 -update
+	$(GO) test ./deploy -run '^TestChartReadme$$' -count=1 -update
 	$(GO) test ./docs -run '^TestDocsExamples$$' -count=1 -update
 
 .PHONY: verify
 verify: ## @HELP gofmt, go vet, go mod tidy diff (every module), generated docs up to date, then lint; .ci/run runs it before the tests
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
-	@$(GO) test ./cmd/cascade -run '^(TestMetricsDoc|TestFlagsDoc)$$' -count=1 >/dev/null || { echo "docs/metrics.md or docs/flags.md is stale: run make generate"; exit 1; }
+	@$(GO) test ./cmd/cascade -run '^(TestMetricsDoc|TestFlagsDoc|TestPolicySchema)$$' -count=1 >/dev/null || { echo "docs/metrics.md, docs/flags.md or the policy schema (docs/policy.schema.json, the policy in deploy/chart/values.schema.json) is stale: run make generate"; exit 1; }
 	@$(GO) test ./deploy -run '^TestGeneratedMonitoring$$' -count=1 >/dev/null || { echo "the monitoring files generated from deploy/monitoring (chart, component, rule tests) are stale: run make generate"; exit 1; }
+	@$(GO) test ./deploy -run '^TestChartReadme$$' -count=1 >/dev/null || { echo "deploy/chart/README.md is stale, or a value of deploy/chart/values.yaml has no comment: run make generate"; exit 1; }
 	@$(GO) test ./docs -run '^TestDocsExamples$$' -count=1 || { echo "the operator docs' command blocks differ from docs/examples, or a command block is not from docs/examples: run make generate, or move the commands into a script there"; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/...

@@ -43,9 +43,12 @@ func firstMatch(t *testing.T, path, re string) string {
 }
 
 // TestBaseMatchesImage: the Deployment runs the image `make image` builds, at the version the
-// chart defaults to (the next release's, never a moving tag), as the user the Dockerfile sets,
-// hardened as the image allows (read-only root, nothing to escalate to), with probes on the port
-// cascade serves them on. The e2e test TestImage runs the image the same way.
+// chart defaults to (the next release's, never a moving tag), as a non-root user that
+// runAsNonRoot can verify from the image alone (the Dockerfile's numeric USER: the pod names no
+// UID, which OpenShift's restricted-v2 SCC would refuse), hardened as the image allows (read-only
+// root, nothing to escalate to), with probes on the port cascade serves them on, and without a
+// priority class that GKE refuses outside kube-system (issue 31.2). The e2e test TestImage runs
+// the image the same way.
 func TestBaseMatchesImage(t *testing.T) {
 	var d appsv1.Deployment
 	readStrict(t, "base/deployment.yaml", &d)
@@ -64,12 +67,19 @@ func TestBaseMatchesImage(t *testing.T) {
 	if c.Image != image+":"+appVersion {
 		t.Errorf("image %q, want %q (the Makefile's IMAGE at the chart's appVersion)", c.Image, image+":"+appVersion)
 	}
-	user := firstMatch(t, "../Dockerfile", `(?m)^USER (\d+):\d+$`)
-	if sc := pod.SecurityContext; sc == nil || sc.RunAsUser == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot ||
+	// runAsNonRoot without runAsUser needs a numeric USER in the image (the kubelet cannot map
+	// a name without the image's /etc/passwd), and not root's.
+	if user := firstMatch(t, "../Dockerfile", `(?m)^USER (\S+)$`); !regexp.MustCompile(`^[1-9][0-9]*:[1-9][0-9]*$`).MatchString(user) {
+		t.Errorf("the Dockerfile's USER %q: want a numeric non-root uid:gid, which runAsNonRoot verifies", user)
+	}
+	if sc := pod.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot ||
 		sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
-		t.Errorf("pod securityContext %+v: want runAsNonRoot, runAsUser and seccomp RuntimeDefault", sc)
-	} else if got := *sc.RunAsUser; strings.TrimSpace(user) != itoa(got) {
-		t.Errorf("runAsUser %d, the Dockerfile's USER is %s", got, user)
+		t.Errorf("pod securityContext %+v: want runAsNonRoot and seccomp RuntimeDefault", sc)
+	} else if sc.RunAsUser != nil || sc.RunAsGroup != nil {
+		t.Errorf("pod securityContext runAsUser %v, runAsGroup %v: want none (the image's USER; OpenShift assigns its own)", sc.RunAsUser, sc.RunAsGroup)
+	}
+	if sc := c.SecurityContext; sc != nil && (sc.RunAsUser != nil || sc.RunAsGroup != nil) {
+		t.Errorf("container securityContext runAsUser %v, runAsGroup %v: want none", sc.RunAsUser, sc.RunAsGroup)
 	}
 	if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
 		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
@@ -102,8 +112,8 @@ func TestBaseMatchesImage(t *testing.T) {
 		a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey != corev1.LabelHostname {
 		t.Errorf("affinity %+v: want preferred pod anti-affinity by hostname", pod.Affinity)
 	}
-	if pod.PriorityClassName != "system-cluster-critical" {
-		t.Errorf("priorityClassName %q, want system-cluster-critical (as the Helm chart's default)", pod.PriorityClassName)
+	if pod.PriorityClassName != "" {
+		t.Errorf("priorityClassName %q, want none (as the Helm chart's default): GKE refuses the critical classes outside kube-system without a ResourceQuota", pod.PriorityClassName)
 	}
 	if !slices.Contains(c.Args, "--leader-elect=true") || d.Spec.Replicas == nil || *d.Spec.Replicas < 2 {
 		t.Errorf("want two or more replicas with --leader-elect=true")

@@ -4,10 +4,16 @@
 // PodDisruptionBudget, metrics Service, the policy ConfigMap and the Role that reads it),
 // overlays/shadow (--dry-run: one replica, RBAC that only reads) and overlays/companion
 // (--mode=companion: no delete but on cascade's admission objects), components/monitoring
-// (ServiceMonitor, PrometheusRule, dashboard ConfigMap), chart/ (the Helm chart, rendering the
+// (ServiceMonitor, PrometheusRule, dashboard ConfigMap), components/monitoring-verified-tls
+// (cascade serves a certificate from a Secret, the ServiceMonitor verifies it), chart/ (the Helm chart, rendering the
 // same objects in each mode) and monitoring/ (Prometheus alert rules, their promtool tests, and a
 // Grafana dashboard: the one source of the chart's and the component's copies, which
 // TestGeneratedMonitoring writes with -update and checks otherwise).
+//
+// chart/README.md documents every value of chart/values.yaml from the comment above its key
+// (chartdoc; TestChartReadme writes it with -update, make generate, and checks it otherwise), and
+// TestChartValuesInSchema checks that values.schema.json knows each value and refuses unknown
+// keys.
 //
 // Its tests check that every cascade metric the monitoring files use exists in the code, that
 // the rules name no job and have runbooks, and that the Deployment matches the image (name,

@@ -289,11 +289,18 @@ func TestDocsExamples(t *testing.T) {
 		t.Errorf("ClusterRoleBinding prometheus-cascade-metrics after uninstall-kustomize.sh: %v", err)
 	}
 
+	// The chart's pre-delete hook Job (cascade uninstall --stop-deployment) runs here as a
+	// kubelet would run it.
+	hooks := framework.RunHookJobs(t, cp, cs, suite.CascadeBin, "cascade-system")
+
 	// The README's three commands, and docs/install.md's Helm sections.
 	out = r.run(t, "quickstart-helm.sh")
 	mustContain(t, "quickstart-helm.sh", out, "STATUS: deployed", "mode collector")
 	r.run(t, "uninstall-helm.sh")
 	nothingOfCascadeLeft(t, kube, dyn)
+	if code, ran := hooks.Ran("cascade-uninstall"); !ran || code != 0 {
+		t.Errorf("the chart's pre-delete hook cascade-uninstall: ran %v, exit %d; want it run, exit 0", ran, code)
+	}
 
 	r.run(t, "install-helm.sh")
 	monitoringObjectsExist(t, kube, dyn)

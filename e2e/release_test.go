@@ -107,10 +107,11 @@ func releasePlatforms(all bool, goos, goarch string) [][2]string {
 // image's one layer holding the released linux binary of that architecture, byte for byte);
 // install.yaml (the Deployment's image pinned by that index's digest, accepted by the API server
 // in a server-side dry run); the chart (its Chart.yaml at the version, rendering the image at
-// the version); each kubectl plugin archive (kubectl-cascade, the platform's binary byte for
-// byte, and LICENSE, regular files alone; the host's, extracted, is `kubectl cascade`); the krew
-// manifest cascade.yaml (one platform per archive, its URI under RELEASE_URL and the archive's
-// sha256, kubectl-cascade its binary, what krew's validation asks).
+// the version); policy.schema.json (docs/policy.schema.json, byte for byte); each kubectl
+// plugin archive (kubectl-cascade, the platform's binary byte for byte, and LICENSE, regular
+// files alone; the host's, extracted, is `kubectl cascade`); the krew manifest cascade.yaml (one
+// platform per archive, its URI under RELEASE_URL and the archive's sha256, kubectl-cascade its
+// binary, what krew's validation asks).
 func TestRelease(t *testing.T) {
 	root, err := harness.RepoRoot()
 	if err != nil {
@@ -132,7 +133,7 @@ func TestRelease(t *testing.T) {
 
 	name := "cascade-" + releaseVersion
 	chart := "cascade-" + strings.TrimPrefix(releaseVersion, "v") + ".tgz"
-	want := []string{name + "-image.oci.tar", chart, "install.yaml", "SHA256SUMS", "cascade.yaml"}
+	want := []string{name + "-image.oci.tar", chart, "install.yaml", "policy.schema.json", "SHA256SUMS", "cascade.yaml"}
 	for _, p := range platforms {
 		want = append(want, name+"-"+p[0]+"-"+p[1], name+"-"+p[0]+"-"+p[1]+".cdx.json", pluginArchive(name, p))
 	}
@@ -176,6 +177,23 @@ func TestRelease(t *testing.T) {
 	index := checkImageArchive(t, filepath.Join(dir, name+"-image.oci.tar"), dir, name, image, commit)
 	checkInstallYAML(t, filepath.Join(dir, "install.yaml"), image+"@"+index)
 	checkChart(t, filepath.Join(dir, chart), image)
+	checkSameFile(t, filepath.Join(dir, "policy.schema.json"), filepath.Join(root, "docs", "policy.schema.json"))
+}
+
+// checkSameFile: the released file is the repository's, byte for byte.
+func checkSameFile(t *testing.T, released, source string) {
+	t.Helper()
+	got, err := os.ReadFile(released)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from %s", released, source)
+	}
 }
 
 // lastLines returns the last n lines of s.

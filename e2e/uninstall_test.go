@@ -57,7 +57,10 @@ func TestUninstall(t *testing.T) {
 		_, _ = cs.Kube.CoreV1().ConfigMaps(ns).Patch(ctx, "users-cm", "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	})
 
-	c := startWithDefaults(t, cs, ns, defaultRule(gvr, "Orphan", false))
+	// With leader election on a Lease of the test's namespace, which uninstall checks (fail
+	// closed: without --lease naming it, Leases named cascade left by other tests would decide).
+	c := startWithDefaults(t, cs, ns, defaultRule(gvr, "Orphan", false), "--leader-elect", "--leader-elect-resource-namespace="+ns)
+	leaseFlag := "--lease=" + ns + "/cascade"
 	waitAdmission(t, cs, gvr, "Gizmo", ns, "orphan")
 	createCRWith(t, cs, gvr, "Gizmo", ns, "created") // stamped by admission
 	stamped := map[string][]string{"plain": nil, "foreign": {keep}, "created": nil}
@@ -75,7 +78,7 @@ func TestUninstall(t *testing.T) {
 	}
 
 	// The dry run says what it would do and changes nothing.
-	out, code := uninstall(t, "--dry-run")
+	out, code := uninstall(t, "--dry-run", leaseFlag)
 	if code != 0 {
 		t.Fatalf("uninstall --dry-run: exit %d", code)
 	}
@@ -100,7 +103,7 @@ func TestUninstall(t *testing.T) {
 		t.Errorf("after the dry run, the admission policy: %v", err)
 	}
 
-	out, code = uninstall(t)
+	out, code = uninstall(t, leaseFlag)
 	if code != 0 {
 		t.Fatalf("uninstall: exit %d", code)
 	}
@@ -139,7 +142,7 @@ func TestUninstall(t *testing.T) {
 	// Nothing is left: a second run finds nothing of the test's and changes nothing. (Objects
 	// stamped by earlier tests' cascades were unstamped by the first run too, but those being
 	// deleted are left, and listed again: uninstall reads the whole cluster.)
-	out, code = uninstall(t)
+	out, code = uninstall(t, leaseFlag)
 	if code != 0 || !strings.Contains(out, "MutatingAdmissionPolicy "+policy.AdmissionName+": none") {
 		t.Errorf("second uninstall: exit %d", code)
 	}

@@ -91,6 +91,10 @@ type Options struct {
 	// holding back collection, with the load's last error (cascade: the Warning Event
 	// OrphanRecordUnavailable and cascade_orphan_record_degraded_total{reason="load"}).
 	OrphanRecordDegraded func(ctx context.Context, err error)
+	// Member is the fleet member this controller collects in ("" for the single cluster).
+	// A member's graph is reported by the fleet's own collector (cascade_member_*, with a
+	// cluster label), not by the process-wide graph series, which are the single cluster's.
+	Member string
 	// Companion is --mode=companion: kube-controller-manager's collector collects, so nothing
 	// is decided to be carried out. The graph, discovery and owner verification (reads) run
 	// as usual, for Explain, the metrics and the finalizers' diagnosis; the delete workers and
@@ -244,7 +248,9 @@ func New(opts Options) *Controller {
 	if opts.Dynamic != nil && opts.Metadata != nil {
 		c.api = newAPIWatch(opts.Dynamic, opts.Metadata)
 	}
-	c.opts.Metrics.registerGraph(c)
+	if opts.Member == "" {
+		c.opts.Metrics.registerGraph(c)
+	}
 	c.latency = newLatencyTracker(c.opts.Metrics.CollectionDuration, time.Now)
 	return c
 }

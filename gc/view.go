@@ -120,3 +120,7 @@ func (c *Controller) GraphStats() graph.Stats {
 	defer c.mu.RUnlock()
 	return c.g.Stats()
 }
+
+// DeleteQueueDepth is the number of dependents waiting in the delete queue (fleet mode's
+// per-member series).
+func (c *Controller) DeleteQueueDepth() int { return c.deleteQueue.Len() }

@@ -1,6 +1,10 @@
 package policy
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // DefaultIgnoredResources returns the resources the in-tree garbage collector
 // ignores: core and events.k8s.io events. Their REST strategies report
@@ -21,10 +25,15 @@ func DefaultIgnoredResources() []GroupResource {
 // version still served; Job deletes also get a warning), Background for every
 // other resource, custom resources included.
 func BuiltinPropagation(gr GroupResource) metav1.DeletionPropagation {
-	switch gr {
-	case GroupResource{Resource: "replicationcontrollers"}, GroupResource{Group: "batch", Resource: "jobs"}:
+	if slices.Contains(builtinOrphans, gr) {
 		return metav1.DeletePropagationOrphan
-	default:
-		return metav1.DeletePropagationBackground
 	}
+	return metav1.DeletePropagationBackground
+}
+
+// builtinOrphans are the resources whose built-in default propagation is Orphan (a default of
+// Background cannot be applied to them: Validate and the schema refuse it).
+var builtinOrphans = []GroupResource{
+	{Resource: "replicationcontrollers"},
+	{Group: "batch", Resource: "jobs"},
 }

@@ -1,8 +1,9 @@
 // Package policy holds cascade's garbage-collection policy: the per-resource policy document
 // (types.go; Decode reads it strictly, Validate collects every error with its field path,
-// Warnings what depends on the cluster, Compile indexes it for decisions) and the pure decision
-// functions that say what to do with a dependent whose owners have been classified (decide.go,
-// collect.go for the policy's collect rules, unmapped.go for references cascade cannot resolve).
+// Warnings what depends on the cluster, Compile indexes it for decisions, Schema is its JSON
+// Schema generated from the types) and the pure decision functions that say what to do with a
+// dependent whose owners have been classified (decide.go, collect.go for the policy's collect
+// rules, unmapped.go for references cascade cannot resolve).
 //
 // Invariants:
 //   - Nothing here performs I/O, reads a clock or starts a goroutine. Every

@@ -29,8 +29,11 @@ var supportedPropagations = []metav1.DeletionPropagation{
 	metav1.DeletePropagationBackground,
 }
 
-// versionLike matches an API version ("v1", "v1beta2"), which resource.group never holds.
-var versionLike = regexp.MustCompile(`^v[0-9]+((alpha|beta)[0-9]+)?$`)
+// versionFmt is an API version ("v1", "v1beta2"), which resource.group never holds (the schema
+// refuses it too).
+const versionFmt = `v[0-9]+((alpha|beta)[0-9]+)?`
+
+var versionLike = regexp.MustCompile("^" + versionFmt + "$")
 
 // Validate returns every problem in p, each with its field path under fld (nil: the document
 // root, "rules[0].collect"). It never stops at the first error and never modifies p. Problems

@@ -27,6 +27,7 @@ var mayImport = map[string][]string{
 	"internal/features":          {},
 	"deploy":                     {"deploy/monitoring", "policy"},
 	"deploy/monitoring":          {},
+	"deploy/chartdoc":            {},
 	"docs":                       {},
 }
 

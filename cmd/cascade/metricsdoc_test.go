@@ -18,7 +18,7 @@ import (
 	"github.com/cascade-gc/cascade/internal/client"
 )
 
-var update = flag.Bool("update", false, "rewrite docs/metrics.md and docs/flags.md (make generate)")
+var update = flag.Bool("update", false, "rewrite docs/metrics.md, docs/flags.md and the policy schema (make generate)")
 
 // recorder is a Registerer that keeps what is registered, to describe it.
 type recorder struct{ cs []prometheus.Collector }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	logsapi "k8s.io/component-base/logs/api/v1"
@@ -93,6 +94,27 @@ type Options struct {
 	// server without a MutatingAdmissionPolicy, the most an object waits for its stamp.
 	DefaultPropagationPeriod time.Duration
 
+	// Fleet mode (fleet.go): the cluster cascade runs in is the host, and it collects in every
+	// member one provider lists. At most one provider; none: the single cluster.
+	//
+	// FleetSecretsNamespace: Secrets in it matching FleetSecretsSelector, each a member's
+	// kubeconfig under the key "kubeconfig" (multicluster-runtime's kubeconfig provider).
+	FleetSecretsNamespace string
+	FleetSecretsSelector  string
+	// FleetClusterAPINamespace: Cluster API's kubeconfig Secrets (type cluster.x-k8s.io/secret,
+	// named CLUSTER-kubeconfig, key "value") in it.
+	FleetClusterAPINamespace string
+	// FleetKubeconfigDir: each file in it a member's kubeconfig, named after the file.
+	FleetKubeconfigDir string
+	// FleetMemberPolicyConfigMap is a member's own policy ConfigMap in the member, NAMESPACE/NAME;
+	// absent there, the host's --policy-configmap is in force.
+	FleetMemberPolicyConfigMap string
+	// FleetMemberQPS and FleetMemberBurst are each member's client budget against its own API
+	// server; FleetMemberWorkers each member's workers per queue.
+	FleetMemberQPS     float32
+	FleetMemberBurst   int
+	FleetMemberWorkers int
+
 	// Leader election: one replica collects; standbys keep their graph warm.
 	LeaderElect                  bool
 	LeaseDuration                time.Duration
@@ -141,7 +163,20 @@ func NewOptions() *Options {
 		MetricsBindAddress:           ":8443",
 		MetricsSecure:                true,
 		HealthProbeBindAddress:       ":8081",
+		FleetSecretsSelector:         defaultFleetSecretsSelector,
+		FleetMemberPolicyConfigMap:   "cascade-system/cascade-policy",
+		FleetMemberQPS:               20,
+		FleetMemberBurst:             40,
+		FleetMemberWorkers:           2,
 	}
+}
+
+// defaultFleetSecretsSelector is the label of multicluster-runtime's kubeconfig provider.
+const defaultFleetSecretsSelector = "sigs.k8s.io/multicluster-runtime-kubeconfig=true"
+
+// Fleet reports whether a --fleet-* provider is set: fleet mode.
+func (o *Options) Fleet() bool {
+	return o.FleetSecretsNamespace != "" || o.FleetClusterAPINamespace != "" || o.FleetKubeconfigDir != ""
 }
 
 // AddFlags registers the flags on fs.
@@ -178,6 +213,14 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.DryRunDivergenceAfter, "dry-run-divergence-after", o.DryRunDivergenceAfter, "With --dry-run: how long after a would-be write the object is read again; another collector that did otherwise counts in cascade_dry_run_divergence_total.")
 	fs.BoolVar(&o.EnableProfiling, "enable-profiling", o.EnableProfiling, "Serve Go's /debug/pprof on --metrics-bind-address.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address for /healthz and /readyz (host:port, or 0 to disable).")
+	fs.StringVar(&o.FleetSecretsNamespace, "fleet-secrets-namespace", o.FleetSecretsNamespace, "Fleet mode: collect in every member whose kubeconfig is a Secret in this namespace of the host (the cluster of --kubeconfig) matching --fleet-secrets-selector, under the key kubeconfig; the member is named after the Secret (multicluster-runtime's kubeconfig provider). docs/fleet.md.")
+	fs.StringVar(&o.FleetSecretsSelector, "fleet-secrets-selector", o.FleetSecretsSelector, "Fleet mode: the label selector of --fleet-secrets-namespace's Secrets.")
+	fs.StringVar(&o.FleetClusterAPINamespace, "fleet-cluster-api-namespace", o.FleetClusterAPINamespace, "Fleet mode: collect in every Cluster API cluster of this namespace of the host: Secrets of type cluster.x-k8s.io/secret named CLUSTER-kubeconfig, labelled cluster.x-k8s.io/cluster-name, kubeconfig under the key value; the member is named CLUSTER.")
+	fs.StringVar(&o.FleetKubeconfigDir, "fleet-kubeconfig-dir", o.FleetKubeconfigDir, "Fleet mode: collect in every member whose kubeconfig (its current context) is a file of this directory, named after the file without its extension; the directory is read again every 2s.")
+	fs.StringVar(&o.FleetMemberPolicyConfigMap, "fleet-member-policy-configmap", o.FleetMemberPolicyConfigMap, "Fleet mode: a member's own policy ConfigMap, NAMESPACE/NAME in the member; where it does not exist the host's --policy-configmap is in force (else the built-in policy). Empty: the host's for every member.")
+	fs.Float32Var(&o.FleetMemberQPS, "fleet-member-qps", o.FleetMemberQPS, "Fleet mode: each member's client-side queries per second against its own API server.")
+	fs.IntVar(&o.FleetMemberBurst, "fleet-member-burst", o.FleetMemberBurst, "Fleet mode: each member's client-side burst above --fleet-member-qps.")
+	fs.IntVar(&o.FleetMemberWorkers, "fleet-member-workers", o.FleetMemberWorkers, "Fleet mode: each member's workers per queue (deletes, owner checks, finalizers).")
 }
 
 // Validate checks every flag and returns all problems, before any client is built.
@@ -292,6 +335,7 @@ func (o *Options) Validate() field.ErrorList {
 			errs = append(errs, field.Invalid(field.NewPath(f.flag), f.path, "cannot read the file: "+unwrapPathError(err)))
 		}
 	}
+	errs = append(errs, o.validateFleet()...)
 	if o.MetricsBindAddress != "0" && o.MetricsBindAddress == o.HealthProbeBindAddress {
 		errs = append(errs, field.Invalid(field.NewPath("--health-probe-bind-address"), o.HealthProbeBindAddress, "must differ from --metrics-bind-address"))
 	}
@@ -370,4 +414,45 @@ func flagSet(opts *Options) *pflag.FlagSet {
 	opts.AddFlags(fs)
 	logsapi.AddFlags(opts.Logs, fs)
 	return fs
+}
+
+// validateFleet checks the --fleet-* flags.
+func (o *Options) validateFleet() field.ErrorList {
+	var errs field.ErrorList
+	providers := 0
+	for _, v := range []string{o.FleetSecretsNamespace, o.FleetClusterAPINamespace, o.FleetKubeconfigDir} {
+		if v != "" {
+			providers++
+		}
+	}
+	if providers > 1 {
+		errs = append(errs, field.Invalid(field.NewPath("--fleet-secrets-namespace"), o.FleetSecretsNamespace, "at most one of --fleet-secrets-namespace, --fleet-cluster-api-namespace and --fleet-kubeconfig-dir"))
+	}
+	if o.FleetSecretsNamespace != "" {
+		if _, err := labels.Parse(o.FleetSecretsSelector); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("--fleet-secrets-selector"), o.FleetSecretsSelector, err.Error()))
+		}
+	}
+	if o.FleetKubeconfigDir != "" {
+		if st, err := os.Stat(o.FleetKubeconfigDir); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("--fleet-kubeconfig-dir"), o.FleetKubeconfigDir, "cannot read the directory: "+unwrapPathError(err)))
+		} else if !st.IsDir() {
+			errs = append(errs, field.Invalid(field.NewPath("--fleet-kubeconfig-dir"), o.FleetKubeconfigDir, "is not a directory"))
+		}
+	}
+	if o.FleetMemberPolicyConfigMap != "" {
+		if _, _, err := watch.ParseName(o.FleetMemberPolicyConfigMap); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("--fleet-member-policy-configmap"), o.FleetMemberPolicyConfigMap, err.Error()))
+		}
+	}
+	if o.FleetMemberQPS <= 0 || o.FleetMemberBurst < 1 {
+		errs = append(errs, field.Invalid(field.NewPath("--fleet-member-qps"), o.FleetMemberQPS, "must be positive, with --fleet-member-burst at least 1: each member's budget against its own API server"))
+	}
+	if o.FleetMemberWorkers < 1 || o.FleetMemberWorkers > 100 {
+		errs = append(errs, field.Invalid(field.NewPath("--fleet-member-workers"), o.FleetMemberWorkers, "must be between 1 and 100"))
+	}
+	if o.Fleet() && (o.Mode != client.ModeCollector || o.DryRun) {
+		errs = append(errs, field.Invalid(field.NewPath("--mode"), o.Mode, "fleet mode collects (--mode=collector, without --dry-run): its members are control planes without kube-controller-manager's collector"))
+	}
+	return errs
 }

@@ -568,6 +568,9 @@ func readyz(r readiness) http.HandlerFunc {
 		if f := r.Features(); f != "" {
 			features = "features in use: " + f + "\n"
 		}
+		if m, ok := r.(interface{ Members() string }); ok {
+			features += m.Members() + "\n"
+		}
 		if !r.Synced() {
 			msg := "not ready: the dependency graph has not synced"
 			if n > 0 {

@@ -13,9 +13,12 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cascade-gc/cascade/gc"
+	"github.com/cascade-gc/cascade/policy/watch"
 )
 
 // The status the leader publishes on its leader-election Lease (internal/leader: Options.Status),
@@ -45,6 +48,32 @@ const (
 
 // maxUnsyncedNamed bounds the resources annotationUnsynced names.
 const maxUnsyncedNamed = 20
+
+// defaultLease is the name of cascade's leader-election Lease (--leader-elect-resource-name's
+// default) and installNamespace the namespace of deploy/base and of the chart's examples.
+const (
+	defaultLease     = "cascade"
+	installNamespace = "cascade-system"
+)
+
+// parseLease reads status's --lease, [NAMESPACE/]NAME, with -n (nsFlag, "": not given) as the
+// namespace when it names none; a different one in --lease is a usage error. namespace ""
+// means neither names one.
+func parseLease(lease, nsFlag string) (namespace, name string, err error) {
+	if !strings.Contains(lease, "/") {
+		if msgs := validation.IsDNS1123Subdomain(lease); len(msgs) > 0 {
+			return "", "", &usageError{err: fmt.Errorf("invalid --lease=%s: %s", lease, strings.Join(msgs, "; "))}
+		}
+		return nsFlag, lease, nil
+	}
+	if namespace, name, err = watch.ParseName(lease); err != nil {
+		return "", "", &usageError{err: fmt.Errorf("invalid --lease=%s: %v", lease, err)}
+	}
+	if nsFlag != "" && nsFlag != namespace {
+		return "", "", &usageError{err: fmt.Errorf("-n %s and --lease=%s name two namespaces: give one", nsFlag, lease)}
+	}
+	return namespace, name, nil
+}
 
 // leaderStatus is the status a leader publishes on its Lease (the annotations above), built
 // from what it knows at each renewal: the mode, the policy in force (nil: no
@@ -97,9 +126,9 @@ func newStatusCommand() *cobra.Command {
 		Args:    noArgs,
 	}
 	names := kubeFlagNames(true)
-	names.ContextOverrideFlags.Namespace.Description = "The namespace cascade runs in, where its Lease is (--lease NAME). Default: --lease's namespace, cascade-system (not the context's)."
+	names.ContextOverrideFlags.Namespace.Description = "The namespace cascade runs in, where its Lease is. Default (not the context's): cascade-system, else the one namespace that has a Lease of that name."
 	kf.addNamed(cmd.Flags(), names)
-	cmd.Flags().StringVar(&lease, "lease", defaultLease, "The Lease of cascade's leader election, [NAMESPACE/]NAME (--leader-elect-resource-name; the namespace: -n, else cascade-system).")
+	cmd.Flags().StringVar(&lease, "lease", defaultLease, "The Lease of cascade's leader election (--leader-elect-resource-name), NAME or NAMESPACE/NAME; without a namespace (nor -n): in cascade-system, else in the one namespace that has a Lease of that name.")
 	cmd.Flags().StringVarP(&format, "output", "o", "text", "text, json or yaml.")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if !slices.Contains(outputFormats, format) {
@@ -121,7 +150,7 @@ func newStatusCommand() *cobra.Command {
 		if err != nil {
 			return fmt.Errorf("build client: %w", err)
 		}
-		s, err := readStatus(cmd.Context(), kube, ns, name, time.Now())
+		s, err := findStatus(cmd.Context(), kube, ns, name, time.Now())
 		if err != nil {
 			return err
 		}
@@ -145,6 +174,9 @@ type leaseStatus struct {
 	// Found: the Lease exists. Without one, cascade runs without leader election, elsewhere, or
 	// not at all.
 	Found bool `json:"found"`
+	// Elsewhere, when not found in cascade-system with no namespace named, says whether other
+	// namespaces were looked in.
+	Elsewhere string `json:"elsewhere,omitempty"`
 	// Holder is the holder's identity (its pod name, "_" and a suffix); "" when released.
 	Holder               string     `json:"holder"`
 	RenewTime            *time.Time `json:"renewTime"`
@@ -172,6 +204,39 @@ type leaderInfo struct {
 type policyInForce struct {
 	Generation int    `json:"generation"`
 	Source     string `json:"source"`
+}
+
+// findStatus is readStatus of the Lease name in ns or, when ns is "", in installNamespace, else
+// in the one namespace that has a Lease of that name (listed across namespaces, where the user
+// may; several are an error that names them).
+func findStatus(ctx context.Context, kube kubernetes.Interface, ns, name string, now time.Time) (cascadeStatus, error) {
+	if ns != "" {
+		return readStatus(ctx, kube, ns, name, now)
+	}
+	s, err := readStatus(ctx, kube, installNamespace, name, now)
+	if err != nil || s.Lease.Found {
+		return s, err
+	}
+	l, err := kube.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	if err != nil {
+		s.Lease.Elsewhere = fmt.Sprintf("cannot list the Leases of other namespaces (%v): name cascade's with -n", err)
+		return s, nil
+	}
+	var found []string
+	for _, x := range l.Items {
+		if x.Name == name {
+			found = append(found, x.Namespace)
+		}
+	}
+	switch len(found) {
+	case 0:
+		s.Lease.Elsewhere = "none in any other namespace either"
+		return s, nil
+	case 1:
+		return readStatus(ctx, kube, found[0], name, now)
+	}
+	slices.Sort(found)
+	return s, &usageError{err: fmt.Errorf("Leases %s in namespaces %s: name cascade's with -n", name, strings.Join(found, ", "))}
 }
 
 // readStatus reads the Lease ns/name and what its holder published, at now.
@@ -255,7 +320,11 @@ func (s cascadeStatus) text() string {
 	}
 	switch {
 	case !l.Found:
-		row("Lease", "%s: not found (no Lease)", lease)
+		if l.Elsewhere != "" {
+			row("Lease", "%s: not found (no Lease); %s", lease, l.Elsewhere)
+		} else {
+			row("Lease", "%s: not found (no Lease)", lease)
+		}
 		b.WriteString("cascade publishes its status on its leader-election Lease, and there is none: cascade runs\n" +
 			"without leader election (--leader-elect=false; --dry-run always), in another namespace (-n,\n" +
 			"--lease), or not at all. Its /readyz and metrics say the rest.\n")

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -192,6 +193,13 @@ func TestStatusCommand(t *testing.T) {
 		case "/apis/coordination.k8s.io/v1/namespaces/gc/leases/cascade":
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(lease)
+		case "/apis/coordination.k8s.io/v1/leases": // every namespace's, by name
+			list := coordinationv1.LeaseList{TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "LeaseList"}}
+			if r.URL.Query().Get("fieldSelector") == "metadata.name=cascade" {
+				list.Items = append(list.Items, *lease)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(list)
 		case "/apis/coordination.k8s.io/v1/namespaces/private/leases/cascade":
 			writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, `leases.coordination.k8s.io "cascade" is forbidden`)
 		default:
@@ -212,9 +220,17 @@ func TestStatusCommand(t *testing.T) {
 	if err := yaml.UnmarshalStrict([]byte(c.stdout), &s); c.code != 0 || err != nil || s.Leader == nil || s.Leader.Mode != "companion" || s.Lease.Namespace != "gc" {
 		t.Errorf("status -n gc -o yaml: exit %d, %v, %+v\n%s%s", c.code, err, s, c.stdout, c.stderr)
 	}
+	// Without -n: cascade-system (not the context's shop), else the one namespace with the Lease.
+	paths = nil
 	c = runCLI(t, nil, "status")
-	if c.code != 0 || !strings.Contains(c.stdout, "cascade-system/cascade: not found (no Lease)") || paths[len(paths)-1] != "/apis/coordination.k8s.io/v1/namespaces/cascade-system/leases/cascade" {
+	if c.code != 0 || !strings.Contains(c.stdout, "Lease:     gc/cascade: expired") || !slices.Equal(paths, []string{
+		"/apis/coordination.k8s.io/v1/namespaces/cascade-system/leases/cascade", "/apis/coordination.k8s.io/v1/leases", "/apis/coordination.k8s.io/v1/namespaces/gc/leases/cascade",
+	}) {
 		t.Errorf("status (the context's namespace is shop): exit %d, paths %q\n%s%s", c.code, paths, c.stdout, c.stderr)
+	}
+	c = runCLI(t, nil, "status", "--lease", "other")
+	if c.code != 0 || !strings.Contains(c.stdout, "cascade-system/other: not found (no Lease); none in any other namespace either") {
+		t.Errorf("status --lease other: exit %d\n%s%s", c.code, c.stdout, c.stderr)
 	}
 	c = runCLI(t, nil, "status", "--lease", "private/cascade")
 	if c.code != exitFailure || !strings.Contains(c.lastLine(), "cannot read cascade's Lease private/cascade") || !strings.Contains(c.lastLine(), "the Role cascade-explain-port-forward in private grants it") {
@@ -222,5 +238,28 @@ func TestStatusCommand(t *testing.T) {
 	}
 	if c := runCLI(t, nil, "status", "-n", "gc", "--lease", "other/cascade"); c.code != exitUsage {
 		t.Errorf("-n and --lease in two namespaces: exit %d, want %d", c.code, exitUsage)
+	}
+}
+
+// TestParseLease: status's --lease is [NAMESPACE/]NAME; the namespace is -n's when it names
+// none ("" when neither does: cascade-system, else any); -n and a --lease in another namespace
+// is a usage error.
+func TestParseLease(t *testing.T) {
+	for _, tt := range []struct {
+		lease, ns, wantNS, wantName string
+		ok                          bool
+	}{
+		{"cascade", "", "", "cascade", true},
+		{"cascade", "gc", "gc", "cascade", true},
+		{"gc/cascade", "", "gc", "cascade", true},
+		{"gc/cascade", "gc", "gc", "cascade", true},
+		{"gc/cascade", "other", "", "", false},
+		{"gc/", "", "", "", false},
+		{"Cascade", "", "", "", false},
+	} {
+		ns, name, err := parseLease(tt.lease, tt.ns)
+		if (err == nil) != tt.ok || ns != tt.wantNS || name != tt.wantName {
+			t.Errorf("parseLease(%q, -n %q) = %s, %s, %v", tt.lease, tt.ns, ns, name, err)
+		}
 	}
 }

@@ -14,8 +14,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -46,6 +49,8 @@ func newUninstallCommand() *cobra.Command {
 		dryRun bool
 		force  bool
 		lease  string
+		stop   string
+		wait   time.Duration
 		format string
 	)
 	cmd := &cobra.Command{
@@ -60,26 +65,43 @@ func newUninstallCommand() *cobra.Command {
 			"deleted is left alone (its finalizers belong to its deletion). Prints what it did, per resource\n" +
 			"(-o json|yaml: one document, docs/cli.md). Stop cascade first (it would put them back); see\n" +
 			"docs/uninstall.md.",
-		Example: "  cascade uninstall --dry-run\n  cascade uninstall --context prod\n  kubectl cascade uninstall -n gc -o json",
+		Example: "  cascade uninstall --dry-run\n  cascade uninstall --context prod",
 		Args:    noArgs,
 	}
-	names := kubeFlagNames(true)
-	names.ContextOverrideFlags.Namespace.Description = "The namespace cascade runs in, where its Lease is (--lease NAME). Default: --lease's namespace, cascade-system (not the context's)."
-	kf.addNamed(cmd.Flags(), names)
+	kf.add(cmd.Flags(), false)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Read everything and print what would be done; change nothing.")
-	cmd.Flags().StringVar(&lease, "lease", defaultLease, "The Lease of cascade's leader election, [NAMESPACE/]NAME (the namespace: -n, else cascade-system): while it is held, cascade is running and uninstall refuses to start. Empty: no check.")
-	cmd.Flags().BoolVar(&force, "force", false, "Run even while the Lease is held (a running cascade puts back what this removes).")
+	cmd.Flags().StringVar(&lease, "lease", "cascade", "The Lease of cascade's leader election: NAME, looked for in every namespace, or NAMESPACE/NAME. While a holder renews it, cascade is running and uninstall refuses to start (with --wait, it waits for it to be released or to expire). No such Lease is an error too (fail closed: cascade may run without leader election), unless --stop-deployment stopped the Deployment first. Empty: no check.")
+	cmd.Flags().BoolVar(&force, "force", false, "Run even while the Lease is held or when it is not found (a running cascade puts back what this removes).")
+	cmd.Flags().StringVar(&stop, "stop-deployment", "", "NAMESPACE/NAME of cascade's Deployment to stop first: scaled to zero replicas, then uninstall waits (--wait) until none of its pods is left and its Lease is free. What the Helm chart's pre-delete hook runs.")
 	cmd.Flags().StringVarP(&format, "output", "o", "text", "text, json or yaml.")
+	cmd.Flags().DurationVar(&wait, "wait", 0, "How long to wait for cascade to stop (its pods gone, its Lease released or expired) before refusing. 0: do not wait (2m with --stop-deployment).")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if !slices.Contains(outputFormats, format) {
 			return &usageError{err: fmt.Errorf("invalid -o %q: text, json or yaml", format)}
 		}
 		var leaseNS, leaseName string
-		if lease != "" {
+		switch {
+		case lease == "":
+		case !strings.Contains(lease, "/"):
+			leaseName = lease // every namespace
+		default:
 			var err error
-			if leaseNS, leaseName, err = parseLease(lease, kf.namespaceFlag()); err != nil {
-				return err
+			if leaseNS, leaseName, err = watch.ParseName(lease); err != nil {
+				return &usageError{err: fmt.Errorf("invalid --lease=%s: %v", lease, err)}
 			}
+		}
+		var stopNS, stopName string
+		if stop != "" {
+			var err error
+			if stopNS, stopName, err = watch.ParseName(stop); err != nil {
+				return &usageError{err: fmt.Errorf("invalid --stop-deployment=%s: %v", stop, err)}
+			}
+			if wait == 0 {
+				wait = 2 * time.Minute
+			}
+		}
+		if wait < 0 {
+			return &usageError{err: fmt.Errorf("invalid --wait=%s: must not be negative", wait)}
 		}
 		cfg, err := kf.restConfig()
 		if err != nil {
@@ -97,38 +119,12 @@ func newUninstallCommand() *cobra.Command {
 		u := &uninstaller{
 			resources: cs.disco.ServerPreferredResources, meta: cs.metadata, kube: cs.kube, edge: client.NewEdge(cs.metadata, cs.kube),
 			admission: func() (features.Admission, error) { return features.DetectAdmission(ctx, cs.disco) },
-			dryRun:    dryRun, leaseNamespace: leaseNS, leaseName: leaseName, force: force, now: time.Now, format: format,
+			dryRun:    dryRun, leaseNamespace: leaseNS, leaseName: leaseName, force: force, now: time.Now,
+			stopNamespace: stopNS, stopName: stopName, wait: wait, sleep: sleepCtx, format: format,
 		}
 		return u.run(ctx, cmd.OutOrStdout())
 	}
 	return cmd
-}
-
-// defaultLease is the name of cascade's leader-election Lease (--leader-elect-resource-name)
-// and installNamespace the namespace of deploy/base and the chart's default.
-const (
-	defaultLease     = "cascade"
-	installNamespace = "cascade-system"
-)
-
-// parseLease reads --lease, [NAMESPACE/]NAME, with -n (nsFlag, "": not given) as the namespace
-// when it names none: -n names cascade's namespace as with kubectl, and a different one in
-// --lease is a usage error.
-func parseLease(lease, nsFlag string) (namespace, name string, err error) {
-	if !strings.Contains(lease, "/") {
-		namespace = nsFlag
-		if namespace == "" {
-			namespace = installNamespace
-		}
-		lease = namespace + "/" + lease
-	}
-	if namespace, name, err = watch.ParseName(lease); err != nil {
-		return "", "", &usageError{err: fmt.Errorf("invalid --lease=%s: %v", lease, err)}
-	}
-	if nsFlag != "" && nsFlag != namespace {
-		return "", "", &usageError{err: fmt.Errorf("-n %s and --lease=%s name two namespaces: give one", nsFlag, lease)}
-	}
-	return namespace, name, nil
 }
 
 // uninstaller is one run of `cascade uninstall`. Every write goes through edge (the dry-run
@@ -143,12 +139,32 @@ type uninstaller struct {
 	kube      kubernetes.Interface
 	edge      client.Edge
 
-	dryRun                    bool
-	leaseNamespace, leaseName string // "": no check
+	dryRun bool
+	// leaseName "": no check; leaseNamespace "": the Lease of that name in every namespace.
+	leaseNamespace, leaseName string
 	force                     bool
-	now                       func() time.Time
+	// stopNamespace/stopName is the Deployment to stop first ("": none); stopped is set once
+	// it has no pod left.
+	stopNamespace, stopName string
+	stopped                 bool
+	// wait bounds the waits for cascade to stop; sleep waits between reads (tests fake it).
+	wait  time.Duration
+	sleep func(ctx context.Context, d time.Duration) error
+	now   func() time.Time
 	// format is -o: text ("" too) is printed as it goes, json and yaml once at the end.
 	format string
+}
+
+// sleepCtx waits d, or less when ctx ends (its error then).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // resourceCounts is what uninstall found and did on one resource's stamped objects.
@@ -169,6 +185,8 @@ type uninstallResult struct {
 	// Complete: nothing failed, every API group was looked at, and no cascade put the admission
 	// objects back. The exit status is 1 otherwise.
 	Complete bool `json:"complete"`
+	// Notes are what uninstall said before it began (the Deployment it stopped, the Lease).
+	Notes []string `json:"notes"`
 	// AdmissionObjects is what became of cascade's admission objects, binding then policy, at
 	// each version the server serves.
 	AdmissionObjects []admissionResult `json:"admissionObjects"`
@@ -211,15 +229,25 @@ func (c *resourceCounts) result() resourceResult {
 
 func (u *uninstaller) run(ctx context.Context, out io.Writer) error {
 	text := u.format == "" || u.format == "text"
-	res := uninstallResult{DryRun: u.dryRun, AdmissionObjects: []admissionResult{}, Resources: []resourceResult{}, Problems: []string{}}
+	res := uninstallResult{DryRun: u.dryRun, Notes: []string{}, AdmissionObjects: []admissionResult{}, Resources: []resourceResult{}, Problems: []string{}}
+	// What is said before the uninstall proper: printed as it goes, or kept as the notes.
+	var notes strings.Builder
+	say := out
+	if !text {
+		say = &notes
+	}
 	if u.dryRun {
 		u.edge, _ = u.edge.DryRun(prometheus.NewRegistry(), time.Hour) // never Run: nothing to compare
-		if text {
-			_, _ = fmt.Fprintln(out, "Dry run: nothing is changed; every line says what would be done.")
-		}
+		_, _ = fmt.Fprintln(say, "Dry run: nothing is changed; every line says what would be done.")
 	}
-	if err := u.checkLease(ctx); err != nil {
+	if err := u.stopDeployment(ctx, say); err != nil {
 		return err
+	}
+	if err := u.checkLease(ctx, say); err != nil {
+		return err
+	}
+	for line := range strings.Lines(notes.String()) {
+		res.Notes = append(res.Notes, strings.TrimSuffix(line, "\n"))
 	}
 	// The admission objects first: once they are gone, no create is stamped any more.
 	adm, err := u.deleteAdmission(ctx)
@@ -270,29 +298,128 @@ func (u *uninstaller) run(ctx context.Context, out io.Writer) error {
 	return nil
 }
 
-// checkLease refuses to go on while cascade's Lease is held: a running cascade would put back
-// the admission objects and stamps.
-func (u *uninstaller) checkLease(ctx context.Context) error {
+// stopDeployment scales cascade's Deployment (--stop-deployment) to zero replicas and waits, for
+// at most u.wait, until none of its pods is left: from then on no replica of it can act, whatever
+// its Lease says. With --dry-run it only says so.
+func (u *uninstaller) stopDeployment(ctx context.Context, out io.Writer) error {
+	if u.stopName == "" {
+		return nil
+	}
+	deployments := u.kube.AppsV1().Deployments(u.stopNamespace)
+	d, err := deployments.Get(ctx, u.stopName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("cannot read the Deployment %s/%s to stop it: %v", u.stopNamespace, u.stopName, err)
+	}
+	if u.dryRun {
+		_, _ = fmt.Fprintf(out, "Would scale the Deployment %s/%s to zero replicas and wait for its pods to go.\n", u.stopNamespace, u.stopName)
+		return nil
+	}
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 0 {
+		// Through the edge, as every write (a merge patch of the Deployment's replicas).
+		if _, err := u.edge.Objects.Patch(ctx, appsv1.SchemeGroupVersion.WithResource("deployments"), u.stopNamespace, u.stopName, types.MergePatchType, []byte(`{"spec":{"replicas":0}}`)); err != nil {
+			return fmt.Errorf("cannot scale the Deployment %s/%s to zero: %v", u.stopNamespace, u.stopName, err)
+		}
+	}
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil || sel.Empty() {
+		return fmt.Errorf("the Deployment %s/%s has no usable pod selector (%v): cannot tell when it has stopped", u.stopNamespace, u.stopName, err)
+	}
+	deadline := u.now().Add(u.wait)
+	for {
+		pods, err := u.kube.CoreV1().Pods(u.stopNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if err != nil {
+			return fmt.Errorf("cannot list the pods of the Deployment %s/%s: %v", u.stopNamespace, u.stopName, err)
+		}
+		if len(pods.Items) == 0 {
+			_, _ = fmt.Fprintf(out, "Stopped the Deployment %s/%s: no pod of it is left.\n", u.stopNamespace, u.stopName)
+			u.stopped = true
+			return nil
+		}
+		if !u.now().Before(deadline) {
+			return fmt.Errorf("the Deployment %s/%s is scaled to zero, but %d of its pods are still there after %s", u.stopNamespace, u.stopName, len(pods.Items), u.wait)
+		}
+		if err := u.sleep(ctx, time.Second); err != nil {
+			return err
+		}
+	}
+}
+
+// checkLease refuses to go on while a holder renews cascade's Lease (the one named, or every
+// Lease of that name in every namespace): a running cascade would put back the admission objects
+// and stamps. With u.wait it waits for the Lease to be released or to expire. No such Lease is a
+// refusal too (fail closed: a cascade without leader election takes none, and one installed
+// elsewhere takes its own), unless the Deployment it would belong to was just stopped.
+func (u *uninstaller) checkLease(ctx context.Context, out io.Writer) error {
 	if u.leaseName == "" || u.force {
 		return nil
 	}
-	l, err := u.kube.CoordinationV1().Leases(u.leaseNamespace).Get(ctx, u.leaseName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return fmt.Errorf("cannot read the Lease %s/%s to tell whether cascade is running: %v (pass --lease= or --force to skip the check)", u.leaseNamespace, u.leaseName, err)
+	where := u.leaseNamespace + "/" + u.leaseName
+	if u.leaseNamespace == "" {
+		where = u.leaseName + " in any namespace"
 	}
-	s := l.Spec
-	if s.HolderIdentity == nil || *s.HolderIdentity == "" || s.RenewTime == nil || s.LeaseDurationSeconds == nil {
-		return nil
+	deadline := u.now().Add(u.wait)
+	for {
+		leases, err := u.leases(ctx)
+		if err != nil {
+			return fmt.Errorf("cannot read the Lease %s to tell whether cascade is running: %v (pass --lease= or --force to skip the check)", where, err)
+		}
+		if len(leases) == 0 {
+			if u.stopped {
+				_, _ = fmt.Fprintf(out, "No Lease %s: the Deployment stopped never led.\n", where)
+				return nil
+			}
+			return fmt.Errorf("no Lease %s: cannot tell whether cascade is running (one without leader election takes none); stop it, then pass --force, or name its Lease with --lease=NAMESPACE/NAME", where)
+		}
+		held := ""
+		for _, l := range leases {
+			s := l.Spec
+			if s.HolderIdentity == nil || *s.HolderIdentity == "" || s.RenewTime == nil || s.LeaseDurationSeconds == nil {
+				continue
+			}
+			age := u.now().Sub(s.RenewTime.Time)
+			if age < time.Duration(*s.LeaseDurationSeconds)*time.Second {
+				held = fmt.Sprintf("the Lease %s/%s is held by %s, renewed %s ago", l.Namespace, l.Name, *s.HolderIdentity, age.Round(time.Second))
+				break
+			}
+		}
+		if held == "" {
+			return nil
+		}
+		if !u.now().Before(deadline) {
+			if u.wait > 0 {
+				held += fmt.Sprintf(" (waited %s)", u.wait)
+			}
+			return fmt.Errorf("cascade is running: %s; stop it first (kubectl -n NAMESPACE scale deployment cascade --replicas=0, or --stop-deployment=NAMESPACE/NAME), or pass --force", held)
+		}
+		if err := u.sleep(ctx, time.Second); err != nil {
+			return err
+		}
 	}
-	age := u.now().Sub(s.RenewTime.Time)
-	if age >= time.Duration(*s.LeaseDurationSeconds)*time.Second {
-		return nil
+}
+
+// leases reads the Lease named, or every Lease of that name.
+func (u *uninstaller) leases(ctx context.Context) ([]coordinationv1.Lease, error) {
+	if u.leaseNamespace != "" {
+		l, err := u.kube.CoordinationV1().Leases(u.leaseNamespace).Get(ctx, u.leaseName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return []coordinationv1.Lease{*l}, nil
 	}
-	return fmt.Errorf("cascade is running: the Lease %s/%s is held by %s, renewed %s ago; stop it first (kubectl -n %s scale deployment cascade --replicas=0), or pass --force",
-		u.leaseNamespace, u.leaseName, *s.HolderIdentity, age.Round(time.Second), u.leaseNamespace)
+	l, err := u.kube.CoordinationV1().Leases("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", u.leaseName).String()})
+	if err != nil {
+		return nil, err
+	}
+	out := l.Items[:0]
+	for _, x := range l.Items {
+		if x.Name == u.leaseName {
+			out = append(out, x)
+		}
+	}
+	return out, nil
 }
 
 // The versions of the admission API cascade's objects are at.

@@ -56,24 +56,3 @@ func TestUninstallOutput(t *testing.T) {
 		t.Errorf("-o yaml: no problem is not []:\n%s", out.String())
 	}
 }
-
-// TestParseLease: --lease is [NAMESPACE/]NAME; the namespace is -n's, else cascade-system; -n
-// and a --lease in another namespace is a usage error.
-func TestParseLease(t *testing.T) {
-	for _, tt := range []struct {
-		lease, ns, wantNS, wantName string
-		ok                          bool
-	}{
-		{"cascade", "", "cascade-system", "cascade", true},
-		{"cascade", "gc", "gc", "cascade", true},
-		{"gc/cascade", "", "gc", "cascade", true},
-		{"gc/cascade", "gc", "gc", "cascade", true},
-		{"gc/cascade", "other", "", "", false},
-		{"gc/", "", "", "", false},
-	} {
-		ns, name, err := parseLease(tt.lease, tt.ns)
-		if (err == nil) != tt.ok || ns != tt.wantNS || name != tt.wantName {
-			t.Errorf("parseLease(%q, -n %q) = %s, %s, %v", tt.lease, tt.ns, ns, name, err)
-		}
-	}
-}

@@ -11,7 +11,10 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	admissionv1beta1 "k8s.io/api/admissionregistration/v1beta1"
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,6 +22,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/cascade-gc/cascade/internal/client"
 	"github.com/cascade-gc/cascade/internal/client/clienttest"
@@ -35,6 +39,11 @@ type uninstallFixture struct {
 	meta *metadatafake.FakeMetadataClient
 	kube *fake.Clientset
 	u    *uninstaller
+	// clock is the uninstaller's now; each of its sleeps moves it and calls onSleep (when set)
+	// with the number of sleeps so far.
+	clock   time.Time
+	sleeps  int
+	onSleep func(n int)
 }
 
 func obj(gvr schema.GroupVersionResource, kind, ns, name string, finalizers []string, stamped string, deleting bool) *metav1.PartialObjectMetadata {
@@ -70,6 +79,10 @@ func newUninstallFixture(t *testing.T, labelled bool, kubeObjs ...runtime.Object
 		obj(gadgets, "Gadget", "", "cluster-scoped", []string{"orphan"}, "Orphan", false),
 		obj(gadgets, "Gadget", "", "plain", nil, "", false),
 	)
+	if !slices.ContainsFunc(kubeObjs, func(o runtime.Object) bool { _, ok := o.(*coordinationv1.Lease); return ok }) {
+		// cascade stopped: its Lease released.
+		kubeObjs = append(kubeObjs, heldLease("cascade-system", "", 0))
+	}
 	kube := fake.NewClientset(kubeObjs...)
 	rw := []string{"get", "list", "watch", "patch", "delete"}
 	lists := []*metav1.APIResourceList{
@@ -85,9 +98,32 @@ func newUninstallFixture(t *testing.T, labelled bool, kubeObjs ...runtime.Object
 		admission: func() (features.Admission, error) { return features.Admission{V1: true}, nil },
 		meta:      meta, kube: kube, edge: client.NewEdge(meta, kube),
 		leaseNamespace: "cascade-system", leaseName: "cascade",
-		now: func() time.Time { return time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC) },
 	}
-	return &uninstallFixture{meta: meta, kube: kube, u: u}
+	f := &uninstallFixture{meta: meta, kube: kube, u: u, clock: uninstallT0}
+	u.now = func() time.Time { return f.clock }
+	u.sleep = func(_ context.Context, d time.Duration) error {
+		f.clock = f.clock.Add(d)
+		f.sleeps++
+		if f.onSleep != nil {
+			f.onSleep(f.sleeps)
+		}
+		return nil
+	}
+	return f
+}
+
+// uninstallT0 is the fixture's clock at start.
+var uninstallT0 = time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC)
+
+// heldLease is the Lease cascade in ns held by holder ("": released), renewed renewedAgo before
+// uninstallT0, for 15 s.
+func heldLease(ns, holder string, renewedAgo time.Duration) *coordinationv1.Lease {
+	d := int32(15)
+	renew := metav1.NewMicroTime(uninstallT0.Add(-renewedAgo))
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cascade"},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &d, RenewTime: &renew},
+	}
 }
 
 func (f *uninstallFixture) live(t *testing.T, gvr schema.GroupVersionResource, ns, name string) *metav1.PartialObjectMetadata {
@@ -280,12 +316,7 @@ func TestUninstallLeavesOthersAdmission(t *testing.T) {
 // is running, and uninstall writes nothing; an expired or released one, or --force, lets it go.
 func TestUninstallRefusesWhileCascadeRuns(t *testing.T) {
 	lease := func(holder string, renewedAgo time.Duration) *coordinationv1.Lease {
-		d := int32(15)
-		renew := metav1.NewMicroTime(time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC).Add(-renewedAgo))
-		return &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "cascade-system", Name: "cascade"},
-			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &d, RenewTime: &renew},
-		}
+		return heldLease("cascade-system", holder, renewedAgo)
 	}
 	for _, tt := range []struct {
 		name    string
@@ -375,4 +406,119 @@ func TestUninstallIgnoresOwnAggregatedAPI(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUninstallFailsClosed (issue 31.3): no Lease is "cannot tell", never "not running": with
+// the default --lease (the name, in every namespace) a Lease held in another namespace refuses,
+// and no Lease anywhere refuses too, unless --force. Nothing is written when refused.
+func TestUninstallFailsClosed(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		lease   *coordinationv1.Lease
+		ns      string // --lease's namespace ("": every namespace)
+		force   bool
+		refusal string
+	}{
+		{"held elsewhere", heldLease("platform", "cascade-1", 2*time.Second), "", false, "the Lease platform/cascade is held by cascade-1"},
+		{"released elsewhere", heldLease("platform", "", 0), "", false, ""},
+		{"none anywhere", &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "other"}}, "", false, "no Lease cascade in any namespace"},
+		{"none where named", &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "other"}}, "cascade-system", false, "no Lease cascade-system/cascade"},
+		{"none, --force", &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "other"}}, "", true, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newUninstallFixture(t, true, tt.lease)
+			f.u.leaseNamespace, f.u.force = tt.ns, tt.force
+			var out strings.Builder
+			err := f.u.run(context.Background(), &out)
+			if tt.refusal == "" {
+				if err != nil || len(f.writes()) == 0 {
+					t.Errorf("err = %v, writes %q; want it done", err, f.writes())
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.refusal) {
+				t.Errorf("err = %v, want a refusal naming %q", err, tt.refusal)
+			}
+			if w := f.writes(); len(w) != 0 {
+				t.Errorf("refused, yet wrote %q", w)
+			}
+		})
+	}
+}
+
+// TestUninstallStopsTheDeployment (issue 31.3, the chart's pre-delete hook): --stop-deployment
+// scales cascade's Deployment to zero, waits until its pods are gone and its Lease is free (here
+// released by the leader on its way out, two seconds later), then uninstalls. A Deployment whose
+// pods never go is a refusal after --wait, with nothing of cascade's removed.
+func TestUninstallStopsTheDeployment(t *testing.T) {
+	deployment := func() *appsv1.Deployment {
+		two := int32(2)
+		return &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "cascade-system", Name: "cascade"},
+			Spec:       appsv1.DeploymentSpec{Replicas: &two, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "cascade"}}},
+		}
+	}
+	pod := func(name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "cascade-system", Name: name, Labels: map[string]string{"app.kubernetes.io/name": "cascade"}}}
+	}
+	// The scale goes through the edge (the metadata client: a merge patch of the Deployment),
+	// which holds the Deployment too.
+	inMeta := func(f *uninstallFixture) {
+		t.Helper()
+		if err := f.meta.Tracker().Add(&metav1.PartialObjectMetadata{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "cascade-system", Name: "cascade", UID: "dep-uid"},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("stops", func(t *testing.T) {
+		f := newUninstallFixture(t, true, deployment(), pod("cascade-a"), pod("cascade-b"), heldLease("cascade-system", "cascade-a", time.Second))
+		inMeta(f)
+		f.u.stopNamespace, f.u.stopName, f.u.wait = "cascade-system", "cascade", time.Minute
+		ctx := context.Background()
+		f.onSleep = func(n int) {
+			switch n {
+			case 1: // the kubelet stops the pods; the leader releases its Lease
+				_ = f.kube.CoreV1().Pods("cascade-system").Delete(ctx, "cascade-a", metav1.DeleteOptions{})
+				_ = f.kube.CoreV1().Pods("cascade-system").Delete(ctx, "cascade-b", metav1.DeleteOptions{})
+			case 3:
+				_, _ = f.kube.CoordinationV1().Leases("cascade-system").Update(ctx, heldLease("cascade-system", "", 0), metav1.UpdateOptions{})
+			}
+		}
+		var out strings.Builder
+		if err := f.u.run(ctx, &out); err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		scaled := false
+		for _, a := range f.meta.Actions() {
+			if p, ok := a.(clienttesting.PatchAction); ok && a.GetResource().Resource == "deployments" && string(p.GetPatch()) == `{"spec":{"replicas":0}}` {
+				scaled = true
+			}
+		}
+		if !scaled {
+			t.Errorf("no patch scaling the Deployment to zero among %v", f.meta.Actions())
+		}
+		if !strings.Contains(out.String(), "Stopped the Deployment cascade-system/cascade") {
+			t.Errorf("output does not say the Deployment stopped:\n%s", out.String())
+		}
+		if _, err := f.kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Get(ctx, policy.AdmissionName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the admission policy is still there: %v", err)
+		}
+	})
+	t.Run("pods never go", func(t *testing.T) {
+		f := newUninstallFixture(t, true, deployment(), pod("cascade-a"))
+		inMeta(f)
+		f.u.stopNamespace, f.u.stopName, f.u.wait = "cascade-system", "cascade", 10*time.Second
+		var out strings.Builder
+		err := f.u.run(context.Background(), &out)
+		if err == nil || !strings.Contains(err.Error(), "1 of its pods are still there after 10s") {
+			t.Errorf("err = %v, want a refusal after the wait", err)
+		}
+		for _, w := range f.writes() {
+			if w != "patch deployments" {
+				t.Errorf("refused, yet wrote %s", w)
+			}
+		}
+	})
 }

@@ -1,6 +1,3 @@
 kubectl delete apiservice v1alpha1.debug.cascade.dev --ignore-not-found   # first, while cascade still answers
-kubectl -n cascade-system scale deployment cascade --replicas=0
-cascade uninstall --dry-run
-cascade uninstall
-helm -n cascade-system uninstall cascade
+helm -n cascade-system uninstall cascade   # its pre-delete hook stops cascade and runs cascade uninstall
 kubectl delete namespace cascade-system

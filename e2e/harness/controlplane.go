@@ -55,6 +55,11 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// ExtraAPIServerArgs are appended to kube-apiserver's flags.
 	ExtraAPIServerArgs []string
+	// SharedEtcd, when set, is the client URL of another control plane's etcd: no etcd is
+	// started, and kube-apiserver keeps its data under EtcdPrefix there (a fleet's members on
+	// one etcd, as hosted control planes run them). The etcd is the other's to stop.
+	SharedEtcd string
+	EtcdPrefix string
 }
 
 // ControlPlane is a running etcd plus kube-apiserver.
@@ -130,6 +135,9 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 	etcdClient, etcdPeer, securePort := ports[0], ports[1], ports[2]
 
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdClient)
+	if opts.SharedEtcd != "" {
+		etcdURL = opts.SharedEtcd
+	}
 	cp.EtcdURL = etcdURL
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(etcdPeer)
 	cp.etcdArgs = []string{
@@ -144,9 +152,11 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 		"--quota-backend-bytes=8589934592",
 		"--log-level=warn",
 	}
-	cp.Etcd, err = StartProcess(dir, "etcd", filepath.Join(binDir, "etcd"), cp.etcdArgs, ProcessOptions{})
-	if err != nil {
-		return cp, err
+	if opts.SharedEtcd == "" {
+		cp.Etcd, err = StartProcess(dir, "etcd", filepath.Join(binDir, "etcd"), cp.etcdArgs, ProcessOptions{})
+		if err != nil {
+			return cp, err
+		}
 	}
 
 	cp.Token, err = randomHex(24)
@@ -202,6 +212,9 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 	// local control plane has nothing to reconcile them to, so that reconciler is off there.
 	if loopbackRefused(filepath.Join(binDir, "kube-apiserver")) {
 		args = append(args, "--endpoint-reconciler-type=none")
+	}
+	if opts.EtcdPrefix != "" {
+		args = append(args, "--etcd-prefix="+opts.EtcdPrefix)
 	}
 	cp.baseAPIArgs = args
 	args = append(slices.Clone(args), opts.ExtraAPIServerArgs...)
@@ -274,6 +287,21 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context, sig syscall.Signal
 	return cp.waitReady(ctx)
 }
 
+// RestartAPIServerAfter is RestartAPIServer with down run while kube-apiserver is down (a
+// test's checks of what happens meanwhile).
+func (cp *ControlPlane) RestartAPIServerAfter(ctx context.Context, sig syscall.Signal, down func()) error {
+	if err := stopWith(cp.APIServer, sig); err != nil {
+		return err
+	}
+	down()
+	p, err := StartProcess(cp.Dir, "kube-apiserver", filepath.Join(cp.BinDir, "kube-apiserver"), cp.apiArgs, ProcessOptions{})
+	if err != nil {
+		return err
+	}
+	cp.APIServer = p
+	return cp.waitReady(ctx)
+}
+
 // RestartAPIServerWith is RestartAPIServer with extra in place of the ExtraAPIServerArgs the
 // control plane was started with (or last restarted with): the same server reconfigured, as an
 // upgrade turns on a feature (--runtime-config, --feature-gates).
@@ -335,6 +363,9 @@ func (cp *ControlPlane) waitReady(ctx context.Context) error {
 	var last string
 	for {
 		for _, p := range []*Process{cp.Etcd, cp.APIServer} {
+			if p == nil {
+				continue // a shared etcd (SharedEtcd) is another control plane's
+			}
 			if exited, werr := p.Exited(); exited {
 				return fmt.Errorf("%s exited while waiting for /readyz: %v", p.Name, werr)
 			}

@@ -137,6 +137,14 @@ func (w *Watcher) Source() (generation int, source string) {
 	return w.generation, source
 }
 
+// Present reports whether the ConfigMap existed at the last read (a fleet member without a
+// policy ConfigMap of its own takes the host's policy). It is safe for concurrent use.
+func (w *Watcher) Present() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.present
+}
+
 // Name is the ConfigMap's NAMESPACE/NAME.
 func (w *Watcher) Name() string { return w.opts.Namespace + "/" + w.opts.Name }
 

@@ -2,7 +2,12 @@
 // kube-apiserver from bin/), runs cascade against it in the foreground with its log on the
 // terminal, and stops everything on Ctrl-C (SIGINT) or SIGTERM.
 //
-// Usage: localrun [--dir DIR] [--cascade bin/cascade] [-- cascade flags...]
+// With --members N (make run-fleet MEMBERS=N) it also starts N member kube-apiservers on the
+// same etcd, each under its own --etcd-prefix, writes each one's kubeconfig into a directory, and
+// runs cascade in fleet mode over them (--fleet-kubeconfig-dir): the first control plane is the
+// host (docs/fleet.md).
+//
+// Usage: localrun [--dir DIR] [--members N] [--cascade bin/cascade] [-- cascade flags...]
 package main
 
 import (
@@ -29,8 +34,12 @@ func main() {
 func run() error {
 	dir := flag.String("dir", "", "Working directory for the control plane (default: a new temporary directory, removed at exit).")
 	bin := flag.String("cascade", "bin/cascade", "The cascade binary to run.")
+	members := flag.Int("members", 0, "Member control planes for fleet mode (0: the single cluster).")
 	flag.Parse()
 	cascadeArgs := flag.Args()
+	if *members < 0 || *members > 50 {
+		return fmt.Errorf("--members=%d: between 0 and 50", *members)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -54,6 +63,33 @@ func run() error {
 		fmt.Println("Stopped; nothing is left running.")
 	}()
 	kubectl := filepath.Join(cp.BinDir, "kubectl")
+	if *members > 0 {
+		fleetDir := filepath.Join(cp.Dir, "fleet")
+		if err := os.MkdirAll(fleetDir, 0o755); err != nil {
+			return err
+		}
+		var memberCPs []*harness.ControlPlane
+		defer func() {
+			for _, m := range memberCPs {
+				_ = m.Stop()
+			}
+		}()
+		for i := range *members {
+			name := fmt.Sprintf("member-%d", i+1)
+			fmt.Printf("Starting member %s (kube-apiserver on the same etcd, prefix /%s) ...\n", name, name)
+			m, err := harness.Start(ctx, harness.Options{Dir: filepath.Join(cp.Dir, name), KeepDir: true, SharedEtcd: cp.EtcdURL, EtcdPrefix: "/" + name})
+			if err != nil {
+				return err
+			}
+			memberCPs = append(memberCPs, m)
+			kc := filepath.Join(fleetDir, name+".kubeconfig")
+			if err := m.WriteKubeconfig(kc, harness.AdminUser, m.Token); err != nil {
+				return err
+			}
+			fmt.Printf("  %s: %s --kubeconfig %s get configmaps -A\n", name, kubectl, kc)
+		}
+		cascadeArgs = append([]string{"--fleet-kubeconfig-dir=" + fleetDir}, cascadeArgs...)
+	}
 	fmt.Printf(`Control plane ready in %s.
   kubeconfig: %s
   logs:       %s

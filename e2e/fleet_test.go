@@ -1,0 +1,248 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cascade-gc/cascade/e2e/framework"
+	"github.com/cascade-gc/cascade/e2e/harness"
+)
+
+// fleetMember is one member control plane of TestFleet: a kube-apiserver on the suite's etcd
+// under a prefix of its own, and its admin clients.
+type fleetMember struct {
+	name string
+	cp   *harness.ControlPlane
+	cs   framework.Clients
+}
+
+func startFleetMember(t *testing.T, prefix, name string) *fleetMember {
+	t.Helper()
+	cp, err := harness.Start(context.Background(), harness.Options{BinDir: suite.CP.BinDir, SharedEtcd: suite.CP.EtcdURL, EtcdPrefix: "/" + prefix + "-" + name})
+	if err != nil {
+		t.Fatalf("member %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = cp.Stop() })
+	return &fleetMember{name: name, cp: cp, cs: framework.ClientsFor(t, cp.RestConfig())}
+}
+
+// kubeconfig is a kubeconfig of a ServiceAccount of the member with cluster-admin (sa names it).
+func (m *fleetMember) kubeconfig(t *testing.T, sa string) []byte {
+	t.Helper()
+	m.cs.CreateNamespace(t, "fleet-identity-"+sa)
+	path, err := m.cp.ClusterAdminKubeconfig(context.Background(), m.cs.Kube, "fleet-identity-"+sa, sa, "fleet-"+sa, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// putMemberSecret creates or replaces the host Secret that makes a member of the fleet
+// (multicluster-runtime's convention: the label, the key kubeconfig).
+func putMemberSecret(t *testing.T, cs framework.Clients, ns, name string, kubeconfig []byte) {
+	t.Helper()
+	ctx := context.Background()
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"sigs.k8s.io/multicluster-runtime-kubeconfig": "true"}},
+		Data:       map[string][]byte{"kubeconfig": kubeconfig},
+	}
+	_, err := cs.Kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		_, err = cs.Kube.CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// collects checks that cascade collects in m now: an owner and a dependent made under prefix,
+// the owner deleted in the background, the dependent gone.
+func (m *fleetMember) collects(t *testing.T, ns, prefix string) {
+	t.Helper()
+	owner := m.cs.CreateCM(t, ns, prefix+"-owner")
+	m.cs.CreateCM(t, ns, prefix+"-dep", framework.CMRef(owner))
+	m.cs.DeleteCM(t, ns, owner.Name, metav1.DeletePropagationBackground)
+	m.cs.WaitCMGone(t, ns, prefix+"-dep", collectTimeout)
+}
+
+// keeps checks that cascade does not collect in m (not a member): a dependent of an owner
+// deleted in the background is still there after wait.
+func (m *fleetMember) keeps(t *testing.T, ns, prefix string, wait time.Duration) {
+	t.Helper()
+	owner := m.cs.CreateCM(t, ns, prefix+"-owner")
+	m.cs.CreateCM(t, ns, prefix+"-dep", framework.CMRef(owner))
+	m.cs.DeleteCM(t, ns, owner.Name, metav1.DeletePropagationBackground)
+	time.Sleep(wait)
+	m.cs.MustExistCM(t, ns, prefix+"-dep")
+}
+
+// TestFleet (issue 33.1, 33.2, 33.3, 33.7): one cascade in fleet mode on the suite's control
+// plane as the host collects in member kube-apiservers that share the suite's etcd, each under
+// its own prefix, listed by kubeconfig Secrets in a host namespace (multicluster-runtime's
+// convention):
+//   - background, foreground and orphan deletion in a member;
+//   - identical names in two members are two objects: an owner deleted in one takes its
+//     dependent there, never the other's;
+//   - a member's own policy ConfigMap is its policy (collect: Never there), the others take the
+//     host's (built in here);
+//   - a member added later is collected within seconds; a member's kubeconfig rotated to
+//     another ServiceAccount, the old one deleted (its tokens revoked), keeps being collected;
+//   - a member's kube-apiserver killed: the others keep collecting, /readyz stays ready and
+//     names it, cascade_member_up says 0; restarted, it is collected again by itself;
+//   - a member removed (its Secret deleted) is no longer collected, and its series go.
+func TestFleet(t *testing.T) {
+	cs := suite.Clients(t)
+	ctx := context.Background()
+	fleetNS := cs.NewNamespace(t)
+	prefix := fleetNS
+	a, b, c := startFleetMember(t, prefix, "a"), startFleetMember(t, prefix, "b"), startFleetMember(t, prefix, "c")
+	const ns = "shop"
+	for _, m := range []*fleetMember{a, b, c} {
+		m.cs.CreateNamespace(t, ns)
+	}
+	// b's own policy: ConfigMaps are never collected there.
+	b.cs.CreateNamespace(t, "cascade-system")
+	if _, err := b.cs.Kube.CoreV1().ConfigMaps("cascade-system").Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "cascade-policy"},
+		Data:       map[string]string{"policy.yaml": "apiVersion: cascade.dev/v1alpha1\nkind: Policy\nrules:\n- resource: configmaps\n  collect: Never\n"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	putMemberSecret(t, cs, fleetNS, "a", a.kubeconfig(t, "one"))
+	putMemberSecret(t, cs, fleetNS, "b", b.kubeconfig(t, "one"))
+
+	casc := suite.StartCascade(t, "--fleet-secrets-namespace="+fleetNS, "--orphan-record-configmap=")
+	framework.WaitForMetric(t, casc, `cascade_fleet_members{state="up"}`, 2, collectTimeout)
+
+	// Identical objects in a and b; the owner deleted in a only.
+	for _, m := range []*fleetMember{a, b} {
+		owner := m.cs.CreateCM(t, ns, "same-owner")
+		m.cs.CreateCM(t, ns, "same-dep", framework.CMRef(owner))
+	}
+	a.cs.DeleteCM(t, ns, "same-owner", metav1.DeletePropagationBackground)
+	a.cs.WaitCMGone(t, ns, "same-dep", collectTimeout)
+	b.cs.MustExistCM(t, ns, "same-owner")
+	b.cs.MustExistCM(t, ns, "same-dep")
+
+	// Foreground and orphan in a.
+	fgOwner := a.cs.CreateCM(t, ns, "fg-owner")
+	yes := true
+	fgRef := framework.CMRef(fgOwner)
+	fgRef.BlockOwnerDeletion = &yes
+	a.cs.CreateCM(t, ns, "fg-dep", fgRef)
+	a.cs.DeleteCM(t, ns, "fg-owner", metav1.DeletePropagationForeground)
+	a.cs.WaitCMGone(t, ns, "fg-dep", collectTimeout)
+	a.cs.WaitCMGone(t, ns, "fg-owner", collectTimeout)
+	orphanOwner := a.cs.CreateCM(t, ns, "orphan-owner")
+	a.cs.CreateCM(t, ns, "orphan-dep", framework.CMRef(orphanOwner))
+	a.cs.DeleteCM(t, ns, "orphan-owner", metav1.DeletePropagationOrphan)
+	a.cs.WaitCMGone(t, ns, "orphan-owner", collectTimeout)
+	if refs := a.cs.MustExistCM(t, ns, "orphan-dep").OwnerReferences; len(refs) != 0 {
+		t.Errorf("orphan-dep after its owner's orphan deletion: references %v", refs)
+	}
+
+	// b's policy: collect Never there, while a (the host's policy, built in) collects.
+	bOwner := b.cs.CreateCM(t, ns, "never-owner")
+	b.cs.CreateCM(t, ns, "never-dep", framework.CMRef(bOwner))
+	b.cs.DeleteCM(t, ns, "never-owner", metav1.DeletePropagationBackground)
+	framework.Eventually(t, collectTimeout, "b's never-dep loses its reference (collect: Never), kept", func() (bool, error) {
+		return len(b.cs.MustExistCM(t, ns, "never-dep").OwnerReferences) == 0, nil
+	})
+	a.collects(t, ns, "policy")
+
+	// c joins.
+	putMemberSecret(t, cs, fleetNS, "c", c.kubeconfig(t, "one"))
+	c.collects(t, ns, "joined")
+
+	// a's kubeconfig rotated to another ServiceAccount; the first one deleted (its tokens
+	// revoked with it).
+	putMemberSecret(t, cs, fleetNS, "a", a.kubeconfig(t, "two"))
+	time.Sleep(3 * time.Second) // the provider's change reached the fleet
+	if err := a.cs.Kube.CoreV1().ServiceAccounts("fleet-identity-one").Delete(ctx, "one", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a.collects(t, ns, "rotated")
+
+	// b's kube-apiserver killed: a and c keep collecting; /readyz stays ready and names b.
+	if err := b.cp.RestartAPIServerAfter(ctx, syscall.SIGKILL, func() {
+		a.collects(t, ns, "b-down")
+		c.collects(t, ns, "b-down")
+		framework.Eventually(t, collectTimeout, "cascade_member_up{cluster=b} 0", func() (bool, error) {
+			v, ok := framework.Scrape(t, casc).Value(`cascade_member_up{cluster="b"}`)
+			return ok && v == 0, nil
+		})
+		code, body := readyz(t, casc.HealthURL)
+		if code != 200 || !strings.Contains(body, "members: 2 synced, 1 not (") || strings.Contains(body, "b (") || strings.Contains(body, "refused") {
+			t.Errorf("/readyz while b is down: %d\n%s\nwant 200, the counts, and no member named (the health port answers anyone)", code, body)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	framework.WaitForMetric(t, casc, `cascade_member_up{cluster="b"}`, 1, 2*collectTimeout)
+	bOwner2 := b.cs.CreateCM(t, ns, "back-owner")
+	b.cs.CreateCM(t, ns, "back-dep", framework.CMRef(bOwner2))
+	b.cs.DeleteCM(t, ns, "back-owner", metav1.DeletePropagationBackground)
+	framework.Eventually(t, collectTimeout, "b collected again after its restart (collect: Never: the reference goes)", func() (bool, error) {
+		return len(b.cs.MustExistCM(t, ns, "back-dep").OwnerReferences) == 0, nil
+	})
+
+	// c leaves the fleet.
+	if err := cs.Kube.CoreV1().Secrets(fleetNS).Delete(ctx, "c", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, collectTimeout, "c's series gone", func() (bool, error) {
+		_, ok := framework.Scrape(t, casc).Value(`cascade_member_up{cluster="c"}`)
+		return !ok, nil
+	})
+	c.keeps(t, ns, "left", 5*time.Second)
+	if n, _ := framework.Scrape(t, casc).Value(`cascade_fleet_members{state="up"}`); n != 2 {
+		t.Errorf("cascade_fleet_members{state=up} = %v after c left, want 2", n)
+	}
+
+	// A member added and removed again and again leaves nothing behind: cascade's goroutines
+	// and open connections come back to what they were.
+	goroutines := func() float64 { v, _ := framework.Scrape(t, casc).Value("go_goroutines"); return v }
+	connections := func() float64 { v, _ := framework.Scrape(t, casc).Value("cascade_fleet_connections"); return v }
+	baseG, baseC := goroutines(), connections()
+	const cycles = 10
+	kc := c.kubeconfig(t, "cycles")
+	var withC float64
+	for i := range cycles {
+		putMemberSecret(t, cs, fleetNS, "c", kc)
+		framework.Eventually(t, collectTimeout, fmt.Sprintf("cycle %d: c up", i), func() (bool, error) {
+			v, ok := framework.Scrape(t, casc).Value(`cascade_member_up{cluster="c"}`)
+			return ok && v == 1, nil
+		})
+		if i == 0 {
+			withC = goroutines()
+		}
+		if err := cs.Kube.CoreV1().Secrets(fleetNS).Delete(ctx, "c", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(t, collectTimeout, fmt.Sprintf("cycle %d: c gone", i), func() (bool, error) {
+			_, ok := framework.Scrape(t, casc).Value(`cascade_member_up{cluster="c"}`)
+			return !ok, nil
+		})
+	}
+	var g, conns float64
+	framework.Eventually(t, collectTimeout, "goroutines and connections back to their baseline", func() (bool, error) {
+		g, conns = goroutines(), connections()
+		return g <= baseG*1.02 && conns <= baseC, nil
+	})
+	t.Logf("one idle member with the built-in APIs: %v goroutines; after %d add/remove cycles of it: %v goroutines (baseline %v), %v connections to members (baseline %v)", withC-baseG, cycles, g, baseG, conns, baseC)
+}
