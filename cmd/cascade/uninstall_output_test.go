@@ -10,7 +10,8 @@ import (
 )
 
 // TestUninstallOutput: -o json and -o yaml print what uninstall did as one document, at the end
-// and alone (no table), with the same counts as the text report.
+// and alone (no table, what is said before the uninstall proper as its notes), with the same
+// counts as the text report.
 func TestUninstallOutput(t *testing.T) {
 	f := newUninstallFixture(t, true)
 	f.u.format = "json"
@@ -49,7 +50,8 @@ func TestUninstallOutput(t *testing.T) {
 	if err := yaml.UnmarshalStrict([]byte(out.String()), &got); err != nil {
 		t.Fatalf("-o yaml: %v\n%s", err, out.String())
 	}
-	if !got.DryRun || !got.Complete || got.AdmissionObjects[0].Result != "notFound" || got.Total.Unstamped != 0 || got.Problems == nil {
+	if !got.DryRun || !got.Complete || got.AdmissionObjects[0].Result != "notFound" || got.Total.Unstamped != 0 || got.Problems == nil ||
+		len(got.Notes) != 1 || !strings.HasPrefix(got.Notes[0], "Dry run: nothing is changed") {
 		t.Errorf("-o yaml: %+v", got)
 	}
 	if !strings.Contains(out.String(), "problems: []\n") {
