@@ -137,6 +137,12 @@ podman: ## @HELP install podman and runc from Debian's packages when missing
 # - cascade-VERSION-OS-ARCH: the CLI for each of RELEASE_PLATFORMS (STATIC_BUILD_FLAGS), and
 #   cascade-VERSION-OS-ARCH.cdx.json, its CycloneDX SBOM (cyclonedx-gomod bin: the modules
 #   linked into that binary, as `go version -m` reads them);
+# - kubectl-cascade-VERSION-OS-ARCH.tar.gz: that binary as kubectl's plugin, kubectl-cascade
+#   (the same bytes: named so, it is `kubectl cascade`), and LICENSE, regular files in a tar
+#   whose names, owners and times are fixed (the commit's time) and a gzip without a name or
+#   time, so the same binary gives the same archive;
+# - cascade.yaml: the krew plugin manifest of those archives (tools/krew-manifest: each
+#   platform's URI under RELEASE_URL and its archive's sha256);
 # - cascade-VERSION-image.oci.tar: the image for linux/amd64 and linux/arm64 as one OCI archive
 #   holding a multi-arch index (podman build --platform --manifest, podman manifest push --all);
 #   each architecture's image is the Dockerfile around the linux binary above, so no emulation
@@ -154,6 +160,8 @@ podman: ## @HELP install podman and runc from Debian's packages when missing
 # from podman's storage afterwards: the archive is the image. (Each image's ID is the line
 # `podman build -q` prints: with --manifest, --iidfile names the list instead.)
 RELEASE_DIR ?= $(BIN)/release
+# Where the release's files are downloaded from once published: the krew manifest's URIs.
+RELEASE_URL ?= https://github.com/cascade-gc/cascade/releases/download/$(VERSION)
 RELEASE_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 RELEASE_IMAGE_ARCHS := amd64 arm64
 # A semantic version with a leading v and no build metadata (a '+' is not allowed in an image tag).
@@ -161,7 +169,7 @@ RELEASE_VERSION_RE := ^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 
 .PHONY: release
-release: podman tools helm cyclonedx-gomod ## @HELP VERSION=vX.Y.Z: the release into bin/release (RELEASE_DIR): multi-arch image archive, CLI binaries and their SBOMs, install.yaml pinned by digest, the chart, the policy's JSON Schema, SHA256SUMS (docs/release.md)
+release: podman tools helm cyclonedx-gomod ## @HELP VERSION=vX.Y.Z: the release into bin/release (RELEASE_DIR): multi-arch image archive, CLI binaries and their SBOMs, kubectl-cascade archives and their krew manifest, install.yaml pinned by digest, the chart, the policy's JSON Schema, SHA256SUMS (docs/release.md)
 	@echo '$(VERSION)' | grep -Eq '$(RELEASE_VERSION_RE)' || { echo "make release needs VERSION=vX.Y.Z (a semantic version with a v, no '+'), not '$(VERSION)'" >&2; exit 1; }
 	@if [ -n "$$(git status --porcelain 2>/dev/null)" ]; then echo "warning: the tree has uncommitted changes, so this release is not commit $(COMMIT)'s alone" >&2; fi
 	@start=$$(date +%s); stage=$(RELEASE_DIR).tmp; name=cascade-$(VERSION); \
@@ -172,8 +180,14 @@ release: podman tools helm cyclonedx-gomod ## @HELP VERSION=vX.Y.Z: the release 
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build $(STATIC_BUILD_FLAGS) -o $$stage/$$name-$$os-$$arch ./cmd/cascade; \
 	  $(CYCLONEDX_GOMOD) bin -json -noserial -notimestamp -version $(VERSION) -output $$stage/$$name-$$os-$$arch.cdx.json $$stage/$$name-$$os-$$arch >$$stage/.log 2>&1 \
 	    || { cat $$stage/.log >&2; echo "cyclonedx-gomod bin $$name-$$os-$$arch failed" >&2; exit 1; }; \
+	  adir=$$stage/.archive-$$os-$$arch; mkdir -p $$adir; \
+	  install -m 0755 $$stage/$$name-$$os-$$arch $$adir/kubectl-cascade; install -m 0644 LICENSE $$adir/LICENSE; \
+	  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@$(SOURCE_DATE_EPOCH) --format=ustar -C $$adir -cf - kubectl-cascade LICENSE \
+	    | gzip -n -9 > $$stage/kubectl-$$name-$$os-$$arch.tar.gz; \
+	  rm -rf $$adir; \
 	done; \
 	rm -f $$stage/.log; \
+	$(GO) run ./tools/krew-manifest -version $(VERSION) -url $(RELEASE_URL) -o $$stage/cascade.yaml $$stage/kubectl-$$name-*.tar.gz; \
 	list=localhost/cascade-release:$(VERSION)-$$$$; iids=$$(mktemp); kdir=$$(mktemp -d -p $(BIN) .release-XXXXXX); \
 	trap '$(PODMAN) $(PODMAN_FLAGS) manifest rm $$list >/dev/null 2>&1 || true; \
 	  if [ -s $$iids ]; then $(PODMAN) $(PODMAN_FLAGS) rmi --force $$(cat $$iids) >/dev/null 2>&1 || true; fi; \

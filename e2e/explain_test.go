@@ -56,6 +56,14 @@ func TestExplain(t *testing.T) {
 	cs.DeleteCM(t, ns, "gone", metav1.DeletePropagationBackground)
 	out := eventuallyExplains(t, shadow, ns, "configmaps/collectable", "Absent", "Decision now: Delete (OwnersGone), propagation Background")
 	t.Logf("collectable:\n%s", out)
+	// Issue 31.5: with a kubeconfig, --url takes kubectl's names (short, singular), resolved with
+	// the cluster's discovery as through the API server.
+	for _, what := range []string{"cm/collectable", "configmap/collectable"} {
+		cmd := exec.Command(suite.CascadeBin, "explain", what, "-n", ns, "--url", strings.TrimSuffix(shadow.MetricsURL, "/metrics"), "--kubeconfig", suite.CP.KubeconfigPath)
+		if got, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(got), "Decision now: Delete (OwnersGone)") {
+			t.Errorf("cascade explain %s --url --kubeconfig: %v\n%s", what, err, got)
+		}
+	}
 
 	live := cs.CreateCM(t, ns, "live")
 	cs.CreateCM(t, ns, "kept", framework.CMRef(live))

@@ -107,7 +107,11 @@ func releasePlatforms(all bool, goos, goarch string) [][2]string {
 // image's one layer holding the released linux binary of that architecture, byte for byte);
 // install.yaml (the Deployment's image pinned by that index's digest, accepted by the API server
 // in a server-side dry run); the chart (its Chart.yaml at the version, rendering the image at
-// the version); policy.schema.json (docs/policy.schema.json, byte for byte).
+// the version); policy.schema.json (docs/policy.schema.json, byte for byte); each kubectl
+// plugin archive (kubectl-cascade, the platform's binary byte for byte, and LICENSE, regular
+// files alone; the host's, extracted, is `kubectl cascade`); the krew manifest cascade.yaml (one
+// platform per archive, its URI under RELEASE_URL and the archive's sha256, kubectl-cascade its
+// binary, what krew's validation asks).
 func TestRelease(t *testing.T) {
 	root, err := harness.RepoRoot()
 	if err != nil {
@@ -129,9 +133,9 @@ func TestRelease(t *testing.T) {
 
 	name := "cascade-" + releaseVersion
 	chart := "cascade-" + strings.TrimPrefix(releaseVersion, "v") + ".tgz"
-	want := []string{name + "-image.oci.tar", chart, "install.yaml", "policy.schema.json", "SHA256SUMS"}
+	want := []string{name + "-image.oci.tar", chart, "install.yaml", "policy.schema.json", "SHA256SUMS", "cascade.yaml"}
 	for _, p := range platforms {
-		want = append(want, name+"-"+p[0]+"-"+p[1], name+"-"+p[0]+"-"+p[1]+".cdx.json")
+		want = append(want, name+"-"+p[0]+"-"+p[1], name+"-"+p[0]+"-"+p[1]+".cdx.json", pluginArchive(name, p))
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -159,6 +163,11 @@ func TestRelease(t *testing.T) {
 	for _, p := range platforms {
 		checkReleaseBinary(t, filepath.Join(dir, name+"-"+p[0]+"-"+p[1]), p[0], p[1], module, commit)
 	}
+	for _, p := range platforms {
+		checkPluginArchive(t, root, dir, name, p)
+	}
+	releaseURL := strings.ReplaceAll(makefileMatch(t, filepath.Join(root, "Makefile"), `(?m)^RELEASE_URL \?= (\S+)$`), "$(VERSION)", releaseVersion)
+	checkKrewManifest(t, dir, name, releaseURL, platforms)
 	clientGo := strings.TrimSpace(goOutput(t, root, "list", "-m", "-f", "{{.Version}}", "k8s.io/client-go"))
 	for _, p := range platforms {
 		checkSBOM(t, filepath.Join(dir, name+"-"+p[0]+"-"+p[1]+".cdx.json"), module, clientGo)
@@ -653,4 +662,158 @@ func checkChart(t *testing.T, path, image string) {
 	if want := "image: " + image + ":" + releaseVersion + "\n"; !strings.Contains(out, want) {
 		t.Errorf("helm template of the packaged chart does not render %q", strings.TrimSpace(want))
 	}
+}
+
+// pluginArchive is the name of the kubectl plugin archive of platform p in release name.
+func pluginArchive(name string, p [2]string) string {
+	return "kubectl-" + name + "-" + p[0] + "-" + p[1] + ".tar.gz"
+}
+
+// checkPluginArchive: the platform's kubectl plugin archive holds kubectl-cascade (executable,
+// the platform's released binary byte for byte) and LICENSE (the repository's), regular files
+// alone (krew extracts nothing else); the host's kubectl-cascade, extracted, calls itself
+// `kubectl cascade` and prints the version.
+func checkPluginArchive(t *testing.T, root, dir, name string, p [2]string) {
+	t.Helper()
+	base := pluginArchive(name, p)
+	f, err := os.Open(filepath.Join(dir, base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("%s: %v", base, err)
+	}
+	binary, err := os.ReadFile(filepath.Join(dir, name+"-"+p[0]+"-"+p[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	license, err := os.ReadFile(filepath.Join(root, "LICENSE"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]byte{"kubectl-cascade": binary, "LICENSE": license}
+	var names []string
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", base, err)
+		}
+		names = append(names, h.Name)
+		if h.Typeflag != tar.TypeReg {
+			t.Errorf("%s: %s is of type %q, not a regular file (krew extracts regular files and directories only)", base, h.Name, h.Typeflag)
+			continue
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w, ok := want[h.Name]; ok && !bytes.Equal(b, w) {
+			t.Errorf("%s: %s is not %s", base, h.Name, map[string]string{"kubectl-cascade": name + "-" + p[0] + "-" + p[1], "LICENSE": "the repository's LICENSE"}[h.Name])
+		}
+		if h.Name == "kubectl-cascade" && h.Mode&0o111 == 0 {
+			t.Errorf("%s: kubectl-cascade has mode %o, not executable", base, h.Mode)
+		}
+	}
+	if slices.Sort(names); !slices.Equal(names, []string{"LICENSE", "kubectl-cascade"}) {
+		t.Errorf("%s holds %v, want kubectl-cascade and LICENSE", base, names)
+	}
+	if p[0] != runtime.GOOS || p[1] != runtime.GOARCH {
+		return
+	}
+	plugin := filepath.Join(t.TempDir(), "kubectl-cascade")
+	if err := os.WriteFile(plugin, binary, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(plugin).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Usage:\n  kubectl cascade [command]\n") || !strings.Contains(string(out), "\n  status ") {
+		t.Errorf("kubectl-cascade (no command): %v, want the help of kubectl cascade:\n%s", err, out)
+	}
+	out, err = exec.Command(plugin, "version", "-o", "json").CombinedOutput()
+	var v struct {
+		Version string `json:"version"`
+	}
+	if err != nil || json.Unmarshal(out, &v) != nil || v.Version != releaseVersion {
+		t.Errorf("kubectl-cascade version -o json: %v\n%s", err, out)
+	}
+}
+
+// checkKrewManifest: cascade.yaml is the krew plugin manifest (krew's index format) of the
+// release's plugin archives: the plugin cascade at the version, one platform per archive with
+// its os and arch, its URI under releaseURL and its sha256, kubectl-cascade and LICENSE
+// installed, kubectl-cascade the binary; every field krew's validation requires.
+func checkKrewManifest(t *testing.T, dir, name, releaseURL string, platforms [][2]string) {
+	t.Helper()
+	type platform struct {
+		Selector struct {
+			MatchLabels map[string]string `json:"matchLabels"`
+		} `json:"selector"`
+		URI    string `json:"uri"`
+		Sha256 string `json:"sha256"`
+		Files  []struct {
+			From string `json:"from"`
+			To   string `json:"to"`
+		} `json:"files"`
+		Bin string `json:"bin"`
+	}
+	var m struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Spec struct {
+			Version          string     `json:"version"`
+			Homepage         string     `json:"homepage"`
+			ShortDescription string     `json:"shortDescription"`
+			Description      string     `json:"description"`
+			Caveats          string     `json:"caveats"`
+			Platforms        []platform `json:"platforms"`
+		} `json:"spec"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cascade.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(b, &m); err != nil {
+		t.Fatalf("cascade.yaml: %v\n%s", err, b)
+	}
+	if m.APIVersion != "krew.googlecontainertools.github.com/v1alpha2" || m.Kind != "Plugin" || m.Metadata.Name != "cascade" ||
+		m.Spec.Version != releaseVersion || m.Spec.ShortDescription == "" || m.Spec.Homepage == "" {
+		t.Errorf("cascade.yaml: apiVersion %q kind %q name %q version %q shortDescription %q homepage %q", m.APIVersion, m.Kind, m.Metadata.Name, m.Spec.Version, m.Spec.ShortDescription, m.Spec.Homepage)
+	}
+	if len(m.Spec.Platforms) != len(platforms) {
+		t.Errorf("cascade.yaml has %d platforms, the release %d archives", len(m.Spec.Platforms), len(platforms))
+	}
+	sha := regexp.MustCompile(`^[a-f0-9]{64}$`)
+	for _, p := range platforms {
+		archive := pluginArchive(name, p)
+		i := slices.IndexFunc(m.Spec.Platforms, func(pl platform) bool {
+			return pl.Selector.MatchLabels["os"] == p[0] && pl.Selector.MatchLabels["arch"] == p[1]
+		})
+		if i < 0 {
+			t.Errorf("cascade.yaml has no platform %s/%s", p[0], p[1])
+			continue
+		}
+		pl := m.Spec.Platforms[i]
+		if len(pl.Selector.MatchLabels) != 2 || pl.URI != releaseURL+"/"+archive || !sha.MatchString(pl.Sha256) || pl.Bin != "kubectl-cascade" {
+			t.Errorf("cascade.yaml, %s/%s: %+v; want the URI %s/%s and the binary kubectl-cascade", p[0], p[1], pl, releaseURL, archive)
+		}
+		if got := sha256File(t, filepath.Join(dir, archive)); pl.Sha256 != got {
+			t.Errorf("cascade.yaml, %s/%s: sha256 %s, %s has %s", p[0], p[1], pl.Sha256, archive, got)
+		}
+		var files []string
+		for _, f := range pl.Files {
+			files = append(files, f.From+" -> "+f.To)
+		}
+		if !slices.Equal(files, []string{"kubectl-cascade -> .", "LICENSE -> ."}) {
+			t.Errorf("cascade.yaml, %s/%s: files %v, want kubectl-cascade and LICENSE", p[0], p[1], files)
+		}
+	}
+	t.Logf("cascade.yaml: krew plugin %s %s, %d platforms", m.Metadata.Name, m.Spec.Version, len(m.Spec.Platforms))
 }

@@ -126,8 +126,14 @@ func TestHelmUninstallLeavesNothing(t *testing.T) {
 			_, err := cs.Kube.AppsV1().Deployments(ns).Get(ctx, "cascade", metav1.GetOptions{})
 			return err
 		}},
-		{"ClusterRole cascade", func() error { _, err := cs.Kube.RbacV1().ClusterRoles().Get(ctx, "cascade", metav1.GetOptions{}); return err }},
-		{"FlowSchema cascade", func() error { _, err := cs.Kube.FlowcontrolV1().FlowSchemas().Get(ctx, "cascade", metav1.GetOptions{}); return err }},
+		{"ClusterRole cascade", func() error {
+			_, err := cs.Kube.RbacV1().ClusterRoles().Get(ctx, "cascade", metav1.GetOptions{})
+			return err
+		}},
+		{"FlowSchema cascade", func() error {
+			_, err := cs.Kube.FlowcontrolV1().FlowSchemas().Get(ctx, "cascade", metav1.GetOptions{})
+			return err
+		}},
 		{"Job cascade-uninstall", func() error {
 			_, err := cs.Kube.BatchV1().Jobs(ns).Get(ctx, "cascade-uninstall", metav1.GetOptions{})
 			return err

@@ -71,16 +71,24 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 
 	a := &app{gate: leader.Open()}
 	live := liveness{workers: ms.work.NewLiveness(livenessStallAfter, nil)}
+	// elect adds the elector that opens the gate, with the status the leader publishes on its
+	// Lease (cascade status reads it; nil: none).
+	var elect func(status func() map[string]string)
 	if opts.LeaderElect {
 		a.gate = &leader.Gate{}
 		live.lease = leaderelection.NewLeaderHealthzAdaptor(leaseRenewalSlack)
-		a.always = append(a.always, part{"leader election", leader.New(leader.Options{
-			Leases: cs.kube.CoordinationV1(), Namespace: opts.LeaderElectResourceNamespace, Name: opts.LeaderElectResourceName,
-			LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline, RetryPeriod: opts.RetryPeriod, Gate: a.gate,
-			WatchDog: live.lease,
-		})})
+		elect = func(status func() map[string]string) {
+			a.always = append(a.always, part{"leader election", leader.New(leader.Options{
+				Leases: cs.kube.CoordinationV1(), Namespace: opts.LeaderElectResourceNamespace, Name: opts.LeaderElectResourceName,
+				LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline, RetryPeriod: opts.RetryPeriod, Gate: a.gate,
+				WatchDog: live.lease, Status: status,
+			})})
+		}
 	}
 	if opts.Fleet() {
+		if elect != nil {
+			elect(nil) // a fleet's leader publishes no status on its Lease (yet: docs/fleet.md)
+		}
 		if err := a.addFleet(ctx, opts, cfg, cs, ms, reg, live); err != nil {
 			return nil, err
 		}
@@ -92,6 +100,13 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 		return nil, err
 	}
 	a.policy, a.stop = m.policy, m.stop
+	if elect != nil {
+		var policySource func() (int, string)
+		if m.policy != nil {
+			policySource = m.policy.Source
+		}
+		elect(leaderStatus(opts.Mode, policySource, m.ctrl.Synced, m.ctrl.Unsynced, ms.features.Summary))
+	}
 	a.always = append(a.always, m.always...)
 	a.writers = append(a.writers, m.writers...)
 	reviews, err := reviewClient(cfg)

@@ -69,25 +69,37 @@ func flagError(cmd *cobra.Command, err error) error {
 	return &usageError{err: fmt.Errorf("%w (see %s --help)", err, cmd.CommandPath())}
 }
 
-const rootUsage = `Usage:
-  cascade [command]
-  cascade [collector flags]    the same as cascade run [collector flags]
+// rootUsage is the root command's usage; plugin: run as kubectl's plugin, where the collector
+// starts only as `run`.
+func rootUsage(plugin bool) string {
+	collector := `
+  {{.CommandPath}} [collector flags]    the same as {{.CommandPath}} run [collector flags]`
+	flags := `The collector's flags: {{.CommandPath}} run --help (every flag: docs/flags.md).`
+	if plugin {
+		collector = ""
+		flags = `The collector: {{.CommandPath}} run --help (every flag: docs/flags.md).`
+	}
+	return `Usage:
+  {{.CommandPath}} [command]` + collector + `
 
 Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
   {{rpad .Name .NamePadding}} {{.Short}}{{end}}{{end}}
 
 Flags:
-  -h, --help      help for cascade
+  -h, --help      help for {{.CommandPath}}
       --version   print the version and commit, and exit
 
-The collector's flags: cascade run --help (every flag: docs/flags.md).
-Use "cascade [command] --help" for more about a command.
+` + flags + `
+Use "{{.CommandPath}} [command] --help" for more about a command.
 `
+}
 
-// newRootCommand is cascade's command line. The collector's flags are on the root too, so that
-// `cascade --flag...` (how deploy/base, the e2e harness and make run start it) runs it, as
-// `cascade run --flag...` does.
-func newRootCommand(collector collectorFunc, stdout, stderr io.Writer) *cobra.Command {
+// newRootCommand is cascade's command line, called name ("cascade", or "kubectl cascade" as
+// kubectl's plugin). The collector's flags are on cascade's root too, so that `cascade
+// --flag...` (how deploy/base, the e2e harness and make run start it) runs it, as `cascade run
+// --flag...` does; the plugin's root prints the help instead, and its collector is `run`.
+func newRootCommand(name string, collector collectorFunc, stdout, stderr io.Writer) *cobra.Command {
+	plugin := name != "cascade"
 	opts := NewOptions()
 	fs := flagSet(opts)
 	runE := func(cmd *cobra.Command, _ []string) error {
@@ -113,8 +125,15 @@ func newRootCommand(collector collectorFunc, stdout, stderr io.Writer) *cobra.Co
 	root.SetOut(stdout)              // before the completion command, which keeps the writer it sees
 	root.SetErr(stderr)
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.Flags().AddFlagSet(fs)
-	root.SetUsageTemplate(rootUsage)
+	if plugin {
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: name}
+		root.Long = "cascade, an out-of-tree garbage collector for Kubernetes, as kubectl's plugin: its commands inspect,\n" +
+			"check and remove a cascade with your kubeconfig; `" + name + " run` runs the collector."
+		root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	} else {
+		root.Flags().AddFlagSet(fs)
+	}
+	root.SetUsageTemplate(rootUsage(plugin))
 	root.SetFlagErrorFunc(flagError)
 
 	run := &cobra.Command{
@@ -126,7 +145,10 @@ func newRootCommand(collector collectorFunc, stdout, stderr io.Writer) *cobra.Co
 		RunE: runE,
 	}
 	run.Flags().AddFlagSet(fs)
-	root.AddCommand(run, newExplainCommand(), newPolicyCommand(), newUninstallCommand(), newVersionCommand())
+	if plugin {
+		run.Short = "Run the collector"
+	}
+	root.AddCommand(run, newExplainCommand(), newPolicyCommand(), newStatusCommand(), newUninstallCommand(), newVersionCommand())
 	root.SetHelpCommand(newHelpCommand(root))
 	root.InitDefaultCompletionCmd() // cascade completion bash|zsh|fish|powershell
 	for _, c := range append([]*cobra.Command{root}, allCommands(root)...) {

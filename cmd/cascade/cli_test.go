@@ -36,7 +36,7 @@ func (c cli) lastLine() string {
 }
 
 // commands are what --help and an unknown command list.
-var commands = []string{"completion", "explain", "help", "policy", "run", "uninstall", "version"}
+var commands = []string{"completion", "explain", "help", "policy", "run", "status", "uninstall", "version"}
 
 // TestUnknownCommand: a word that names no command exits 2 with "unknown command", the
 // commands there are and a suggestion, and never starts the collector, whatever flags follow

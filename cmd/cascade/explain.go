@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cascade-gc/cascade/gc"
@@ -42,8 +43,6 @@ func newExplainCommand() *cobra.Command {
 	var (
 		kf           kubeFlags
 		base, format string
-		caFile       string
-		insecureTLS  bool
 		cascadeNS    string
 	)
 	cmd := &cobra.Command{
@@ -57,16 +56,20 @@ func newExplainCommand() *cobra.Command {
 			"cascade's aggregated API is installed (opt-in, docs/security.md), else through a port-forward\n" +
 			"to a pod of cascade in --cascade-namespace (list pods and create pods/portforward there: the\n" +
 			"Role cascade-explain-port-forward). The namespace defaults to the context's. --url asks a\n" +
-			"cascade directly instead (a local run), with RESOURCE as plural[.group].",
+			"cascade directly instead (a local run); RESOURCE is still resolved with the kubeconfig's\n" +
+			"cluster when there is one, else taken as plural[.group].",
 		Example: "  cascade explain cm/my-config\n" +
 			"  cascade explain deployment.apps/web -n shop -o yaml --context prod\n" +
-			"  cascade explain configmaps/my-config -n default --url http://127.0.0.1:8443",
+			"  cascade explain cm/my-config -n default --url http://127.0.0.1:8443",
 		Args: exactArgs(1, "one RESOURCE[.GROUP]/NAME"),
 	}
-	kf.add(cmd.Flags(), true)
+	// --certificate-authority and --insecure-skip-tls-verify are about the server explain
+	// verifies: cascade's, at an https --url, else the API server's.
+	names := kubeFlagNames(true)
+	names.ClusterOverrideFlags.CertificateAuthority.Description = "The CA file that verifies the server: cascade's serving certificate at an https --url (the CA of its --tls-cert-file), else the API server's, as kubectl."
+	names.ClusterOverrideFlags.InsecureSkipTLSVerify.Description = "Do not verify the server's certificate: cascade's at an https --url (its self-signed one; the token is still sent, so only through a port-forward), else the API server's, as kubectl."
+	kf.addNamed(cmd.Flags(), names)
 	cmd.Flags().StringVar(&base, "url", "", "Ask the cascade at this address directly instead of through the API server: http://127.0.0.1:8443 for a local run (--metrics-secure=false), or https://127.0.0.1:8443 through kubectl port-forward to a secure cascade, which authorizes the kubeconfig user's bearer token (get on /debug/graph).")
-	cmd.Flags().StringVar(&caFile, "certificate-authority", "", "With an https --url: the CA file that signed cascade's serving certificate (its --tls-cert-file).")
-	cmd.Flags().BoolVar(&insecureTLS, "insecure-skip-tls-verify", false, "With an https --url: do not verify cascade's serving certificate (its self-signed one); the token is still sent, so use it only through a port-forward.")
 	cmd.Flags().StringVarP(&format, "output", "o", "text", "text, json, yaml or dot.")
 	cmd.Flags().StringVar(&cascadeNS, "cascade-namespace", "cascade-system", "Where cascade runs: without its aggregated API, explain port-forwards to a pod of cascade there.")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -79,18 +82,7 @@ func newExplainCommand() *cobra.Command {
 		}
 		ctx := cmd.Context()
 		if base != "" {
-			ns := kf.namespace
-			if ns == "" {
-				ns = metav1.NamespaceDefault
-			}
-			hc := &http.Client{Timeout: 30 * time.Second}
-			if strings.HasPrefix(base, "https://") {
-				var err error
-				if hc, err = secureURLClient(kf, base, caFile, insecureTLS); err != nil {
-					return err
-				}
-			}
-			return explain(ctx, cmd.OutOrStdout(), hc, debugGraphURL(base, resource, ns, name, format), format)
+			return explainURL(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), &kf, base, resource, name, format)
 		}
 		cfg, err := kf.restConfig()
 		if err != nil {
@@ -101,16 +93,14 @@ func newExplainCommand() *cobra.Command {
 		if err != nil {
 			return fmt.Errorf("build discovery client: %w", err)
 		}
-		cached := memory.NewMemCacheClient(disco)
-		mapper := restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(cached), cached, nil)
-		graphResource, namespaced, err := resolveResource(mapper, resource)
+		graphResource, namespaced, err := resolveResource(newMapper(memory.NewMemCacheClient(disco)), resource)
 		if err != nil {
 			return err
 		}
 		ns := ""
 		if namespaced {
-			if ns, _, err = kf.clientConfig().Namespace(); err != nil {
-				return fmt.Errorf("cannot load the kubeconfig: %v", err)
+			if ns, err = kf.contextNamespace(); err != nil {
+				return err
 			}
 		}
 		installed, err := aggregatedAPIInstalled(ctx, disco)
@@ -155,18 +145,109 @@ func newExplainCommand() *cobra.Command {
 	return cmd
 }
 
-// secureURLClient is the client of an https --url: the kubeconfig user's bearer token (a token,
-// a token file or an exec or auth provider that yields one; what cascade's TokenReview checks),
-// and TLS verified with caFile, or not at all with insecure.
-func secureURLClient(kf kubeFlags, base, caFile string, insecure bool) (*http.Client, error) {
-	user, err := kf.restConfig()
+// explainURL is explain --url: the cascade at base asked directly. The kubeconfig, when there is
+// one, resolves resource as kubectl does and gives the namespace (-n, else the context's) and,
+// at an https base, the bearer token; --certificate-authority and --insecure-skip-tls-verify are
+// cascade's there, not the API server's.
+func explainURL(ctx context.Context, out, warn io.Writer, kf *kubeFlags, base, resource, name, format string) error {
+	caFile, insecure := kf.overrides.ClusterInfo.CertificateAuthority, kf.overrides.ClusterInfo.InsecureSkipTLSVerify
+	secure := strings.HasPrefix(base, "https://")
+	if secure && caFile == "" && !insecure {
+		return &usageError{err: errors.New("an https --url needs --certificate-authority (the CA of cascade's --tls-cert-file) or --insecure-skip-tls-verify (its self-signed certificate)")}
+	}
+	api := kf.overrides
+	api.ClusterInfo.CertificateAuthority, api.ClusterInfo.InsecureSkipTLSVerify = "", false
+	cc, err := kf.clientConfigWith(api)
 	if err != nil {
-		return nil, fmt.Errorf("an https --url needs the kubeconfig user's token: %w", err)
+		return err
 	}
-	if caFile == "" && !insecure {
-		return nil, &usageError{err: errors.New("an https --url needs --certificate-authority (the CA of cascade's --tls-cert-file) or --insecure-skip-tls-verify (its self-signed certificate)")}
+	target, err := urlTarget(cc, kf.namespaceFlag(), resource, func(cfg *rest.Config) (discovery.CachedDiscoveryInterface, error) {
+		d, err := discovery.NewDiscoveryClientForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return memory.NewMemCacheClient(d), nil
+	})
+	if err != nil {
+		return err
 	}
-	return cascadeClient(user, base, rest.TLSClientConfig{CAFile: caFile, Insecure: insecure})
+	if target.unresolved != nil {
+		_, _ = fmt.Fprintf(warn, "warning: %q not resolved with the kubeconfig's cluster (%v): asking cascade for it as written, plural[.group]\n", resource, target.unresolved)
+	}
+	hc := &http.Client{Timeout: 30 * time.Second}
+	if secure {
+		user, err := loadRESTConfig(cc)
+		if err != nil {
+			return fmt.Errorf("an https --url needs the kubeconfig user's token: %w", err)
+		}
+		if hc, err = cascadeClient(user, base, rest.TLSClientConfig{CAFile: caFile, Insecure: insecure}); err != nil {
+			return err
+		}
+	}
+	return explain(ctx, out, hc, debugGraphURL(base, target.resource, target.namespace, name, format), format)
+}
+
+// urlResolveTimeout bounds explain --url's discovery of the kubeconfig's cluster unless
+// --request-timeout says otherwise: a local run's kubeconfig may name a cluster that is not
+// there.
+const urlResolveTimeout = 10 * time.Second
+
+// target is the object explain --url asks about, as /debug/graph takes it.
+type target struct {
+	resource  string // plural[.group]
+	namespace string // "" for a cluster-scoped resource
+	// unresolved is why the resource was taken as written: the kubeconfig's cluster could not
+	// be asked (nil: resolved, or no kubeconfig at all).
+	unresolved error
+}
+
+// urlTarget resolves resource (any name kubectl takes) with the discovery of cc's cluster
+// (newDisco builds it) and takes the namespace from nsFlag, else cc's context, else default.
+// Without a kubeconfig the resource is taken as written; a cluster that cannot be asked leaves
+// it as written too and says why (target.unresolved); a resource the cluster does not serve is
+// an error, as with kubectl.
+func urlTarget(cc clientcmd.ClientConfig, nsFlag, resource string, newDisco func(*rest.Config) (discovery.CachedDiscoveryInterface, error)) (target, error) {
+	asWritten := target{resource: resource, namespace: nsFlag}
+	if asWritten.namespace == "" {
+		asWritten.namespace = metav1.NamespaceDefault
+	}
+	cfg, err := cc.ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		return asWritten, nil
+	}
+	if err != nil {
+		return target{}, fmt.Errorf("cannot load the kubeconfig: %v", err)
+	}
+	if ns, _, err := cc.Namespace(); err == nil {
+		asWritten.namespace = ns
+	}
+	cfg.UserAgent = userAgent + "-explain"
+	if cfg.Timeout == 0 {
+		cfg.Timeout = urlResolveTimeout
+	}
+	disco, err := newDisco(cfg)
+	if err != nil {
+		return target{}, fmt.Errorf("build discovery client: %w", err)
+	}
+	gr, namespaced, err := resolveResource(newMapper(disco), resource)
+	switch {
+	case meta.IsNoMatchError(err):
+		return target{}, err
+	case err != nil:
+		asWritten.unresolved = err
+		return asWritten, nil
+	}
+	t := target{resource: gr, namespace: asWritten.namespace}
+	if !namespaced {
+		t.namespace = ""
+	}
+	return t, nil
+}
+
+// newMapper is kubectl's REST mapper: discovery's, with the resources' short names (cm,
+// deploy) expanded.
+func newMapper(disco discovery.CachedDiscoveryInterface) meta.RESTMapper {
+	return restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(disco), disco, nil)
 }
 
 // cascadeClient is the HTTP client that asks the cascade at base directly (not through the API
@@ -195,7 +276,10 @@ func cascadeClient(user *rest.Config, base string, tls rest.TLSClientConfig) (*h
 func resolveResource(mapper meta.RESTMapper, resource string) (graphResource string, namespaced bool, err error) {
 	gvr, err := mapper.ResourceFor(schema.ParseGroupResource(resource).WithVersion(""))
 	if err != nil {
-		return "", false, fmt.Errorf("the server doesn't have a resource type %q: %v", resource, err)
+		if meta.IsNoMatchError(err) {
+			return "", false, fmt.Errorf("the server doesn't have a resource type %q: %w", resource, err)
+		}
+		return "", false, fmt.Errorf("cannot resolve the resource type %q with the cluster's discovery: %v", resource, err)
 	}
 	gvk, err := mapper.KindFor(gvr)
 	if err != nil {

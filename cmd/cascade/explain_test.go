@@ -13,7 +13,15 @@ import (
 	"sync"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/rest"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/cascade-gc/cascade/gc"
 )
@@ -170,8 +178,8 @@ func TestExplainThroughTheAPIServer(t *testing.T) {
 	}
 }
 
-// TestExplainURL: --url asks a cascade directly (no kubeconfig is read), -n defaulting to
-// default, the resource passed as given.
+// TestExplainURL: --url asks a cascade directly; without a kubeconfig, -n defaults to default
+// and the resource is passed as given.
 func TestExplainURL(t *testing.T) {
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
 	var query string
@@ -187,6 +195,106 @@ func TestExplainURL(t *testing.T) {
 	c := runCLI(t, nil, "explain", "configmaps/x", "--url", srv.URL+"/")
 	if c.code != 0 || query != "name=x&namespace=default&resource=configmaps" || !strings.HasPrefix(c.stdout, "ConfigMap default/x (u-1): Observed") {
 		t.Errorf("exit %d, query %q, stdout %q, stderr %q", c.code, query, c.stdout, c.stderr)
+	}
+}
+
+// TestExplainURLShortNames (issue 31.5): with --url, explain accepts the names kubectl accepts
+// (cm, configmap, deploy, deployment, with .group), resolved with the discovery of the
+// kubeconfig's cluster as through the API server, and takes the namespace from -n, else the
+// context; a cluster-scoped resource is asked without one. A resource the cluster does not
+// serve fails as kubectl does; a cluster that cannot be asked leaves the name as written, with
+// a warning.
+func TestExplainURLShortNames(t *testing.T) {
+	const token = "user-token"
+	api := newFakeAPIServer(t, token)
+	t.Setenv("KUBECONFIG", writeKubeconfig(t, api.URL, token))
+	var query string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		query = r.URL.RawQuery
+		_ = json.NewEncoder(w).Encode(gc.Explanation{Object: gc.ExplainedObject{Kind: "ConfigMap", Namespace: "shop", Name: "x", UID: "u-1"}, State: "Observed"})
+	}))
+	defer srv.Close()
+	for _, tt := range []struct {
+		args      []string
+		wantQuery string
+	}{
+		{[]string{"cm/x"}, "name=x&namespace=shop&resource=configmaps"},
+		{[]string{"configmap/x", "-n", "ns1"}, "name=x&namespace=ns1&resource=configmaps"},
+		{[]string{"configmaps/x", "--context", "other"}, "name=x&namespace=other&resource=configmaps"},
+		{[]string{"deploy/web"}, "name=web&namespace=shop&resource=deployments.apps"},
+		{[]string{"deployment/web"}, "name=web&namespace=shop&resource=deployments.apps"},
+		{[]string{"deployment.apps/web"}, "name=web&namespace=shop&resource=deployments.apps"},
+		{[]string{"ns/kube-system"}, "name=kube-system&namespace=&resource=namespaces"},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			query = ""
+			c := runCLI(t, nil, append([]string{"explain", "--url", srv.URL}, tt.args...)...)
+			if c.code != 0 || query != tt.wantQuery {
+				t.Errorf("exit %d, query %q (want %q), stderr %q", c.code, query, tt.wantQuery, c.stderr)
+			}
+			if c.stderr != "" {
+				t.Errorf("stderr %q, want nothing", c.stderr)
+			}
+		})
+	}
+	query = ""
+	c := runCLI(t, nil, "explain", "--url", srv.URL, "widgets/x")
+	if c.code != exitFailure || query != "" || !strings.Contains(c.lastLine(), `the server doesn't have a resource type "widgets"`) {
+		t.Errorf("an unserved resource: exit %d, query %q, last line %q", c.code, query, c.lastLine())
+	}
+	// A kubeconfig whose cluster does not answer: the name as written, said on stderr.
+	t.Setenv("KUBECONFIG", writeKubeconfig(t, "https://127.0.0.1:1", token))
+	c = runCLI(t, nil, "explain", "--url", srv.URL, "configmaps/x", "-n", "ns1")
+	if c.code != 0 || query != "name=x&namespace=ns1&resource=configmaps" || !strings.Contains(c.stderr, `warning: "configmaps" not resolved with the kubeconfig's cluster`) {
+		t.Errorf("an unreachable cluster: exit %d, query %q, stderr %q", c.code, query, c.stderr)
+	}
+}
+
+// TestURLTarget: explain --url's resolution with a fake discovery: short, singular and plural
+// names and .group resolve to plural[.group] and say whether a namespace applies.
+func TestURLTarget(t *testing.T) {
+	fd := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{}}
+	fd.Resources = []*metav1.APIResourceList{
+		{GroupVersion: "v1", APIResources: []metav1.APIResource{
+			{Name: "configmaps", SingularName: "configmap", Namespaced: true, Kind: "ConfigMap", ShortNames: []string{"cm"}, Verbs: []string{"get", "list"}},
+			{Name: "nodes", SingularName: "node", Kind: "Node", ShortNames: []string{"no"}, Verbs: []string{"get", "list"}},
+		}},
+		{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{
+			{Name: "deployments", SingularName: "deployment", Namespaced: true, Kind: "Deployment", ShortNames: []string{"deploy"}, Verbs: []string{"get", "list"}},
+		}},
+		{GroupVersion: "example.com/v1", APIResources: []metav1.APIResource{
+			{Name: "widgets", SingularName: "widget", Namespaced: true, Kind: "Widget", ShortNames: []string{"wd"}, Verbs: []string{"get", "list"}},
+		}},
+	}
+	cc := clientcmd.NewDefaultClientConfig(clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"c": {Server: "https://api.example:6443"}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"u": {}},
+		Contexts:       map[string]*clientcmdapi.Context{"x": {Cluster: "c", AuthInfo: "u", Namespace: "shop"}},
+		CurrentContext: "x",
+	}, &clientcmd.ConfigOverrides{})
+	newDisco := func(*rest.Config) (discovery.CachedDiscoveryInterface, error) {
+		return memory.NewMemCacheClient(fd), nil
+	}
+	for _, tt := range []struct{ resource, want, ns string }{
+		{"cm", "configmaps", "shop"},
+		{"configmap", "configmaps", "shop"},
+		{"configmaps", "configmaps", "shop"},
+		{"deploy", "deployments.apps", "shop"},
+		{"deployment", "deployments.apps", "shop"},
+		{"deployments.apps", "deployments.apps", "shop"},
+		{"deployment.apps", "deployments.apps", "shop"},
+		{"wd", "widgets.example.com", "shop"},
+		{"widget.example.com", "widgets.example.com", "shop"},
+		{"no", "nodes", ""},
+		{"node", "nodes", ""},
+	} {
+		got, err := urlTarget(cc, "", tt.resource, newDisco)
+		if err != nil || got.resource != tt.want || got.namespace != tt.ns || got.unresolved != nil {
+			t.Errorf("urlTarget(%q) = %+v, %v; want %s in %q", tt.resource, got, err, tt.want, tt.ns)
+		}
+	}
+	if got, err := urlTarget(cc, "", "gadgets", newDisco); err == nil || !meta.IsNoMatchError(err) {
+		t.Errorf("urlTarget(gadgets) = %+v, %v; want a no-match error", got, err)
 	}
 }
 

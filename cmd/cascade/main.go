@@ -1,7 +1,9 @@
 // Command cascade is an out-of-tree garbage collector for Kubernetes. main only parses,
 // validates and wires: the command line (cobra, this file) → flags → Validate → newApp (app.go)
 // → run. The collector starts as `cascade run`, or as `cascade` with flags and nothing else;
-// anything the command line does not name exactly is a usage error that starts nothing.
+// anything the command line does not name exactly is a usage error that starts nothing. The
+// same binary named kubectl-cascade is kubectl's plugin: `kubectl cascade COMMAND`, where the
+// collector starts only as `run` and no command prints the help.
 package main
 
 import (
@@ -10,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -25,9 +28,22 @@ const (
 )
 
 func main() {
-	code := execute(os.Args[1:], os.Stdout, os.Stderr, runCollector)
+	code := executeAs(commandName(os.Args[0]), os.Args[1:], os.Stdout, os.Stderr, runCollector)
 	klog.Flush()
 	os.Exit(code)
+}
+
+// pluginName is the name kubectl runs cascade by as a plugin (`kubectl cascade ...`): the
+// release archives and the krew manifest install this same binary as kubectl-cascade.
+const pluginName = "kubectl-cascade"
+
+// commandName is what the command line calls itself, from the name the binary was run by
+// (argv[0]): "kubectl cascade" for kubectl-cascade, else "cascade".
+func commandName(argv0 string) string {
+	if filepath.Base(argv0) == pluginName {
+		return "kubectl cascade"
+	}
+	return "cascade"
 }
 
 // collectorFunc runs the collector with validated options until ctx ends or it fails.
@@ -59,7 +75,13 @@ func (e *usageError) Unwrap() error { return e.err }
 // with one line on stderr, "cascade: ...", the last line written; an unknown command also lists
 // the commands there are. collector is what `cascade run` runs (tests pass their own).
 func execute(args []string, stdout, stderr io.Writer, collector collectorFunc) int {
-	root := newRootCommand(collector, stdout, stderr)
+	return executeAs("cascade", args, stdout, stderr, collector)
+}
+
+// executeAs is execute for the command line called name: "cascade", or "kubectl cascade" when
+// kubectl runs the binary as its plugin (commandName).
+func executeAs(name string, args []string, stdout, stderr io.Writer, collector collectorFunc) int {
+	root := newRootCommand(name, collector, stdout, stderr)
 	root.SetArgs(args)
 	_, err := root.ExecuteC()
 	if err == nil {

@@ -1,15 +1,17 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cascade-gc/cascade/internal/client"
@@ -27,44 +29,37 @@ func newPolicyCommand() *cobra.Command {
 			return &usageError{err: errors.New("policy takes a command: validate or render"), cmd: cmd}
 		},
 	}
+	var (
+		kf      kubeFlags
+		offline bool
+		vformat string
+	)
 	validate := &cobra.Command{
-		Use:   "validate -f FILE [--kubeconfig PATH]",
+		Use:   "validate -f FILE [-o text|json|yaml] [--kubeconfig PATH] [--context NAME]",
 		Short: "Decode a policy strictly and print every error, warning and note",
 		Long: "Decode FILE strictly and validate it; print every error, warning and note; exit 1 on\n" +
 			"errors. FILE is a policy document (apiVersion: cascade.dev/v1alpha1, kind: Policy) or a\n" +
-			"ConfigMap manifest holding one under data.policy.yaml; \"-\" reads stdin. With\n" +
-			"--kubeconfig, rules for resources the cluster does not serve are warned about. With\n" +
-			"--mode=companion, the rules cascade does not enforce in that mode (collect) are warned\n" +
-			"about; warnings never change the exit status.",
+			"ConfigMap manifest holding one under data.policy.yaml; \"-\" reads stdin. When the command\n" +
+			"line names a cluster (--kubeconfig, --context, --server, ...) or $KUBECONFIG is set, the\n" +
+			"resources the policy names are checked against that cluster's discovery, and rules for\n" +
+			"resources it does not serve are warned about (--offline: never; ~/.kube/config alone is not\n" +
+			"read). With --mode=companion, the rules cascade does not enforce in that mode (collect) are\n" +
+			"warned about; warnings never change the exit status. -o json|yaml prints the findings as\n" +
+			"one document (docs/cli.md).",
 		Args: noArgs,
 	}
 	vfile := validate.Flags().StringP("filename", "f", "", `The policy document or ConfigMap manifest ("-": stdin).`)
-	kubeconfig := validate.Flags().String("kubeconfig", "", "Check the resources the policy names against this cluster (optional).")
+	kf.add(validate.Flags(), false)
+	validate.Flags().BoolVar(&offline, "offline", false, "Never read a cluster, even with $KUBECONFIG set or a kubeconfig flag given.")
+	validate.Flags().StringVarP(&vformat, "output", "o", "text", "text, json or yaml.")
 	mode := validate.Flags().String("mode", client.ModeCollector, "The --mode cascade runs the policy in: collector, or companion (warns about the rules it does not enforce there).")
 	ignored := validate.Flags().StringSlice("ignored-resources", NewOptions().IgnoredResources, "The --ignored-resources cascade runs with: a defaultPropagation rule for one of them is an error (cascade never watches them, so it could not finish the deletes its stamps hold).")
 	validate.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *mode != client.ModeCollector && *mode != client.ModeCompanion {
 			return &usageError{err: fmt.Errorf("--mode is %s or %s, not %q", client.ModeCollector, client.ModeCompanion, *mode), cmd: cmd}
 		}
-		doc, from, err := readPolicy(*vfile, cmd.CommandPath())
-		if err != nil {
-			return err
-		}
-		var served policy.Served
-		if *kubeconfig != "" {
-			opts := NewOptions()
-			opts.Kubeconfig = *kubeconfig
-			cfg, err := restConfig(opts)
-			if err != nil {
-				return err
-			}
-			disco, err := discovery.NewDiscoveryClientForConfig(cfg)
-			if err != nil {
-				return fmt.Errorf("build discovery client: %w", err)
-			}
-			if served, err = watch.ServedBy(disco)(context.Background()); err != nil {
-				return fmt.Errorf("cannot list the resources %s serves: %v", cfg.Host, err)
-			}
+		if !slices.Contains(outputFormats, vformat) {
+			return &usageError{err: fmt.Errorf("invalid -o %q: text, json or yaml", vformat)}
 		}
 		var unwatched []policy.GroupResource
 		for _, r := range *ignored {
@@ -74,7 +69,37 @@ func newPolicyCommand() *cobra.Command {
 			}
 			unwatched = append(unwatched, gr)
 		}
-		return validatePolicy(cmd.OutOrStdout(), from, doc, served, *mode, unwatched)
+		doc, from, err := readPolicy(*vfile, cmd.CommandPath())
+		if err != nil {
+			return err
+		}
+		var (
+			served  policy.Served
+			cluster string
+		)
+		if !offline && (kf.given() || os.Getenv(clientcmd.RecommendedConfigPathEnvVar) != "") {
+			cfg, err := kf.restConfig()
+			if err != nil {
+				return fmt.Errorf("%w (--offline checks the policy without a cluster)", err)
+			}
+			cfg.UserAgent = userAgent + "-policy"
+			disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+			if err != nil {
+				return fmt.Errorf("build discovery client: %w", err)
+			}
+			if served, err = watch.ServedBy(disco)(cmd.Context()); err != nil {
+				return fmt.Errorf("cannot list the resources %s serves: %v (--offline checks the policy without a cluster)", cfg.Host, err)
+			}
+			cluster = cfg.Host
+		}
+		v := checkPolicy(from, doc, served, cluster, *mode, unwatched)
+		if err := printResult(cmd.OutOrStdout(), vformat, v, v.text); err != nil {
+			return err
+		}
+		if !v.Valid {
+			return fmt.Errorf("%s: %d errors", from, len(v.Errors))
+		}
+		return nil
 	}
 	render := &cobra.Command{
 		Use:   "render -f FILE",
@@ -171,47 +196,108 @@ func policyDocument(data []byte) (doc []byte, from string, err error) {
 	return []byte(d), " (ConfigMap " + head.Metadata.Name + ", data." + policy.ConfigMapKey + ")", nil
 }
 
-// validatePolicy prints every finding about doc and returns an error when there are errors.
-func validatePolicy(out io.Writer, name string, doc []byte, served policy.Served, mode string, unwatched []policy.GroupResource) error {
+// policyValidation is what `cascade policy validate` found, the document -o json and -o yaml
+// print (docs/cli.md): every field is always there (empty lists as []).
+type policyValidation struct {
+	// File is where the document came from: FILE, and the ConfigMap it was read from.
+	File string `json:"file"`
+	// Valid: no error (warnings and notes aside).
+	Valid bool `json:"valid"`
+	// Rules and IgnoredResources count the valid policy's (0 when it is not valid).
+	Rules            int `json:"rules"`
+	IgnoredResources int `json:"ignoredResources"`
+	// Mode is the --mode the policy was checked for.
+	Mode string `json:"mode"`
+	// Cluster is the API server whose discovery the resources were checked against; "" when
+	// they were not.
+	Cluster  string    `json:"cluster"`
+	Errors   []finding `json:"errors"`
+	Warnings []finding `json:"warnings"`
+	// DefaultPropagations are the valid policy's defaultPropagation rules, what each does.
+	DefaultPropagations []defaultPropagationNote `json:"defaultPropagations"`
+}
+
+// finding is one error or warning: field.Error's parts, and the line the text output prints.
+type finding struct {
+	Field   string `json:"field"`
+	Type    string `json:"type"` // field.ErrorType: FieldValueInvalid, FieldValueRequired, ...
+	Detail  string `json:"detail"`
+	Message string `json:"message"`
+}
+
+// defaultPropagationNote is one defaultPropagation rule of a valid policy.
+type defaultPropagationNote struct {
+	Rule              string `json:"rule"` // rules[N]
+	Resource          string `json:"resource"`
+	Propagation       string `json:"propagation"`
+	NamespaceSelector string `json:"namespaceSelector"` // "" for every namespace
+	// Finalizer is the finalizer cascade stamps for it ("" for Background, which needs none).
+	Finalizer string `json:"finalizer"`
+}
+
+func findings(errs field.ErrorList) []finding {
+	out := make([]finding, 0, len(errs))
+	for _, e := range errs {
+		out = append(out, finding{Field: e.Field, Type: string(e.Type), Detail: e.Detail, Message: e.Error()})
+	}
+	return out
+}
+
+// checkPolicy finds every error and warning in doc, read from name: checked against served
+// (cluster's, "" when not checked), for mode, with the resources cascade does not watch.
+func checkPolicy(name string, doc []byte, served policy.Served, cluster, mode string, unwatched []policy.GroupResource) policyValidation {
 	c, p, errs := policy.Parse(doc)
 	errs = append(errs, policy.CheckUnwatched(p, unwatched)...)
-	var b strings.Builder
-	for _, e := range errs {
-		fmt.Fprintf(&b, "error: %s\n", e.Error())
-	}
+	var warns field.ErrorList
 	if p != nil {
-		for _, w := range policy.Warnings(p, served) {
-			fmt.Fprintf(&b, "warning: %s\n", w.Error())
-		}
+		warns = append(warns, policy.Warnings(p, served)...)
 		if mode == client.ModeCompanion {
-			for _, w := range policy.CompanionUnenforced(p) {
-				fmt.Fprintf(&b, "warning: %s\n", w.Error())
-			}
+			warns = append(warns, policy.CompanionUnenforced(p)...)
 		}
 	}
-	if c != nil {
+	v := policyValidation{
+		File: name, Valid: len(errs) == 0, Mode: mode, Cluster: cluster,
+		Errors: findings(errs), Warnings: findings(warns), DefaultPropagations: []defaultPropagationNote{},
+	}
+	if c != nil && v.Valid {
+		v.Rules, v.IgnoredResources = c.Rules(), len(c.Ignored())
 		for _, d := range c.DefaultPropagations() {
-			where := ""
-			if d.NamespaceSelector != "" {
-				where = " in namespaces " + d.NamespaceSelector
-			}
-			what := "objects get the " + policy.StampFinalizer(d.Propagation) + " finalizer at creation (admission) and, for those that existed before, from cascade's pass"
-			if policy.StampFinalizer(d.Propagation) == "" {
-				what = "Background needs no finalizer (kube-apiserver's default for this resource); the rule keeps later rules from applying to the objects it selects"
-			}
-			fmt.Fprintf(&b, "note: %s: defaultPropagation %s for %s%s applies to deletes that name no propagation policy: %s (see cascade policy render)\n",
-				d.Rule, d.Propagation, d.Resource, where, what)
+			v.DefaultPropagations = append(v.DefaultPropagations, defaultPropagationNote{
+				Rule: d.Rule, Resource: d.Resource.String(), Propagation: string(d.Propagation),
+				NamespaceSelector: d.NamespaceSelector, Finalizer: policy.StampFinalizer(d.Propagation),
+			})
 		}
-		if served.Resource == nil {
-			b.WriteString("note: resources not checked against a cluster (pass --kubeconfig to check)\n")
+	}
+	return v
+}
+
+// text is the findings as `cascade policy validate` prints them by default: one line each.
+func (v policyValidation) text() string {
+	var b strings.Builder
+	for _, e := range v.Errors {
+		fmt.Fprintf(&b, "error: %s\n", e.Message)
+	}
+	for _, w := range v.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", w.Message)
+	}
+	if !v.Valid {
+		return b.String()
+	}
+	for _, d := range v.DefaultPropagations {
+		where := ""
+		if d.NamespaceSelector != "" {
+			where = " in namespaces " + d.NamespaceSelector
 		}
-		fmt.Fprintf(&b, "%s: valid: %d rules, %d ignored resources\n", name, c.Rules(), len(c.Ignored()))
+		what := "objects get the " + d.Finalizer + " finalizer at creation (admission) and, for those that existed before, from cascade's pass"
+		if d.Finalizer == "" {
+			what = "Background needs no finalizer (kube-apiserver's default for this resource); the rule keeps later rules from applying to the objects it selects"
+		}
+		fmt.Fprintf(&b, "note: %s: defaultPropagation %s for %s%s applies to deletes that name no propagation policy: %s (see cascade policy render)\n",
+			d.Rule, d.Propagation, d.Resource, where, what)
 	}
-	if _, err := io.WriteString(out, b.String()); err != nil {
-		return err
+	if v.Cluster == "" {
+		b.WriteString("note: resources not checked against a cluster (name one: --kubeconfig, --context or $KUBECONFIG)\n")
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%s: %d errors", name, len(errs))
-	}
-	return nil
+	fmt.Fprintf(&b, "%s: valid: %d rules, %d ignored resources\n", v.File, v.Rules, v.IgnoredResources)
+	return b.String()
 }

@@ -51,9 +51,10 @@ func newUninstallCommand() *cobra.Command {
 		lease  string
 		stop   string
 		wait   time.Duration
+		format string
 	)
 	cmd := &cobra.Command{
-		Use:   "uninstall [--dry-run] [--kubeconfig PATH] [--context NAME]",
+		Use:   "uninstall [--dry-run] [-o text|json|yaml] [--kubeconfig PATH] [--context NAME]",
 		Short: "Remove cascade's admission objects and the finalizers and annotations its defaults stamped",
 		Long: "Remove what cascade wrote into the cluster at run time and what would keep acting without it:\n" +
 			"the MutatingAdmissionPolicy and binding " + policy.AdmissionName + " (only when labelled " + policy.ManagedByLabel + "=" + policy.ManagedByValue + ";\n" +
@@ -61,8 +62,9 @@ func newUninstallCommand() *cobra.Command {
 			"then, on every object of every resource that supports list and patch and carries the\n" +
 			"annotation " + policy.DefaultPropagationAnnotation + ", the finalizer that annotation records\n" +
 			"(when still there) and the annotation. No other finalizer is ever removed; an object being\n" +
-			"deleted is left alone (its finalizers belong to its deletion). Prints what it did, per resource.\n" +
-			"Stop cascade first (it would put them back); see docs/uninstall.md.",
+			"deleted is left alone (its finalizers belong to its deletion). Prints what it did, per resource\n" +
+			"(-o json|yaml: one document, docs/cli.md). Stop cascade first (it would put them back); see\n" +
+			"docs/uninstall.md.",
 		Example: "  cascade uninstall --dry-run\n  cascade uninstall --context prod",
 		Args:    noArgs,
 	}
@@ -71,8 +73,12 @@ func newUninstallCommand() *cobra.Command {
 	cmd.Flags().StringVar(&lease, "lease", "cascade", "The Lease of cascade's leader election: NAME, looked for in every namespace, or NAMESPACE/NAME. While a holder renews it, cascade is running and uninstall refuses to start (with --wait, it waits for it to be released or to expire). No such Lease is an error too (fail closed: cascade may run without leader election), unless --stop-deployment stopped the Deployment first. Empty: no check.")
 	cmd.Flags().BoolVar(&force, "force", false, "Run even while the Lease is held or when it is not found (a running cascade puts back what this removes).")
 	cmd.Flags().StringVar(&stop, "stop-deployment", "", "NAMESPACE/NAME of cascade's Deployment to stop first: scaled to zero replicas, then uninstall waits (--wait) until none of its pods is left and its Lease is free. What the Helm chart's pre-delete hook runs.")
+	cmd.Flags().StringVarP(&format, "output", "o", "text", "text, json or yaml.")
 	cmd.Flags().DurationVar(&wait, "wait", 0, "How long to wait for cascade to stop (its pods gone, its Lease released or expired) before refusing. 0: do not wait (2m with --stop-deployment).")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if !slices.Contains(outputFormats, format) {
+			return &usageError{err: fmt.Errorf("invalid -o %q: text, json or yaml", format)}
+		}
 		var leaseNS, leaseName string
 		switch {
 		case lease == "":
@@ -114,7 +120,7 @@ func newUninstallCommand() *cobra.Command {
 			resources: cs.disco.ServerPreferredResources, meta: cs.metadata, kube: cs.kube, edge: client.NewEdge(cs.metadata, cs.kube),
 			admission: func() (features.Admission, error) { return features.DetectAdmission(ctx, cs.disco) },
 			dryRun:    dryRun, leaseNamespace: leaseNS, leaseName: leaseName, force: force, now: time.Now,
-			stopNamespace: stopNS, stopName: stopName, wait: wait, sleep: sleepCtx,
+			stopNamespace: stopNS, stopName: stopName, wait: wait, sleep: sleepCtx, format: format,
 		}
 		return u.run(ctx, cmd.OutOrStdout())
 	}
@@ -145,6 +151,8 @@ type uninstaller struct {
 	wait  time.Duration
 	sleep func(ctx context.Context, d time.Duration) error
 	now   func() time.Time
+	// format is -o: text ("" too) is printed as it goes, json and yaml once at the end.
+	format string
 }
 
 // sleepCtx waits d, or less when ctx ends (its error then).
@@ -170,44 +178,122 @@ type resourceCounts struct {
 	failed    int
 }
 
+// uninstallResult is what `cascade uninstall` did, the document -o json|yaml prints
+// (docs/cli.md): every field is always there (empty lists as []).
+type uninstallResult struct {
+	DryRun bool `json:"dryRun"`
+	// Complete: nothing failed, every API group was looked at, and no cascade put the admission
+	// objects back. The exit status is 1 otherwise.
+	Complete bool `json:"complete"`
+	// Notes are what uninstall said before it began (the Deployment it stopped, the Lease).
+	Notes []string `json:"notes"`
+	// AdmissionObjects is what became of cascade's admission objects, binding then policy, at
+	// each version the server serves.
+	AdmissionObjects []admissionResult `json:"admissionObjects"`
+	// Resources counts the stamped objects of each resource that had any; Total adds them up.
+	Resources []resourceResult `json:"resources"`
+	Total     resourceResult   `json:"total"`
+	// Problems are why it is not complete.
+	Problems []string `json:"problems"`
+}
+
+// admissionResult is one of cascade's admission objects at one version.
+type admissionResult struct {
+	Kind       string `json:"kind"`       // MutatingAdmissionPolicy or MutatingAdmissionPolicyBinding
+	APIVersion string `json:"apiVersion"` // admissionregistration.k8s.io/v1 or v1beta1; "" when none is served
+	Name       string `json:"name"`
+	// Result: deleted, wouldBeDeleted (--dry-run), notFound, leftAlone (not labelled as
+	// cascade's), failed (Error says why), notServed (the server serves no
+	// MutatingAdmissionPolicy).
+	Result string `json:"result"`
+	Error  string `json:"error,omitempty"`
+}
+
+// resourceResult is resourceCounts as -o json|yaml prints them.
+type resourceResult struct {
+	Resource                  string `json:"resource,omitempty"` // plural.group; "" for the total
+	Stamped                   int    `json:"stamped"`
+	Unstamped                 int    `json:"unstamped"`
+	OrphanRemoved             int    `json:"orphanRemoved"`
+	ForegroundDeletionRemoved int    `json:"foregroundDeletionRemoved"`
+	BeingDeleted              int    `json:"beingDeleted"`
+	ChangedMeanwhile          int    `json:"changedMeanwhile"`
+	Failed                    int    `json:"failed"`
+}
+
+func (c *resourceCounts) result() resourceResult {
+	return resourceResult{Resource: c.resource, Stamped: c.stamped, Unstamped: c.unstamped,
+		OrphanRemoved: c.removed[policy.FinalizerOrphan], ForegroundDeletionRemoved: c.removed[policy.FinalizerForeground],
+		BeingDeleted: c.deleting, ChangedMeanwhile: c.changed, Failed: c.failed}
+}
+
 func (u *uninstaller) run(ctx context.Context, out io.Writer) error {
+	text := u.format == "" || u.format == "text"
+	res := uninstallResult{DryRun: u.dryRun, Notes: []string{}, AdmissionObjects: []admissionResult{}, Resources: []resourceResult{}, Problems: []string{}}
+	// What is said before the uninstall proper: printed as it goes, or kept as the notes.
+	var notes strings.Builder
+	say := out
+	if !text {
+		say = &notes
+	}
 	if u.dryRun {
 		u.edge, _ = u.edge.DryRun(prometheus.NewRegistry(), time.Hour) // never Run: nothing to compare
-		_, _ = fmt.Fprintln(out, "Dry run: nothing is changed; every line says what would be done.")
+		_, _ = fmt.Fprintln(say, "Dry run: nothing is changed; every line says what would be done.")
 	}
-	if err := u.stopDeployment(ctx, out); err != nil {
+	if err := u.stopDeployment(ctx, say); err != nil {
 		return err
 	}
-	if err := u.checkLease(ctx, out); err != nil {
+	if err := u.checkLease(ctx, say); err != nil {
 		return err
 	}
-	var problems []string
+	for line := range strings.Lines(notes.String()) {
+		res.Notes = append(res.Notes, strings.TrimSuffix(line, "\n"))
+	}
 	// The admission objects first: once they are gone, no create is stamped any more.
-	if err := u.deleteAdmission(ctx, out); err != nil {
-		problems = append(problems, err.Error())
+	adm, err := u.deleteAdmission(ctx)
+	res.AdmissionObjects = append(res.AdmissionObjects, adm...)
+	if text {
+		_, _ = io.WriteString(out, admissionText(adm))
+	}
+	if err != nil {
+		res.Problems = append(res.Problems, err.Error())
 	}
 	counts, discoErr, err := u.unstampAll(ctx)
 	if err != nil {
 		return err
 	}
 	if discoErr != nil {
-		problems = append(problems, fmt.Sprintf("some API groups could not be discovered, their objects were not looked at: %v", discoErr))
+		res.Problems = append(res.Problems, fmt.Sprintf("some API groups could not be discovered, their objects were not looked at: %v", discoErr))
 	}
-	total := u.report(out, counts)
+	total := resourceCounts{removed: map[string]int{}}
+	for _, c := range counts {
+		total.add(c)
+		res.Resources = append(res.Resources, c.result())
+	}
+	res.Total = total.result()
+	if text {
+		u.report(out, counts, total)
+	}
 	if total.failed > 0 {
-		problems = append(problems, fmt.Sprintf("%d stamped objects could not be unstamped (see the log above)", total.failed))
+		res.Problems = append(res.Problems, fmt.Sprintf("%d stamped objects could not be unstamped (see the log above)", total.failed))
 	}
 	if !u.dryRun {
 		// A cascade still running (without leader election, or with --force) puts them back.
 		for _, v := range u.admissionVersions(ctx) {
 			if obj, err := v.getPolicy(); err == nil && policy.ManagedByCascade(obj.GetLabels()) {
-				problems = append(problems, "the MutatingAdmissionPolicy "+policy.AdmissionName+" is back: a cascade is still running; stop it and run uninstall again")
+				res.Problems = append(res.Problems, "the MutatingAdmissionPolicy "+policy.AdmissionName+" is back: a cascade is still running; stop it and run uninstall again")
 				break
 			}
 		}
 	}
-	if len(problems) > 0 {
-		return fmt.Errorf("uninstall incomplete: %s; run it again once fixed", strings.Join(problems, "; "))
+	res.Complete = len(res.Problems) == 0
+	if !text {
+		if err := printResult(out, u.format, res, nil); err != nil {
+			return err
+		}
+	}
+	if !res.Complete {
+		return fmt.Errorf("uninstall incomplete: %s; run it again once fixed", strings.Join(res.Problems, "; "))
 	}
 	return nil
 }
@@ -336,9 +422,15 @@ func (u *uninstaller) leases(ctx context.Context) ([]coordinationv1.Lease, error
 	return out, nil
 }
 
+// The versions of the admission API cascade's objects are at.
+const (
+	admissionV1      = "admissionregistration.k8s.io/v1"
+	admissionV1beta1 = "admissionregistration.k8s.io/v1beta1"
+)
+
 // admissionVersion is cascade's admission objects at one version of the API.
 type admissionVersion struct {
-	suffix                string // after the kind in the report: "" for v1
+	apiVersion            string // admissionV1 or admissionV1beta1
 	getPolicy, getBinding func() (metav1.Object, error)
 	deletePolicy          func(uid types.UID) error
 	deleteBinding         func(types.UID) error
@@ -355,6 +447,7 @@ func (u *uninstaller) admissionVersions(ctx context.Context) []admissionVersion 
 	var out []admissionVersion
 	if served.V1 {
 		out = append(out, admissionVersion{
+			apiVersion:    admissionV1,
 			getPolicy:     func() (metav1.Object, error) { return adm.GetPolicy(ctx, name) },
 			getBinding:    func() (metav1.Object, error) { return adm.GetBinding(ctx, name) },
 			deletePolicy:  func(uid types.UID) error { return adm.DeletePolicy(ctx, name, uid) },
@@ -363,7 +456,7 @@ func (u *uninstaller) admissionVersions(ctx context.Context) []admissionVersion 
 	}
 	if served.V1beta1 {
 		out = append(out, admissionVersion{
-			suffix:        " (admissionregistration.k8s.io/v1beta1)",
+			apiVersion:    admissionV1beta1,
 			getPolicy:     func() (metav1.Object, error) { return adm.GetPolicyV1beta1(ctx, name) },
 			getBinding:    func() (metav1.Object, error) { return adm.GetBindingV1beta1(ctx, name) },
 			deletePolicy:  func(uid types.UID) error { return adm.DeletePolicyV1beta1(ctx, name, uid) },
@@ -375,45 +468,76 @@ func (u *uninstaller) admissionVersions(ctx context.Context) []admissionVersion 
 
 // deleteAdmission deletes the binding, then the policy, each only when labelled as cascade's,
 // at every version the server serves (v1, then v1beta1: where both are served they are one
-// object, found gone at the second), and says what it did with each.
-func (u *uninstaller) deleteAdmission(ctx context.Context, out io.Writer) error {
+// object, found gone at the second), and says what became of each.
+func (u *uninstaller) deleteAdmission(ctx context.Context) ([]admissionResult, error) {
 	deleted := "deleted"
 	if u.dryRun {
-		deleted = "would be deleted"
+		deleted = "wouldBeDeleted"
 	}
 	served, err := u.admission()
 	if err != nil {
-		return fmt.Errorf("cannot tell which versions of MutatingAdmissionPolicy the server serves: %w", err)
+		return nil, fmt.Errorf("cannot tell which versions of MutatingAdmissionPolicy the server serves: %w", err)
 	}
 	if !served.V1 && !served.V1beta1 {
-		_, _ = fmt.Fprintf(out, "MutatingAdmissionPolicy %s: none (the API server serves no MutatingAdmissionPolicy, neither admissionregistration.k8s.io/v1 nor v1beta1)\n", policy.AdmissionName)
-		return nil
+		return []admissionResult{{Kind: "MutatingAdmissionPolicy", Name: policy.AdmissionName, Result: "notServed"}}, nil
 	}
-	var errs []error
+	var (
+		out  []admissionResult
+		errs []error
+	)
 	// Each object: read, left alone unless labelled as cascade's, deleted (the policy with its
 	// UID as precondition).
-	one := func(kind string, get func() (metav1.Object, error), del func(uid types.UID) error) {
+	one := func(kind, apiVersion string, get func() (metav1.Object, error), del func(uid types.UID) error) {
+		r := admissionResult{Kind: kind, APIVersion: apiVersion, Name: policy.AdmissionName}
 		obj, err := get()
 		switch {
 		case apierrors.IsNotFound(err):
-			_, _ = fmt.Fprintf(out, "%s %s: none\n", kind, policy.AdmissionName)
+			r.Result = "notFound"
 		case err != nil:
+			r.Result, r.Error = "failed", err.Error()
 			errs = append(errs, fmt.Errorf("reading %s %s: %w", kind, policy.AdmissionName, err))
 		case !policy.ManagedByCascade(obj.GetLabels()):
-			_, _ = fmt.Fprintf(out, "%s %s: left alone, not labelled %s=%s (not cascade's)\n", kind, policy.AdmissionName, policy.ManagedByLabel, policy.ManagedByValue)
+			r.Result = "leftAlone"
 		default:
 			if err := del(obj.GetUID()); err != nil && !apierrors.IsNotFound(err) {
+				r.Result, r.Error = "failed", err.Error()
 				errs = append(errs, fmt.Errorf("deleting %s %s: %w", kind, policy.AdmissionName, err))
 			} else {
-				_, _ = fmt.Fprintf(out, "%s %s: %s\n", kind, policy.AdmissionName, deleted)
+				r.Result = deleted
 			}
 		}
+		out = append(out, r)
 	}
 	for _, v := range u.admissionVersions(ctx) {
-		one("MutatingAdmissionPolicyBinding"+v.suffix, v.getBinding, v.deleteBinding)
-		one("MutatingAdmissionPolicy"+v.suffix, v.getPolicy, v.deletePolicy)
+		one("MutatingAdmissionPolicyBinding", v.apiVersion, v.getBinding, v.deleteBinding)
+		one("MutatingAdmissionPolicy", v.apiVersion, v.getPolicy, v.deletePolicy)
 	}
-	return errors.Join(errs...)
+	return out, errors.Join(errs...)
+}
+
+// admissionText is the admission results as uninstall prints them: one line each (none for a
+// failure, which the error says).
+func admissionText(results []admissionResult) string {
+	var b strings.Builder
+	for _, r := range results {
+		kind := r.Kind
+		if r.APIVersion == admissionV1beta1 {
+			kind += " (" + admissionV1beta1 + ")"
+		}
+		switch r.Result {
+		case "notServed":
+			fmt.Fprintf(&b, "MutatingAdmissionPolicy %s: none (the API server serves no MutatingAdmissionPolicy, neither admissionregistration.k8s.io/v1 nor v1beta1)\n", r.Name)
+		case "notFound":
+			fmt.Fprintf(&b, "%s %s: none\n", kind, r.Name)
+		case "leftAlone":
+			fmt.Fprintf(&b, "%s %s: left alone, not labelled %s=%s (not cascade's)\n", kind, r.Name, policy.ManagedByLabel, policy.ManagedByValue)
+		case "deleted":
+			fmt.Fprintf(&b, "%s %s: deleted\n", kind, r.Name)
+		case "wouldBeDeleted":
+			fmt.Fprintf(&b, "%s %s: would be deleted\n", kind, r.Name)
+		}
+	}
+	return b.String()
 }
 
 // stampable is every resource that can be listed and patched, sorted by name. A group that
@@ -508,16 +632,27 @@ func (u *uninstaller) unstamp(ctx context.Context, gvr schema.GroupVersionResour
 	}
 }
 
-// report prints the counts as a table and a total line, and returns the total.
-func (u *uninstaller) report(out io.Writer, counts []*resourceCounts) resourceCounts {
-	total := resourceCounts{removed: map[string]int{}}
+// add adds c's counts to t's.
+func (t *resourceCounts) add(c *resourceCounts) {
+	t.stamped += c.stamped
+	t.unstamped += c.unstamped
+	t.deleting += c.deleting
+	t.changed += c.changed
+	t.failed += c.failed
+	for f, n := range c.removed {
+		t.removed[f] += n
+	}
+}
+
+// report prints the counts as a table and the total line.
+func (u *uninstaller) report(out io.Writer, counts []*resourceCounts, total resourceCounts) {
 	verb := ""
 	if u.dryRun {
 		verb = "would be "
 	}
 	if len(counts) == 0 {
 		_, _ = fmt.Fprintf(out, "Objects stamped by cascade's defaultPropagation (annotation %s): none\n", policy.DefaultPropagationAnnotation)
-		return total
+		return
 	}
 	_, _ = fmt.Fprintf(out, "Objects stamped by cascade's defaultPropagation (annotation %s), by resource:\n", policy.DefaultPropagationAnnotation)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -525,14 +660,6 @@ func (u *uninstaller) report(out io.Writer, counts []*resourceCounts) resourceCo
 	for _, c := range counts {
 		_, _ = fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", c.resource, c.stamped, c.unstamped,
 			c.removed[policy.FinalizerOrphan], c.removed[policy.FinalizerForeground], c.deleting, c.changed, c.failed)
-		total.stamped += c.stamped
-		total.unstamped += c.unstamped
-		total.deleting += c.deleting
-		total.changed += c.changed
-		total.failed += c.failed
-		for f, n := range c.removed {
-			total.removed[f] += n
-		}
 	}
 	_ = tw.Flush()
 	_, _ = fmt.Fprintf(out, "Total: %d stamped objects in %d resource(s): %d %sunstamped (%d orphan and %d foregroundDeletion finalizers %sremoved with the annotation), %d being deleted left alone, %d changed meanwhile, %d failed.\n",
@@ -541,7 +668,6 @@ func (u *uninstaller) report(out io.Writer, counts []*resourceCounts) resourceCo
 	if total.deleting > 0 {
 		_, _ = fmt.Fprintf(out, "Objects being deleted keep their finalizers: the delete is theirs now. The in-tree garbage collector, once re-enabled, finishes them (or run cascade until they are gone).\n")
 	}
-	return total
 }
 
 // withoutOwnGroup is a discovery failure without cascade's own aggregated API, which fails

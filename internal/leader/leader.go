@@ -11,6 +11,10 @@
 //     acting on a view another replica now owns.
 //   - The Lease is the one write that does not go through internal/client: it is what decides
 //     whether the others may be sent.
+//   - The leader's status (Options.Status) rides on the Lease's own writes, as annotations: set
+//     by every write that names this replica holder (taking it, each renewal), removed by the
+//     one that releases it. It costs no request of its own and is never older than the last
+//     renewal; a standby never writes it.
 package leader
 
 import (
@@ -18,10 +22,12 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"sync"
 	"time"
 
+	coordv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
@@ -95,6 +101,12 @@ type Options struct {
 	// WatchDog, if set, reports through its Check whether this replica, while leading, still
 	// renews the Lease (client-go's leader-election health check, for the liveness probe).
 	WatchDog *leaderelection.HealthzAdaptor
+	// Status, if set, is what this replica publishes about itself while it holds the Lease:
+	// annotations put on the Lease by each of its writes that names this replica holder, and
+	// removed (the keys Status returns then) by the write that releases it. It is called on
+	// the leader-election goroutine at every renewal: it must be cheap and safe for
+	// concurrent use.
+	Status func() map[string]string
 }
 
 // Elector takes the Lease and opens the Gate while it leads.
@@ -121,7 +133,7 @@ func (e *Elector) Run(ctx context.Context) error {
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: e.opts.Namespace, Name: e.opts.Name},
-			Client:     e.opts.Leases,
+			Client:     statusLeases{LeasesGetter: e.opts.Leases, id: e.id, status: e.opts.Status},
 			LockConfig: resourcelock.ResourceLockConfig{Identity: e.id},
 		},
 		Name:            e.opts.Name,
@@ -161,4 +173,51 @@ func (e *Elector) Run(ctx context.Context) error {
 	default:
 		return nil
 	}
+}
+
+// statusLeases is the Lease client of the elector: its creates and updates of the Lease carry
+// the leader's status (Options.Status) when they name this replica holder, and drop it
+// otherwise (the release).
+type statusLeases struct {
+	coordinationv1.LeasesGetter
+	id     string
+	status func() map[string]string
+}
+
+func (s statusLeases) Leases(namespace string) coordinationv1.LeaseInterface {
+	return statusLease{LeaseInterface: s.LeasesGetter.Leases(namespace), s: s}
+}
+
+// annotated is lease (a copy) with the status set, or removed when it names another holder
+// or none.
+func (s statusLeases) annotated(lease *coordv1.Lease) *coordv1.Lease {
+	if s.status == nil {
+		return lease
+	}
+	status := s.status()
+	lease = lease.DeepCopy()
+	if h := lease.Spec.HolderIdentity; h != nil && *h == s.id {
+		if lease.Annotations == nil {
+			lease.Annotations = make(map[string]string, len(status))
+		}
+		maps.Copy(lease.Annotations, status)
+		return lease
+	}
+	for k := range status {
+		delete(lease.Annotations, k)
+	}
+	return lease
+}
+
+type statusLease struct {
+	coordinationv1.LeaseInterface
+	s statusLeases
+}
+
+func (l statusLease) Create(ctx context.Context, lease *coordv1.Lease, opts metav1.CreateOptions) (*coordv1.Lease, error) {
+	return l.LeaseInterface.Create(ctx, l.s.annotated(lease), opts)
+}
+
+func (l statusLease) Update(ctx context.Context, lease *coordv1.Lease, opts metav1.UpdateOptions) (*coordv1.Lease, error) {
+	return l.LeaseInterface.Update(ctx, l.s.annotated(lease), opts)
 }

@@ -2,11 +2,13 @@ package leader
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -84,4 +86,75 @@ func TestWatchDogStuckRenewal(t *testing.T) {
 		t.Fatal("the renewal hangs, and the check still passes after 30s")
 	}
 	t.Logf("stuck renewal: %v", err)
+}
+
+// TestStatusOnLease: the leader's status rides on its Lease writes: set once it leads, updated
+// by the renewals, never written by a standby, and removed when the leader releases the Lease.
+func TestStatusOnLease(t *testing.T) {
+	cs := fake.NewClientset()
+	var generation atomic.Int64
+	leaderStatus := func() map[string]string {
+		return map[string]string{"cascade.dev/mode": "collector", "cascade.dev/policy-generation": strconv.FormatInt(generation.Load(), 10)}
+	}
+	opts := func(gate *Gate, status func() map[string]string) Options {
+		return Options{Leases: cs.CoordinationV1(), Namespace: "cascade-system", Name: "cascade",
+			LeaseDuration: time.Second, RenewDeadline: 800 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
+			Gate: gate, Status: status}
+	}
+	annotations := func() map[string]string {
+		l, err := cs.CoordinationV1().Leases("cascade-system").Get(context.Background(), "cascade", metav1.GetOptions{})
+		if err != nil {
+			return nil
+		}
+		return l.Annotations
+	}
+	eventually := func(what string, cond func(map[string]string) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if cond(annotations()) {
+				return
+			}
+		}
+		t.Fatalf("%s: annotations %v", what, annotations())
+	}
+
+	leaderCtx, stopLeader := context.WithCancel(context.Background())
+	defer stopLeader()
+	gate := &Gate{}
+	leaderDone := make(chan error, 1)
+	go func() { leaderDone <- New(opts(gate, leaderStatus)).Run(leaderCtx) }()
+	if !gate.Wait(leaderCtx) {
+		t.Fatal("never led")
+	}
+	eventually("leading", func(a map[string]string) bool {
+		return a["cascade.dev/mode"] == "collector" && a["cascade.dev/policy-generation"] == "0"
+	})
+
+	// A standby reads the Lease and never writes its own status.
+	standbyCtx, stopStandby := context.WithCancel(context.Background())
+	standbyGate := &Gate{}
+	standbyDone := make(chan error, 1)
+	go func() {
+		standbyDone <- New(opts(standbyGate, func() map[string]string { return map[string]string{"cascade.dev/mode": "standby"} })).Run(standbyCtx)
+	}()
+	generation.Store(2)
+	eventually("a renewal after the change", func(a map[string]string) bool { return a["cascade.dev/policy-generation"] == "2" })
+	for range 10 {
+		if a := annotations(); a["cascade.dev/mode"] != "collector" || standbyGate.IsOpen() {
+			t.Fatalf("with a standby: annotations %v, standby leads: %t", a, standbyGate.IsOpen())
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+	stopStandby()
+	if err := <-standbyDone; err != nil {
+		t.Fatalf("standby: %v", err)
+	}
+
+	stopLeader()
+	if err := <-leaderDone; err != nil {
+		t.Fatalf("leader: %v", err)
+	}
+	if a := annotations(); len(a) != 0 {
+		t.Errorf("released: annotations %v, want none", a)
+	}
 }

@@ -81,6 +81,7 @@ type Watcher struct {
 	handled     *string // guarded by mu: the document of the last version handled (nil: none or absent)
 	loaded      bool    // guarded by mu: the policy in force is the ConfigMap's (not the built-in one)
 	loadedRV    string  // guarded by mu: the resourceVersion it was loaded from
+	rejected    bool    // guarded by mu: the last version handled was rejected
 	present     bool    // guarded by mu: the ConfigMap exists
 	missingSaid bool    // guarded by mu: its absence was reported
 
@@ -112,6 +113,28 @@ func (w *Watcher) Authoritative() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.loaded || w.missingSaid && !w.present
+}
+
+// Source says where the policy in force comes from, with its generation (policies put in force
+// since start, as cascade_policy_generation): "ConfigMap NS/NAME, resourceVersion RV" (and
+// whether a later version was rejected), or the built-in policy and why. It is safe for
+// concurrent use.
+func (w *Watcher) Source() (generation int, source string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.loaded && w.rejected:
+		source = fmt.Sprintf("ConfigMap %s, resourceVersion %s (a later version was rejected: see its PolicyRejected Event)", w.Name(), w.loadedRV)
+	case w.loaded:
+		source = fmt.Sprintf("ConfigMap %s, resourceVersion %s", w.Name(), w.loadedRV)
+	case w.rejected:
+		source = fmt.Sprintf("built-in: every version of ConfigMap %s seen was rejected (see its PolicyRejected Event)", w.Name())
+	case w.missingSaid:
+		source = fmt.Sprintf("built-in: ConfigMap %s not found", w.Name())
+	default:
+		source = fmt.Sprintf("built-in: ConfigMap %s not read yet", w.Name())
+	}
+	return w.generation, source
 }
 
 // Present reports whether the ConfigMap existed at the last read (a fleet member without a
@@ -229,11 +252,12 @@ func (w *Watcher) load(ctx context.Context, cm *corev1.ConfigMap) {
 		errs = field.ErrorList{field.Required(field.NewPath("data").Key(policy.ConfigMapKey), "the policy document goes under this key")}
 	}
 	if len(errs) > 0 {
+		w.rejected = true
 		w.reject(logger, cm, errs)
 		return
 	}
 	w.generation++
-	w.loaded, w.loadedRV = true, cm.ResourceVersion
+	w.loaded, w.loadedRV, w.rejected = true, cm.ResourceVersion, false
 	w.current.Store(c)
 	msg := fmt.Sprintf("generation %d in force: %d rules, %d ignored resources", w.generation, c.Rules(), len(c.Ignored()))
 	logger.Info("Policy loaded", "generation", w.generation, "rules", c.Rules(), "ignoredResources", len(c.Ignored()))
@@ -309,7 +333,7 @@ func (w *Watcher) reject(logger klog.Logger, cm *corev1.ConfigMap, errs field.Er
 func (w *Watcher) missing(ctx context.Context, how string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.present, w.handled = false, nil
+	w.present, w.handled, w.rejected = false, nil, false
 	if w.missingSaid {
 		return
 	}

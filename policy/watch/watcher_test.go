@@ -355,3 +355,42 @@ func TestUnwatchedDefaultPropagationRejected(t *testing.T) {
 		t.Errorf("events %q, want one PolicyRejected naming the rule", evs)
 	}
 }
+
+// TestSource: Source names where the policy in force comes from through a lifecycle: the
+// built-in one while the ConfigMap is missing or every version was rejected, the ConfigMap's
+// version once one is accepted (and that a later one was rejected), built-in again once it
+// is deleted; the generation is cascade_policy_generation's.
+func TestSource(t *testing.T) {
+	h := start(t)
+	check := func(what string, wantGen int, wantSource string) {
+		t.Helper()
+		eventually(t, what, func() bool {
+			gen, src := h.w.Source()
+			return gen == wantGen && strings.HasPrefix(src, wantSource)
+		})
+		if gen, _ := h.w.Source(); float64(gen) != h.generation() {
+			t.Errorf("%s: Source's generation %d, cascade_policy_generation %v", what, gen, h.generation())
+		}
+	}
+	check("missing", 0, "built-in: ConfigMap cascade-system/cascade-policy not found")
+	cm, err := h.cs.CoreV1().ConfigMaps("cascade-system").Create(context.Background(), policyCM(badDoc), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("rejected at once", 0, "built-in: every version of ConfigMap cascade-system/cascade-policy seen was rejected")
+	cm.Data[policy.ConfigMapKey] = goodDoc
+	cm.ResourceVersion = "7"
+	h.update(t, cm)
+	check("accepted", 1, "ConfigMap cascade-system/cascade-policy, resourceVersion 7")
+	if _, src := h.w.Source(); strings.Contains(src, "rejected") {
+		t.Errorf("accepted: source %q", src)
+	}
+	cm.Data[policy.ConfigMapKey] = badDoc
+	cm.ResourceVersion = "8"
+	h.update(t, cm)
+	check("a later version rejected", 1, "ConfigMap cascade-system/cascade-policy, resourceVersion 7 (a later version was rejected")
+	if err := h.cs.CoreV1().ConfigMaps("cascade-system").Delete(context.Background(), "cascade-policy", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	check("deleted", 2, "built-in: ConfigMap cascade-system/cascade-policy not found")
+}
