@@ -32,6 +32,12 @@ var operatorDocs = []string{
 	"docs/operations.md",
 	"docs/troubleshooting.md",
 	"docs/faq.md",
+	"docs/migration.md",
+	"docs/runbooks.md",
+	"docs/cli.md",
+	"docs/security.md",
+	"docs/uninstall.md",
+	"docs/modes.md",
 }
 
 // commandFences are the fence languages that hold commands.

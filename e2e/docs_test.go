@@ -138,6 +138,16 @@ func deploymentImage(t *testing.T, kube kubernetes.Interface) string {
 	return d.Spec.Template.Spec.Containers[0].Image
 }
 
+// deploymentArgs is the arguments of the Deployment cascade in cascade-system.
+func deploymentArgs(t *testing.T, kube kubernetes.Interface) []string {
+	t.Helper()
+	d, err := kube.AppsV1().Deployments("cascade-system").Get(context.Background(), "cascade", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Spec.Template.Spec.Containers[0].Args
+}
+
 // nothingOfCascadeLeft checks that the objects an install creates are gone: its Namespace and
 // its cluster-scoped objects.
 func nothingOfCascadeLeft(t *testing.T, kube kubernetes.Interface, dyn dynamic.Interface) {
@@ -289,6 +299,22 @@ func TestDocsExamples(t *testing.T) {
 		t.Errorf("ClusterRoleBinding prometheus-cascade-metrics after uninstall-kustomize.sh: %v", err)
 	}
 
+	// docs/migration.md's shadow mode: the overlay applied as the page says; then removed.
+	r.run(t, "shadow-kustomize.sh")
+	if args := deploymentArgs(t, kube); !slices.Contains(args, "--dry-run") || slices.Contains(args, "--leader-elect=true") {
+		t.Errorf("after shadow-kustomize.sh the Deployment's arguments are %v, want --dry-run without leader election", args)
+	}
+	r.runText(t, "remove the shadow overlay", "kubectl delete -k cascade/deploy/overlays/shadow --wait=false\n")
+	framework.WaitGone(t, "namespace cascade-system", 2*collectTimeout, func() error {
+		_, err := kube.CoreV1().Namespaces().Get(ctx, "cascade-system", metav1.GetOptions{})
+		return err
+	})
+	nothingOfCascadeLeft(t, kube, dyn)
+
+	// docs/modes.md: a policy checked for companion mode.
+	out = r.run(t, "validate-companion.sh")
+	mustContain(t, "validate-companion.sh", out, "not enforced in companion mode")
+
 	// The chart's pre-delete hook Job (cascade uninstall --stop-deployment) runs here as a
 	// kubelet would run it.
 	hooks := framework.RunHookJobs(t, cp, cs, suite.CascadeBin, "cascade-system")
@@ -381,6 +407,9 @@ func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Cl
 	// reach-cascade.sh's variables feed the trees: it runs alone first, then in the same shell
 	// before each tree, as in a reader's terminal.
 	r.run(t, "reach-cascade.sh", env...)
+	// docs/security.md's /metrics by hand, with the token of Prometheus' ServiceAccount (bound to
+	// cascade-metrics-reader by the kustomize install).
+	mustContain(t, "metrics-by-hand.sh", r.run(t, "metrics-by-hand.sh", env...), "cascade_build_info{")
 	tree := func(name string) string {
 		return r.runText(t, name, r.read(t, "reach-cascade.sh")+r.read(t, name), env...)
 	}
