@@ -18,6 +18,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/cascade-gc/cascade/e2e/framework"
 	"github.com/cascade-gc/cascade/e2e/harness"
@@ -104,7 +105,8 @@ func (m *fleetMember) keeps(t *testing.T, ns, prefix string, wait time.Duration)
 //     dependent there, never the other's;
 //   - a member's own policy ConfigMap is its policy (collect: Never there), the others take the
 //     host's (built in here);
-//   - a member added later is collected within seconds; a member's kubeconfig rotated to
+//   - a member added later is collected within seconds, though it serves a broken aggregated
+//     API; a member's kubeconfig rotated to
 //     another ServiceAccount, the old one deleted (its tokens revoked), keeps being collected;
 //   - a member's kube-apiserver killed: the others keep collecting, /readyz stays ready and
 //     names it, cascade_member_up says 0; restarted, it is collected again by itself;
@@ -169,9 +171,28 @@ func TestFleet(t *testing.T) {
 	})
 	a.collects(t, ns, "policy")
 
-	// c joins.
+	// c joins, serving a broken aggregated API (an APIService whose service does not exist):
+	// its discovery fails for that group, and c is collected all the same.
+	broken := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiregistration.k8s.io/v1",
+		"kind":       "APIService",
+		"metadata":   map[string]any{"name": "v1.broken.fleet.e2e.cascade.dev"},
+		"spec": map[string]any{
+			"group": "broken.fleet.e2e.cascade.dev", "version": "v1",
+			"groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
+			"insecureSkipTLSVerify": true,
+			"service":               map[string]any{"namespace": "no-such-namespace", "name": "no-such-service", "port": int64(443)},
+		},
+	}}
+	if _, err := c.cs.Dyn.Resource(apiServiceGVR).Create(ctx, broken, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	putMemberSecret(t, cs, fleetNS, "c", c.kubeconfig(t, "one"))
 	c.collects(t, ns, "joined")
+	framework.Eventually(t, collectTimeout, "c up despite its broken aggregated API", func() (bool, error) {
+		v, ok := framework.Scrape(t, casc).Value(`cascade_member_up{cluster="c"}`)
+		return ok && v == 1, nil
+	})
 
 	// a's kubeconfig rotated to another ServiceAccount; the first one deleted (its tokens
 	// revoked with it).
