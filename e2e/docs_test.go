@@ -372,11 +372,18 @@ func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Cl
 	}
 	port := freePort(t, ip)
 	metrics := net.JoinHostPort(ip, strconv.Itoa(port))
-	c, err := cp.StartSecureCascade("cascade-docs", suite.CascadeBin, harness.ProcessOptions{},
-		"--kubeconfig="+kc, "--metrics-bind-address="+metrics,
-		"--leader-elect", "--leader-elect-resource-namespace=cascade-system",
-		"--policy-configmap=cascade-system/cascade-policy", "--orphan-record-configmap=cascade-system/cascade-orphaned-owners",
-		"--logging-format=json", "--v=2", "--stuck-deletion-threshold=2s", "--finalizer-resync-period=1s")
+	// The installed Deployment's arguments (what a pod of it runs), the addresses this host
+	// gives, the Lease's namespace (a pod's own namespace in a cluster), the JSON logs at -v=2
+	// that troubleshooting.md tells the reader to turn on for its log query, and two timings
+	// shortened so that the stuck-deletion tree does not wait 5 minutes.
+	args := []string{"--kubeconfig=" + kc, "--leader-elect-resource-namespace=cascade-system"}
+	for _, a := range deploymentArgs(t, cs.Kube) {
+		if !strings.HasPrefix(a, "--metrics-bind-address=") && !strings.HasPrefix(a, "--health-probe-bind-address=") {
+			args = append(args, a)
+		}
+	}
+	args = append(args, "--metrics-bind-address="+metrics, "--logging-format=json", "--v=2", "--stuck-deletion-threshold=2s", "--finalizer-resync-period=1s")
+	c, err := cp.StartSecureCascade("cascade-docs", suite.CascadeBin, harness.ProcessOptions{}, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
