@@ -1159,7 +1159,9 @@ func TestChartTestHook(t *testing.T) {
 		}
 		script = strings.ReplaceAll(script, "/var/run/secrets/kubernetes.io/serviceaccount/token", tokenFile)
 		script = strings.ReplaceAll(script, "/etc/cascade/ca/ca.crt", caFile)
-		connect := fmt.Sprintf("curl() { command curl --connect-to cascade-test.%s.svc:8081:127.0.0.1:%s --connect-to %s:8443:127.0.0.1:%s \"$@\"; }\n",
+		// --retry 0 after the script's own options (curl takes the last): cascade is ready
+		// before the script runs here, and a refusal need not be retried for 30 s.
+		connect := fmt.Sprintf("curl() { command curl --connect-to cascade-test.%s.svc:8081:127.0.0.1:%s --connect-to %s:8443:127.0.0.1:%s \"$@\" --retry 0; }\n",
 			ns, healthURL.Port(), serverName, metricsURL.Port())
 		out, err := exec.CommandContext(ctx, "sh", "-c", connect+script).CombinedOutput()
 		return string(out), err
