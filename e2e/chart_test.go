@@ -1388,6 +1388,9 @@ plugins:
 // priorityClassQuota.create ResourceQuota is there (kube-controller-manager's quota controller
 // computes its status); the default pod, with no priority class, is admitted either way.
 func TestChartPriorityClassQuota(t *testing.T) {
+	// On a control plane of its own: runs beside the other such tests, once the tests on the
+	// suite's control plane are done (t.Parallel), so that their waits overlap (CI's time).
+	t.Parallel()
 	dir := t.TempDir()
 	config := filepath.Join(dir, "admission.yaml")
 	if err := os.WriteFile(config, []byte(gkePriorityAdmission), 0o644); err != nil {

@@ -227,6 +227,9 @@ func waitAPIServiceAvailable(t *testing.T, dyn dynamic.Interface, name string) {
 // objects, the answers the docs tell the reader to look for, nothing left after uninstall), and
 // at the end that every script ran.
 func TestDocsExamples(t *testing.T) {
+	// On a control plane of its own: runs beside the other such tests, once the tests on the
+	// suite's control plane are done (t.Parallel), so that their waits overlap (CI's time).
+	t.Parallel()
 	ip := hostIP()
 	if ip == "" {
 		if os.Getenv("CI") == "true" {

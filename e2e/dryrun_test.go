@@ -64,6 +64,9 @@ func names(prefix string, n int) []string {
 // did; and cascade's dry-run counters (actions, checks, divergences) would count its decisions
 // on those leftovers too.
 func TestDryRunBesideInTree(t *testing.T) {
+	// On a control plane of its own: runs beside the other such tests, once the tests on the
+	// suite's control plane are done (t.Parallel), so that their waits overlap (CI's time).
+	t.Parallel()
 	ctx := context.Background()
 	cp := framework.StartControlPlane(t, harness.Options{})
 	cs := framework.ClientsFor(t, cp.RestConfig())

@@ -30,6 +30,9 @@ import (
 // stops cascade and runs `cascade uninstall`. Afterwards nothing of cascade's is left: no
 // admission object, no stamp (the ConfigMap keeps its own finalizer), no object of the release.
 func TestHelmUninstallLeavesNothing(t *testing.T) {
+	// On a control plane of its own: runs beside the other such tests, once the tests on the
+	// suite's control plane are done (t.Parallel), so that their waits overlap (CI's time).
+	t.Parallel()
 	cp := framework.StartControlPlane(t, harness.Options{BinDir: suite.CP.BinDir})
 	cs := framework.ClientsFor(t, cp.RestConfig())
 	ctx := context.Background()
