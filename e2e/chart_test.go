@@ -97,7 +97,14 @@ func helm(t *testing.T, args ...string) (string, error) {
 // helmTemplate renders deploy/chart into chartNamespace with the values set.
 func helmTemplate(t *testing.T, set ...string) string {
 	t.Helper()
-	args := []string{"template", "cascade", filepath.Join(deployDir(t), "chart"), "--namespace", chartNamespace}
+	return helmRender(t, nil, set)
+}
+
+// helmRender renders deploy/chart into chartNamespace with the extra arguments (a values
+// file) and the values set.
+func helmRender(t *testing.T, extra, set []string) string {
+	t.Helper()
+	args := append([]string{"template", "cascade", filepath.Join(deployDir(t), "chart"), "--namespace", chartNamespace}, extra...)
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
@@ -780,15 +787,7 @@ func helmTemplateValues(t *testing.T, values string, set ...string) string {
 	if err := os.WriteFile(file, []byte(values), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"template", "cascade", filepath.Join(deployDir(t), "chart"), "--namespace", chartNamespace, "-f", file}
-	for _, s := range set {
-		args = append(args, "--set", s)
-	}
-	out, err := helm(t, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return helmRender(t, []string{"-f", file}, set)
 }
 
 // overlayOf writes a kustomization of the directory dir of deploy/ with the components of

@@ -83,24 +83,12 @@ func TestCRDChurnLeavesNothingBehind(t *testing.T) {
 func TestBrokenAPIGroup(t *testing.T) {
 	cs := suite.Clients(t)
 	ns := cs.NewNamespace(t)
-	apiSvcGVR := schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
-	port := int64(443)
-	svc := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiregistration.k8s.io/v1",
-		"kind":       "APIService",
-		"metadata":   map[string]any{"name": "v1.broken.e2e.cascade.dev"},
-		"spec": map[string]any{
-			"group": "broken.e2e.cascade.dev", "version": "v1",
-			"groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
-			"insecureSkipTLSVerify": true,
-			"service":               map[string]any{"namespace": "no-such-namespace", "name": "no-such-service", "port": port},
-		},
-	}}
-	if _, err := cs.Dyn.Resource(apiSvcGVR).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+	svc := brokenAPIService("broken.e2e.cascade.dev")
+	if _, err := cs.Dyn.Resource(apiServiceGVR).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cs.Dyn.Resource(apiSvcGVR).Delete(context.Background(), svc.GetName(), metav1.DeleteOptions{})
+		_ = cs.Dyn.Resource(apiServiceGVR).Delete(context.Background(), svc.GetName(), metav1.DeleteOptions{})
 	})
 	c := suite.StartCascade(t, "--discovery-period=2s")
 	sample := fmt.Sprintf(`cascade_discovery_errors_total{group_version=%s}`, strconv.Quote("broken.e2e.cascade.dev/v1"))
@@ -114,4 +102,20 @@ func TestBrokenAPIGroup(t *testing.T) {
 	if !strings.Contains(c.Tail(400), "broken.e2e.cascade.dev/v1") {
 		t.Errorf("the broken group is not named in cascade's log")
 	}
+}
+
+// brokenAPIService is the APIService of group's v1, served by a Service that does not exist:
+// discovery of the group fails for as long as it is registered.
+func brokenAPIService(group string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiregistration.k8s.io/v1",
+		"kind":       "APIService",
+		"metadata":   map[string]any{"name": "v1." + group},
+		"spec": map[string]any{
+			"group": group, "version": "v1",
+			"groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
+			"insecureSkipTLSVerify": true,
+			"service":               map[string]any{"namespace": "no-such-namespace", "name": "no-such-service", "port": int64(443)},
+		},
+	}}
 }

@@ -18,7 +18,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/cascade-gc/cascade/e2e/framework"
 	"github.com/cascade-gc/cascade/e2e/harness"
@@ -175,17 +174,7 @@ func TestFleet(t *testing.T) {
 
 	// c joins, serving a broken aggregated API (an APIService whose service does not exist):
 	// its discovery fails for that group, and c is collected all the same.
-	broken := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiregistration.k8s.io/v1",
-		"kind":       "APIService",
-		"metadata":   map[string]any{"name": "v1.broken.fleet.e2e.cascade.dev"},
-		"spec": map[string]any{
-			"group": "broken.fleet.e2e.cascade.dev", "version": "v1",
-			"groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
-			"insecureSkipTLSVerify": true,
-			"service":               map[string]any{"namespace": "no-such-namespace", "name": "no-such-service", "port": int64(443)},
-		},
-	}}
+	broken := brokenAPIService("broken.fleet.e2e.cascade.dev")
 	if _, err := c.cs.Dyn.Resource(apiServiceGVR).Create(ctx, broken, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
