@@ -117,12 +117,14 @@ func (f *fleet) Run(ctx context.Context) error {
 }
 
 // update starts the members that are new, restarts those whose kubeconfig changed and stops
-// those that went.
+// those that went. A changed member's new unit starts only once its old one has stopped (never
+// two writers for one member); the stops are waited for outside f.mu, so that /readyz and the
+// metrics are not held up meanwhile. Only the provider's goroutine calls update.
 func (f *fleet) update(ctx context.Context, set map[string]memberSource) {
 	logger := klog.FromContext(ctx)
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.synced = true
+	var stopping []*runningMember
 	for name, m := range f.members {
 		src, ok := set[name]
 		if ok && sha256.Sum256(src.kubeconfig) == m.hash && src.dir == m.source.dir {
@@ -134,8 +136,17 @@ func (f *fleet) update(ctx context.Context, set map[string]memberSource) {
 			logger.Info("Member removed: stopping it", "member", name)
 		}
 		m.cancel()
+		stopping = append(stopping, m)
+	}
+	f.mu.Unlock()
+	for _, m := range stopping {
 		<-m.done
-		delete(f.members, name)
+	}
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range stopping {
+		delete(f.members, m.name)
 	}
 	for name, src := range set {
 		if _, ok := f.members[name]; ok {
@@ -166,15 +177,15 @@ func (f *fleet) runMember(ctx context.Context, m *runningMember) {
 		if ctx.Err() != nil {
 			return
 		}
+		if time.Since(started) > time.Minute {
+			backoff, warned = time.Second, false // it ran for a while: a new run of failures
+		}
 		m.setDown(err)
 		logger.Error(err, "Member failed; retrying", "retryIn", backoff)
-		klog.FromContext(ctx).Info("Fleet", "summary", summarizeMembers(f.states()))
+		logger.Info("Fleet", "summary", summarizeMembers(f.states()))
 		if !warned && m.source.secret != nil && f.events != nil {
 			f.events.Eventf(m.source.secret, corev1.EventTypeWarning, "MemberUnavailable", "cascade cannot collect in member %s: %v", m.name, err)
 			warned = true
-		}
-		if time.Since(started) > time.Minute {
-			backoff = time.Second // it ran for a while: a new failure
 		}
 		select {
 		case <-ctx.Done():
