@@ -61,6 +61,9 @@ E2E_TIMEOUT ?= 60m
 # Extra `go test` flags for the e2e suite and the version matrix, such as E2E_FLAGS=-shuffle=on
 # (the tests in a random order, its seed printed: no test may depend on another's leftovers).
 E2E_FLAGS ?=
+# The e2e tests on control planes of their own (t.Parallel) run this many at a time, after the
+# tests on the suite's shared control plane: they mostly wait on their API servers.
+E2E_PARALLEL ?= 3
 QUICK ?=
 
 # Version and commit stamped into cascade (`cascade --version`) and used as the image's tag.
@@ -382,7 +385,7 @@ test-unit: ## @HELP unit tests with the race detector (the fast loop)
 .PHONY: e2e
 e2e: build tools helm prometheus-operator-crds ## @HELP the e2e suite against a real etcd + kube-apiserver
 	CASCADE_KUBE_VERSION=$(KUBE_VERSION) CASCADE_ETCD_VERSION=$(KUBE_ETCD_VERSION) CASCADE_BINARY=$(BIN)/cascade \
-	  $(GO) test -tags e2e -count=1 -v $(E2E_FLAGS) -timeout $(E2E_TIMEOUT) ./e2e/
+	  $(GO) test -tags e2e -count=1 -v -parallel $(E2E_PARALLEL) $(E2E_FLAGS) -timeout $(E2E_TIMEOUT) ./e2e/
 
 # The chaos suite (e2e/chaos): a seeded random driver builds an ownership graph and applies
 # random operations on its own control plane while faults are injected, then checks the live

@@ -68,6 +68,9 @@ rules:
 // DELETE and an ownerReference removal sent with cascade's token after it stopped) prove the
 // check sees both kinds of write.
 func TestCompanion(t *testing.T) {
+	// On a control plane of its own: runs beside the other such tests, once the tests on the
+	// suite's control plane are done (t.Parallel), so that their waits overlap (CI's time).
+	t.Parallel()
 	dir := t.TempDir()
 	auditPolicy, auditLog := filepath.Join(dir, "audit-policy.yaml"), filepath.Join(dir, "audit.log")
 	if err := os.WriteFile(auditPolicy, []byte(companionAuditPolicy), 0o644); err != nil {

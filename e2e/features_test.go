@@ -119,6 +119,9 @@ func TestFeatureLevelsShown(t *testing.T) {
 // the level is v1, the log says it changed, the admission objects are written at v1 and creates
 // are stamped at creation again. `cascade uninstall` then deletes them at v1.
 func TestFeatureLevelsFallBackAndFollowAnUpgrade(t *testing.T) {
+	// On a control plane of its own: runs beside the other such tests, once the tests on the
+	// suite's control plane are done (t.Parallel), so that their waits overlap (CI's time).
+	t.Parallel()
 	ctx := context.Background()
 	off := []string{
 		"--runtime-config=admissionregistration.k8s.io/v1/mutatingadmissionpolicies=false,admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings=false",

@@ -36,6 +36,9 @@ const namespaceGoneWithin = 30 * time.Second
 // stays Terminating with NamespaceDeletionDiscoveryFailure, which is why it is opt-in; deleting
 // the APIService (the first step of the uninstall order, docs/uninstall.md) lets it go.
 func TestNamespaceDeletionWithoutCascade(t *testing.T) {
+	// On a control plane of its own: runs beside the other such tests, once the tests on the
+	// suite's control plane are done (t.Parallel), so that their waits overlap (CI's time).
+	t.Parallel()
 	ctx := context.Background()
 	cp := framework.StartControlPlane(t, harness.Options{})
 	if _, err := cp.StartKubeControllerManager("kcm-namespaces", harness.KCMOptions{Controllers: "namespace-controller"}); err != nil {
