@@ -238,22 +238,11 @@ func TestAggregatedAPIDownKept(t *testing.T) {
 	ns := cs.NewNamespace(t)
 	ctx := context.Background()
 	const group = "down.e2e.cascade.dev"
-	apiSvcGVR := schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
-	svc := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiregistration.k8s.io/v1",
-		"kind":       "APIService",
-		"metadata":   map[string]any{"name": "v2." + group},
-		"spec": map[string]any{
-			"group": group, "version": "v2",
-			"groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
-			"insecureSkipTLSVerify": true,
-			"service":               map[string]any{"namespace": "no-such-namespace", "name": "no-such-service", "port": int64(443)},
-		},
-	}}
-	if _, err := cs.Dyn.Resource(apiSvcGVR).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	svc := brokenAPIService(group, "v2")
+	if _, err := cs.Dyn.Resource(apiServiceGVR).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cs.Dyn.Resource(apiSvcGVR).Delete(ctx, svc.GetName(), metav1.DeleteOptions{}) })
+	t.Cleanup(func() { _ = cs.Dyn.Resource(apiServiceGVR).Delete(ctx, svc.GetName(), metav1.DeleteOptions{}) })
 	c := suite.StartCascade(t, longPeriod)
 
 	down := createCRD(t, cs, group, "Shared", "Namespaced")

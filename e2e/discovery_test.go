@@ -83,7 +83,7 @@ func TestCRDChurnLeavesNothingBehind(t *testing.T) {
 func TestBrokenAPIGroup(t *testing.T) {
 	cs := suite.Clients(t)
 	ns := cs.NewNamespace(t)
-	svc := brokenAPIService("broken.e2e.cascade.dev")
+	svc := brokenAPIService("broken.e2e.cascade.dev", "v1")
 	if _, err := cs.Dyn.Resource(apiServiceGVR).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -104,15 +104,15 @@ func TestBrokenAPIGroup(t *testing.T) {
 	}
 }
 
-// brokenAPIService is the APIService of group's v1, served by a Service that does not exist:
-// discovery of the group fails for as long as it is registered.
-func brokenAPIService(group string) *unstructured.Unstructured {
+// brokenAPIService is the APIService of group's version, served by a Service that does not
+// exist: discovery of that group version fails for as long as it is registered.
+func brokenAPIService(group, version string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiregistration.k8s.io/v1",
 		"kind":       "APIService",
-		"metadata":   map[string]any{"name": "v1." + group},
+		"metadata":   map[string]any{"name": version + "." + group},
 		"spec": map[string]any{
-			"group": group, "version": "v1",
+			"group": group, "version": version,
 			"groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
 			"insecureSkipTLSVerify": true,
 			"service":               map[string]any{"namespace": "no-such-namespace", "name": "no-such-service", "port": int64(443)},

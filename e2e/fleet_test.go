@@ -174,7 +174,7 @@ func TestFleet(t *testing.T) {
 
 	// c joins, serving a broken aggregated API (an APIService whose service does not exist):
 	// its discovery fails for that group, and c is collected all the same.
-	broken := brokenAPIService("broken.fleet.e2e.cascade.dev")
+	broken := brokenAPIService("broken.fleet.e2e.cascade.dev", "v1")
 	if _, err := c.cs.Dyn.Resource(apiServiceGVR).Create(ctx, broken, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

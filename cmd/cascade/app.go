@@ -95,7 +95,7 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 		logger.Info("cascade started in fleet mode", "host", cfg.Host, "memberWorkers", opts.FleetMemberWorkers, "memberQPS", opts.FleetMemberQPS, "leaderElect", opts.LeaderElect)
 		return a, nil
 	}
-	m, err := buildMember(ctx, opts, memberEnv{cfg: cfg, cs: cs, ms: ms, reg: reg, gate: a.gate, features: ms.features, policyConfigMap: opts.PolicyConfigMap})
+	m, err := buildMember(ctx, opts, memberEnv{cs: cs, ms: ms, reg: reg, gate: a.gate, features: ms.features, policyConfigMap: opts.PolicyConfigMap})
 	if err != nil {
 		return nil, err
 	}

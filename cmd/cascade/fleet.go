@@ -72,7 +72,6 @@ type fleet struct {
 	opts     *Options
 	ms       metricSet
 	gate     *leader.Gate
-	host     kubernetes.Interface
 	events   record.EventRecorder // host Events (on a member's Secret)
 	provider provider
 	// hostPolicy is the host's policy in force: a member without its own takes it.
@@ -219,7 +218,7 @@ func (f *fleet) runMemberOnce(ctx context.Context, m *runningMember) error {
 		return fmt.Errorf("cannot reach the member's API server %s: %w", cfg.Host, err)
 	}
 	env := memberEnv{
-		name: m.name, cfg: cfg, cs: cs, ms: f.ms, gate: f.gate,
+		name: m.name, cs: cs, ms: f.ms, gate: f.gate,
 		features:        features.New(prometheus.NewRegistry()), // each member its own levels
 		policyConfigMap: f.opts.FleetMemberPolicyConfigMap,
 		fallback:        f.hostPolicy, fallbackAuthoritative: f.hostPolicyAuthoritative,
@@ -624,7 +623,7 @@ func (a *app) addFleet(ctx context.Context, opts *Options, cfg *rest.Config, cs 
 		p = &dirProvider{dir: opts.FleetKubeconfigDir, period: 2 * time.Second}
 	}
 	f := &fleet{
-		opts: opts, ms: ms, gate: a.gate, host: cs.kube, events: events, provider: p,
+		opts: opts, ms: ms, gate: a.gate, events: events, provider: p,
 		hostPolicy: hostPolicy, hostPolicyAuthoritative: hostAuthoritative,
 	}
 	a.always = append(a.always, part{"fleet", f})

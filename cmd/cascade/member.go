@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -32,7 +31,6 @@ import (
 type memberEnv struct {
 	// name is the fleet member's name; "" for the single cluster.
 	name string
-	cfg  *rest.Config
 	cs   *clients
 	// ms is the process's metrics, shared by every member (counters add up across members).
 	ms metricSet
