@@ -49,6 +49,10 @@ type Options struct {
 	View gc.View
 	// Workers is the number of owner workers; 1 when zero.
 	Workers int
+	// Slots, when set, is the processor's share of a pool of workers shared with other
+	// processors (a fleet's members, work.Pool): each owner examined takes a slot. Nil: its
+	// Workers alone bound it.
+	Slots *work.Share
 	// ResyncPeriod is how often every owner being deleted with a GC finalizer is enqueued
 	// again.
 	ResyncPeriod time.Duration
@@ -162,6 +166,7 @@ func New(opts Options) *Processor {
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](retryBase, retryMax),
 			Clock:       opts.Clock,
 			Metrics:     opts.WorkMetrics,
+			Share:       opts.Slots,
 		}),
 		jobs:     make(chan patchJob),
 		progress: map[types.UID]*progress{},

@@ -61,6 +61,10 @@ type Options struct {
 	SyncTimeout time.Duration
 	// Workers is the number of goroutines for each queue.
 	Workers int
+	// Slots, when set, is this controller's share of a pool of workers shared with other
+	// controllers (a fleet's members, work.Pool): each item of its queues takes a slot while it
+	// is processed. Nil: its Workers alone bound it.
+	Slots *work.Share
 	// ForegroundResyncPeriod is how often the dependents of every owner being deleted in the
 	// foreground are handed to the workers again, whatever events arrived: a lost effect never
 	// leaves a foreground owner waiting. Zero means DefaultForegroundResyncPeriod.
@@ -224,8 +228,8 @@ func New(opts Options) *Controller {
 		mappings:    newMappingCache(),
 		absent:      NewAbsentCache(opts.AbsentCacheSize),
 		nsLabels:    client.NewNamespaceLabels(opts.Clock),
-		deleteQueue: work.NewQueue("attempt_to_delete", work.Options[types.UID]{Metrics: opts.WorkMetrics, Clock: opts.Clock}),
-		verifyQueue: work.NewQueue("verify_owner", work.Options[graph.Ref]{Metrics: opts.WorkMetrics}),
+		deleteQueue: work.NewQueue("attempt_to_delete", work.Options[types.UID]{Metrics: opts.WorkMetrics, Clock: opts.Clock, Share: opts.Slots}),
+		verifyQueue: work.NewQueue("verify_owner", work.Options[graph.Ref]{Metrics: opts.WorkMetrics, Share: opts.Slots}),
 		record:      recordGate{open: make(chan struct{}), held: map[types.UID]struct{}{}},
 	}
 	if opts.OrphanRecords == nil {

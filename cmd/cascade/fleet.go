@@ -32,6 +32,7 @@ import (
 	"github.com/cascade-gc/cascade/internal/client"
 	"github.com/cascade-gc/cascade/internal/features"
 	"github.com/cascade-gc/cascade/internal/leader"
+	"github.com/cascade-gc/cascade/internal/work"
 	"github.com/cascade-gc/cascade/policy"
 	"github.com/cascade-gc/cascade/policy/watch"
 )
@@ -74,6 +75,9 @@ type fleet struct {
 	gate     *leader.Gate
 	events   record.EventRecorder // host Events (on a member's Secret)
 	provider provider
+	// pool is the workers every member shares (--workers slots, round robin between members:
+	// work.Pool); each member's queues take a slot per item.
+	pool *work.Pool
 	// hostPolicy is the host's policy in force: a member without its own takes it.
 	hostPolicy              func() *policy.Compiled
 	hostPolicyAuthoritative func() bool
@@ -218,7 +222,7 @@ func (f *fleet) runMemberOnce(ctx context.Context, m *runningMember) error {
 		return fmt.Errorf("cannot reach the member's API server %s: %w", cfg.Host, err)
 	}
 	env := memberEnv{
-		name: m.name, cs: cs, ms: f.ms, gate: f.gate,
+		name: m.name, cs: cs, ms: f.ms, gate: f.gate, slots: f.pool.Share(),
 		features:        features.New(prometheus.NewRegistry()), // each member its own levels
 		policyConfigMap: f.opts.FleetMemberPolicyConfigMap,
 		fallback:        f.hostPolicy, fallbackAuthoritative: f.hostPolicyAuthoritative,
@@ -623,7 +627,7 @@ func (a *app) addFleet(ctx context.Context, opts *Options, cfg *rest.Config, cs 
 		p = &dirProvider{dir: opts.FleetKubeconfigDir, period: 2 * time.Second}
 	}
 	f := &fleet{
-		opts: opts, ms: ms, gate: a.gate, events: events, provider: p,
+		opts: opts, ms: ms, gate: a.gate, events: events, provider: p, pool: work.NewPool(opts.Workers),
 		hostPolicy: hostPolicy, hostPolicyAuthoritative: hostAuthoritative,
 	}
 	a.always = append(a.always, part{"fleet", f})

@@ -21,6 +21,7 @@ import (
 	"github.com/cascade-gc/cascade/internal/client"
 	"github.com/cascade-gc/cascade/internal/features"
 	"github.com/cascade-gc/cascade/internal/leader"
+	"github.com/cascade-gc/cascade/internal/work"
 	"github.com/cascade-gc/cascade/policy"
 	"github.com/cascade-gc/cascade/policy/watch"
 )
@@ -39,6 +40,9 @@ type memberEnv struct {
 	reg prometheus.Registerer
 	// gate opens when this process leads: the writers of every member wait for it.
 	gate *leader.Gate
+	// slots is this member's share of the fleet's workers (nil: the single cluster, whose
+	// --workers are its own).
+	slots *work.Share
 	// features is this cluster's feature levels (each member has its own).
 	features *features.Set
 	// policyConfigMap is the policy's ConfigMap in this cluster, NAMESPACE/NAME ("": none).
@@ -170,10 +174,11 @@ func buildMember(ctx context.Context, opts *Options, env memberEnv) (*member, er
 		Metrics:                ms.gc,
 		WorkMetrics:            ms.work,
 		Ignored:                opts.IgnoredGroupResources(),
-		DiscoveryPeriod:        opts.DiscoveryPeriod,
+		DiscoveryPeriod:        env.discoveryPeriod(opts),
 		SyncTimeout:            opts.SyncTimeout,
 		OwnerReverifyPeriod:    opts.OwnerReverifyPeriod,
 		Workers:                env.workers(opts),
+		Slots:                  env.slots,
 		AbsentCacheSize:        opts.AbsentOwnerCacheSize,
 		ForegroundResyncPeriod: opts.FinalizerResyncPeriod,
 		Finalizers:             gc.OwnerQueueFunc(func(uid types.UID) { fin.Enqueue(uid) }),
@@ -195,6 +200,7 @@ func buildMember(ctx context.Context, opts *Options, env memberEnv) (*member, er
 		Client:       edge.Objects,
 		View:         ctrl,
 		Workers:      env.workers(opts),
+		Slots:        env.slots,
 		OrphanRecord: orphans,
 		RecordWindow: opts.OrphanRecordTTL,
 		ResyncPeriod: opts.FinalizerResyncPeriod,
@@ -228,10 +234,21 @@ func buildMember(ctx context.Context, opts *Options, env memberEnv) (*member, er
 }
 
 // workers is the workers of each queue: --workers for the single cluster, --fleet-member-workers
-// for a fleet member.
+// for a fleet member (whose items also take a slot of the fleet's pool of --workers).
 func (env memberEnv) workers(opts *Options) int {
 	if env.name != "" {
 		return opts.FleetMemberWorkers
 	}
 	return opts.Workers
+}
+
+// discoveryPeriod is the period of discovery's safety net: --discovery-period for the single
+// cluster, --fleet-member-discovery-period for a fleet member (whose watches of CRDs and
+// APIServices ask for the rounds that matter: polling a thousand members is what the fleet
+// must not do).
+func (env memberEnv) discoveryPeriod(opts *Options) time.Duration {
+	if env.name != "" {
+		return opts.FleetMemberDiscoveryPeriod
+	}
+	return opts.DiscoveryPeriod
 }

@@ -114,6 +114,10 @@ type Options struct {
 	FleetMemberQPS     float32
 	FleetMemberBurst   int
 	FleetMemberWorkers int
+	// FleetMemberDiscoveryPeriod is each member's discovery safety net: a member's CRD and
+	// APIService watches ask for its rounds (gc's apiwatch), so the period only catches what
+	// they cannot see (built-in APIs changed by an upgrade of its API server).
+	FleetMemberDiscoveryPeriod time.Duration
 
 	// Leader election: one replica collects; standbys keep their graph warm.
 	LeaderElect                  bool
@@ -167,7 +171,8 @@ func NewOptions() *Options {
 		FleetMemberPolicyConfigMap:   "cascade-system/cascade-policy",
 		FleetMemberQPS:               20,
 		FleetMemberBurst:             40,
-		FleetMemberWorkers:           2,
+		FleetMemberWorkers:           1,
+		FleetMemberDiscoveryPeriod:   time.Hour,
 	}
 }
 
@@ -184,7 +189,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Empty: use the in-cluster service account.")
 	fs.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "Client-side queries per second to the API server, for all of cascade's requests. 0 (the default) disables the client-side limit: --workers bounds the requests in flight and the API server's API Priority and Fairness protects it.")
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Client-side burst above --kube-api-qps (when it is set).")
-	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of concurrent collection workers.")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of concurrent collection workers. Fleet mode: the workers every member shares, handed out in turn between the members that have work.")
 	fs.DurationVar(&o.DiscoveryPeriod, "discovery-period", o.DiscoveryPeriod, "How often to re-discover deletable resources (new CRDs are watched within one period).")
 	fs.StringSliceVar(&o.IgnoredResources, "ignored-resources", o.IgnoredResources, "Resources never watched nor collected, as resource.group (core group: just resource).")
 	fs.IntVar(&o.AbsentOwnerCacheSize, "absent-owner-cache-size", o.AbsentOwnerCacheSize, "Entries in the cache of owners verified absent.")
@@ -220,7 +225,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.FleetMemberPolicyConfigMap, "fleet-member-policy-configmap", o.FleetMemberPolicyConfigMap, "Fleet mode: a member's own policy ConfigMap, NAMESPACE/NAME in the member; where it does not exist the host's --policy-configmap is in force (else the built-in policy). Empty: the host's for every member.")
 	fs.Float32Var(&o.FleetMemberQPS, "fleet-member-qps", o.FleetMemberQPS, "Fleet mode: each member's client-side queries per second against its own API server.")
 	fs.IntVar(&o.FleetMemberBurst, "fleet-member-burst", o.FleetMemberBurst, "Fleet mode: each member's client-side burst above --fleet-member-qps.")
-	fs.IntVar(&o.FleetMemberWorkers, "fleet-member-workers", o.FleetMemberWorkers, "Fleet mode: each member's workers per queue (deletes, owner checks, finalizers).")
+	fs.IntVar(&o.FleetMemberWorkers, "fleet-member-workers", o.FleetMemberWorkers, "Fleet mode: each member's workers per queue (deletes, owner checks, finalizers); each of their items also takes one of the --workers every member shares.")
+	fs.DurationVar(&o.FleetMemberDiscoveryPeriod, "fleet-member-discovery-period", o.FleetMemberDiscoveryPeriod, "Fleet mode: how often each member re-discovers its resources whatever its watches say; a CustomResourceDefinition or APIService created, changed or deleted in a member asks for a round at once.")
 }
 
 // Validate checks every flag and returns all problems, before any client is built.
@@ -447,6 +453,9 @@ func (o *Options) validateFleet() field.ErrorList {
 	}
 	if o.FleetMemberQPS <= 0 || o.FleetMemberBurst < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("--fleet-member-qps"), o.FleetMemberQPS, "must be positive, with --fleet-member-burst at least 1: each member's budget against its own API server"))
+	}
+	if o.FleetMemberDiscoveryPeriod < time.Second {
+		errs = append(errs, field.Invalid(field.NewPath("--fleet-member-discovery-period"), o.FleetMemberDiscoveryPeriod.String(), "must be at least 1s"))
 	}
 	if o.FleetMemberWorkers < 1 || o.FleetMemberWorkers > 100 {
 		errs = append(errs, field.Invalid(field.NewPath("--fleet-member-workers"), o.FleetMemberWorkers, "must be between 1 and 100"))

@@ -91,6 +91,9 @@ type Options[T comparable] struct {
 	Clock clock.WithTicker
 	// Metrics count failures; nil: a set registered nowhere.
 	Metrics *Metrics
+	// Share, when set, is the pool whose slot each item takes while it is processed (a fleet's
+	// shared workers, pool.go); nil: the queue's own workers bound it alone.
+	Share *Share
 }
 
 // Func processes one item: its outcome, and the error when an attempt failed (with Retry).
@@ -102,6 +105,7 @@ type Queue[T comparable] struct {
 	name     string
 	q        workqueue.TypedRateLimitingInterface[T]
 	metrics  *Metrics
+	share    *Share
 	progress queueProgress
 
 	mu      sync.Mutex
@@ -124,6 +128,7 @@ func NewQueue[T comparable](name string, opts Options[T]) *Queue[T] {
 		name:    name,
 		q:       workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter, cfg),
 		metrics: opts.Metrics,
+		share:   opts.Share,
 		failing: map[T]struct{}{},
 	}
 	opts.Metrics.queues.add(q)
@@ -175,6 +180,12 @@ func (q *Queue[T]) ProcessNext(ctx context.Context, process Func[T]) bool {
 		return false
 	}
 	defer q.q.Done(item)
+	if q.share != nil {
+		if !q.share.Acquire(ctx) {
+			return false // stopping: the queue shuts down with ctx (Run)
+		}
+		defer q.share.Release()
+	}
 	defer q.progress.done.Add(1)
 	out, err := process(ctx, item)
 	q.report(ctx, item, out, err)

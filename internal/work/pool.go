@@ -1,0 +1,133 @@
+package work
+
+import (
+	"context"
+	"sync"
+)
+
+// Pool is a fixed number of slots shared by many queues, handed out fairly between the parties
+// that wait for one (a fleet's members: each has a Share). A queue whose Options name a Share
+// takes a slot for each item it processes and gives it back when the item is done, so the
+// whole fleet processes at most Size items at a time, whatever the number of members or of
+// their workers.
+//
+// Fairness is round robin over the shares that wait: a slot given back goes to the first share
+// in line, which then goes to the back of the line if it still waits. A member that waits for
+// a slot waits for at most one slot given back per other waiting member, never for another's
+// backlog (a busy member's thousands of items wait in its own queue, not in the line).
+type Pool struct {
+	size int
+
+	mu    sync.Mutex
+	free  int      // guarded by mu
+	line  []*Share // guarded by mu: the shares with waiters, in the order they are served
+	inUse int      // guarded by mu: slots held
+}
+
+// NewPool returns a pool of size slots (at least one).
+func NewPool(size int) *Pool {
+	size = max(size, 1)
+	return &Pool{size: size, free: size}
+}
+
+// Size is the number of slots.
+func (p *Pool) Size() int { return p.size }
+
+// InUse is the number of slots held now.
+func (p *Pool) InUse() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inUse
+}
+
+// Share is one party's access to a Pool; its waiters are served in the order they came.
+type Share struct {
+	pool    *Pool
+	waiters []chan struct{} // guarded by pool.mu
+	queued  bool            // guarded by pool.mu: in the pool's line
+}
+
+// Share returns a new party of the pool.
+func (p *Pool) Share() *Share { return &Share{pool: p} }
+
+// Acquire takes a slot, waiting for one if none is free; it returns false, holding nothing,
+// when ctx ends first. A slot taken is given back with Release.
+func (s *Share) Acquire(ctx context.Context) bool {
+	p := s.pool
+	p.mu.Lock()
+	if p.free > 0 && len(p.line) == 0 {
+		p.free--
+		p.inUse++
+		p.mu.Unlock()
+		return true
+	}
+	ch := make(chan struct{})
+	s.waiters = append(s.waiters, ch)
+	if !s.queued {
+		s.queued = true
+		p.line = append(p.line, s)
+	}
+	p.grant() // a free slot and a line that was empty before this share joined it
+	p.mu.Unlock()
+
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-ch: // granted meanwhile: give it to the next in line
+		p.inUse--
+		p.free++
+		p.grant()
+		return false
+	default:
+	}
+	for i, w := range s.waiters {
+		if w == ch {
+			s.waiters = append(s.waiters[:i], s.waiters[i+1:]...)
+			break
+		}
+	}
+	if len(s.waiters) == 0 && s.queued {
+		s.queued = false
+		for i, q := range p.line {
+			if q == s {
+				p.line = append(p.line[:i], p.line[i+1:]...)
+				break
+			}
+		}
+	}
+	return false
+}
+
+// Release gives back a slot taken with Acquire.
+func (s *Share) Release() {
+	p := s.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.inUse--
+	p.free++
+	p.grant()
+}
+
+// grant hands free slots to the shares in line, one slot per share per turn. Called with mu
+// held.
+func (p *Pool) grant() {
+	for p.free > 0 && len(p.line) > 0 {
+		s := p.line[0]
+		p.line = p.line[1:]
+		ch := s.waiters[0]
+		s.waiters = s.waiters[1:]
+		p.free--
+		p.inUse++
+		close(ch)
+		if len(s.waiters) > 0 {
+			p.line = append(p.line, s)
+		} else {
+			s.queued = false
+		}
+	}
+}
