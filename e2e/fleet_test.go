@@ -84,6 +84,71 @@ func (m *fleetMember) collects(t *testing.T, ns, prefix string) {
 	m.cs.WaitCMGone(t, ns, prefix+"-dep", collectTimeout)
 }
 
+// everyDeletion deletes owners in m in the background, in the foreground and with the orphan
+// policy, and checks what becomes of their dependents under m's policy: b's own (ConfigMaps
+// never collected: cmNever) or the host's (Secrets never collected).
+func (m *fleetMember) everyDeletion(t *testing.T, ns string, cmNever bool) {
+	ctx := context.Background()
+	p := "every-" + m.name
+	keptWithoutRefs := func(what string, get func() (metav1.Object, error)) {
+		framework.Eventually(t, collectTimeout, m.name+": "+what+" kept without its reference", func() (bool, error) {
+			o, err := get()
+			if err != nil {
+				return false, err
+			}
+			return len(o.GetOwnerReferences()) == 0, nil
+		})
+	}
+	cm := func(name string) func() (metav1.Object, error) {
+		return func() (metav1.Object, error) { return m.cs.Kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}) }
+	}
+	bg := m.cs.CreateCM(t, ns, p+"-bg-owner")
+	m.cs.CreateCM(t, ns, p+"-bg-dep", framework.CMRef(bg))
+	yes := true
+	fg := m.cs.CreateCM(t, ns, p+"-fg-owner")
+	fgRef := framework.CMRef(fg)
+	fgRef.BlockOwnerDeletion = &yes
+	m.cs.CreateCM(t, ns, p+"-fg-dep", fgRef)
+	orphan := m.cs.CreateCM(t, ns, p+"-orphan-owner")
+	m.cs.CreateCM(t, ns, p+"-orphan-dep", framework.CMRef(orphan))
+	secretOwner := m.cs.CreateCM(t, ns, p+"-secret-owner")
+	if _, err := m.cs.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: p + "-secret-dep", OwnerReferences: []metav1.OwnerReference{framework.CMRef(secretOwner)}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	m.cs.DeleteCM(t, ns, bg.Name, metav1.DeletePropagationBackground)
+	m.cs.DeleteCM(t, ns, fg.Name, metav1.DeletePropagationForeground)
+	m.cs.DeleteCM(t, ns, orphan.Name, metav1.DeletePropagationOrphan)
+	m.cs.DeleteCM(t, ns, secretOwner.Name, metav1.DeletePropagationBackground)
+
+	m.cs.WaitCMGone(t, ns, fg.Name, collectTimeout)
+	m.cs.WaitCMGone(t, ns, orphan.Name, collectTimeout)
+	keptWithoutRefs("the orphan owner's dependent", cm(p+"-orphan-dep"))
+	if cmNever {
+		keptWithoutRefs("the background owner's dependent (collect: Never)", cm(p+"-bg-dep"))
+		keptWithoutRefs("the foreground owner's dependent (collect: Never)", cm(p+"-fg-dep"))
+	} else {
+		m.cs.WaitCMGone(t, ns, p+"-bg-dep", collectTimeout)
+		m.cs.WaitCMGone(t, ns, p+"-fg-dep", collectTimeout)
+	}
+	secret := func() (metav1.Object, error) {
+		return m.cs.Kube.CoreV1().Secrets(ns).Get(ctx, p+"-secret-dep", metav1.GetOptions{})
+	}
+	if cmNever { // b's own policy has no rule for Secrets: collected
+		framework.Eventually(t, collectTimeout, m.name+": the Secret dependent collected", func() (bool, error) {
+			_, err := secret()
+			if apierrors.IsNotFound(err) {
+				return true, nil
+			}
+			return false, err
+		})
+	} else {
+		keptWithoutRefs("the Secret dependent (the host's collect: Never)", secret)
+	}
+}
+
 // keeps checks that cascade does not collect in m (not a member): a dependent of an owner
 // deleted in the background is still there after wait.
 func (m *fleetMember) keeps(t *testing.T, ns, prefix string, wait time.Duration) {
@@ -99,11 +164,11 @@ func (m *fleetMember) keeps(t *testing.T, ns, prefix string, wait time.Duration)
 // plane as the host collects in member kube-apiservers that share the suite's etcd, each under
 // its own prefix, listed by kubeconfig Secrets in a host namespace (multicluster-runtime's
 // convention):
-//   - background, foreground and orphan deletion in a member;
+//   - four members: background, foreground and orphan deletion in each, all at once, and each
+//     one's policy (b's own: ConfigMaps never collected; the others the host's: Secrets never
+//     collected);
 //   - identical names in two members are two objects: an owner deleted in one takes its
 //     dependent there, never the other's;
-//   - a member's own policy ConfigMap is its policy (collect: Never there), the others take the
-//     host's (built in here);
 //   - a member added later is collected within seconds, though it serves a broken aggregated
 //     API; a member's kubeconfig rotated to
 //     another ServiceAccount, the old one deleted (its tokens revoked), keeps being collected;
@@ -117,12 +182,20 @@ func TestFleet(t *testing.T) {
 	ctx := context.Background()
 	fleetNS := cs.NewNamespace(t)
 	prefix := fleetNS
-	a, b, c := startFleetMember(t, prefix, "a"), startFleetMember(t, prefix, "b"), startFleetMember(t, prefix, "c")
+	a, b, c, d := startFleetMember(t, prefix, "a"), startFleetMember(t, prefix, "b"), startFleetMember(t, prefix, "c"), startFleetMember(t, prefix, "d")
 	const ns = "shop"
-	for _, m := range []*fleetMember{a, b, c} {
+	for _, m := range []*fleetMember{a, b, c, d} {
 		m.cs.CreateNamespace(t, ns)
 	}
-	// b's own policy: ConfigMaps are never collected there.
+	// The host's policy (the one of every member without a policy of its own): Secrets are
+	// never collected.
+	if _, err := cs.Kube.CoreV1().ConfigMaps(fleetNS).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "host-policy"},
+		Data:       map[string]string{"policy.yaml": "apiVersion: cascade.dev/v1alpha1\nkind: Policy\nrules:\n- resource: secrets\n  collect: Never\n"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// b's own policy: ConfigMaps are never collected there (and Secrets are, by default).
 	b.cs.CreateNamespace(t, "cascade-system")
 	if _, err := b.cs.Kube.CoreV1().ConfigMaps("cascade-system").Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "cascade-policy"},
@@ -132,9 +205,10 @@ func TestFleet(t *testing.T) {
 	}
 	putMemberSecret(t, cs, fleetNS, "a", a.kubeconfig(t, "one"))
 	putMemberSecret(t, cs, fleetNS, "b", b.kubeconfig(t, "one"))
+	putMemberSecret(t, cs, fleetNS, "d", d.kubeconfig(t, "one"))
 
-	casc := suite.StartCascade(t, "--fleet-secrets-namespace="+fleetNS, "--orphan-record-configmap=")
-	framework.WaitForMetric(t, casc, `cascade_fleet_members{state="up"}`, 2, collectTimeout)
+	casc := suite.StartCascade(t, "--fleet-secrets-namespace="+fleetNS, "--orphan-record-configmap=", "--policy-configmap="+fleetNS+"/host-policy")
+	framework.WaitForMetric(t, casc, `cascade_fleet_members{state="up"}`, 3, collectTimeout)
 
 	// Identical objects in a and b; the owner deleted in a only.
 	for _, m := range []*fleetMember{a, b} {
@@ -163,7 +237,8 @@ func TestFleet(t *testing.T) {
 		t.Errorf("orphan-dep after its owner's orphan deletion: references %v", refs)
 	}
 
-	// b's policy: collect Never there, while a (the host's policy, built in) collects.
+	// b's policy: collect Never there, while a (the host's policy, which has no rule for
+	// ConfigMaps) collects.
 	bOwner := b.cs.CreateCM(t, ns, "never-owner")
 	b.cs.CreateCM(t, ns, "never-dep", framework.CMRef(bOwner))
 	b.cs.DeleteCM(t, ns, "never-owner", metav1.DeletePropagationBackground)
@@ -185,6 +260,16 @@ func TestFleet(t *testing.T) {
 		return ok && v == 1, nil
 	})
 
+	// Every member at once: background, foreground and orphan deletion, and its policy's rule.
+	t.Run("every member at once", func(t *testing.T) {
+		for _, m := range []*fleetMember{a, b, c, d} {
+			t.Run(m.name, func(t *testing.T) {
+				t.Parallel()
+				m.everyDeletion(t, ns, m == b)
+			})
+		}
+	})
+
 	// a's kubeconfig rotated to another ServiceAccount; the first one deleted (its tokens
 	// revoked with it).
 	putMemberSecret(t, cs, fleetNS, "a", a.kubeconfig(t, "two"))
@@ -203,7 +288,7 @@ func TestFleet(t *testing.T) {
 			return ok && v == 0, nil
 		})
 		code, body := readyz(t, casc.HealthURL)
-		if code != 200 || !strings.Contains(body, "members: 2 synced, 1 not (") || strings.Contains(body, "b (") || strings.Contains(body, "refused") {
+		if code != 200 || !strings.Contains(body, "members: 3 synced, 1 not (") || strings.Contains(body, "b (") || strings.Contains(body, "refused") {
 			t.Errorf("/readyz while b is down: %d\n%s\nwant 200, the counts, and no member named (the health port answers anyone)", code, body)
 		}
 	}); err != nil {
@@ -226,8 +311,8 @@ func TestFleet(t *testing.T) {
 		return !ok, nil
 	})
 	c.keeps(t, ns, "left", 5*time.Second)
-	if n, _ := framework.Scrape(t, casc).Value(`cascade_fleet_members{state="up"}`); n != 2 {
-		t.Errorf("cascade_fleet_members{state=up} = %v after c left, want 2", n)
+	if n, _ := framework.Scrape(t, casc).Value(`cascade_fleet_members{state="up"}`); n != 3 {
+		t.Errorf("cascade_fleet_members{state=up} = %v after c left, want 3", n)
 	}
 
 	// A member added and removed again and again leaves nothing behind: cascade's goroutines
