@@ -458,6 +458,10 @@ bench-scale: build tools ## @HELP cascade vs the in-tree GC holding SCALE_OBJECT
 	CASCADE_BINARY=$(BIN)/cascade SCALE_OBJECTS=$(SCALE_OBJECTS) \
 	  $(GO) test -tags e2e -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout $(SCALE_TIMEOUT) -v ./e2e/scale/
 
+.PHONY: bench-fleet
+bench-fleet: build tools ## @HELP fleet mode's cost per member (FLEET_SIZES=10,100,250), 10 members three ways side by side, and fairness under a burst (docs/fleet.md)
+	CASCADE_BINARY=$(BIN)/cascade $(GO) test -tags e2e -run '^$$' -bench '$(or $(FLEET_BENCH),.)' -benchtime 1x -timeout $(or $(FLEET_TIMEOUT),120m) -v ./e2e/fleetbench/
+
 .PHONY: bench-report
 bench-report: ## @HELP draw docs/benchmarks.md and its charts from docs/benchmarks.json
 	cd e2e/benchreport && $(GO) run . -in $(BENCH_JSON) -out $(patsubst %/,%,$(dir $(BENCH_JSON)))

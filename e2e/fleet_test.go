@@ -319,6 +319,10 @@ func TestFleet(t *testing.T) {
 	// and open connections come back to what they were.
 	goroutines := func() float64 { v, _ := framework.Scrape(t, casc).Value("go_goroutines"); return v }
 	connections := func() float64 { v, _ := framework.Scrape(t, casc).Value("cascade_fleet_connections"); return v }
+	// One connection per member (a, b and d): its clients share one HTTP/2 connection.
+	framework.Eventually(t, collectTimeout, "one connection per member", func() (bool, error) {
+		return connections() == 3, nil
+	})
 	baseG, baseC := goroutines(), connections()
 	const cycles = 5
 	kc := c.kubeconfig(t, "cycles")

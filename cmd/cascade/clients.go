@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
 // userAgent identifies cascade's requests in the API server's logs and metrics.
@@ -28,19 +29,34 @@ type clients struct {
 	kube     kubernetes.Interface
 }
 
+// newClients builds the clients on one HTTP client and one client-side rate limiter: one
+// connection to the API server (HTTP/2 carries every watch and request; client-go opens another
+// only when the server's stream limit is reached), and --kube-api-qps (a fleet member's
+// --fleet-member-qps) is the budget of all of them together, not of each.
 func newClients(cfg *rest.Config) (*clients, error) {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.RateLimiter == nil && cfg.QPS > 0 {
+		burst := cfg.Burst
+		if burst < 1 {
+			burst = rest.DefaultBurst
+		}
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, burst)
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("build HTTP client: %w", err)
+	}
 	c := &clients{host: cfg.Host}
-	var err error
-	if c.disco, err = discovery.NewDiscoveryClientForConfig(cfg); err != nil {
+	if c.disco, err = discovery.NewDiscoveryClientForConfigAndClient(cfg, hc); err != nil {
 		return nil, fmt.Errorf("build discovery client: %w", err)
 	}
-	if c.metadata, err = metadata.NewForConfig(cfg); err != nil {
+	if c.metadata, err = metadata.NewForConfigAndClient(cfg, hc); err != nil {
 		return nil, fmt.Errorf("build metadata client: %w", err)
 	}
-	if c.dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+	if c.dynamic, err = dynamic.NewForConfigAndClient(cfg, hc); err != nil {
 		return nil, fmt.Errorf("build dynamic client: %w", err)
 	}
-	if c.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+	if c.kube, err = kubernetes.NewForConfigAndClient(cfg, hc); err != nil {
 		return nil, fmt.Errorf("build client: %w", err)
 	}
 	return c, nil

@@ -1,0 +1,533 @@
+//go:build e2e
+
+package fleetbench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/cascade-gc/cascade/e2e/framework"
+	"github.com/cascade-gc/cascade/e2e/harness"
+)
+
+// member is one member kube-apiserver on the suite's etcd, and its admin clients.
+type member struct {
+	name string
+	cp   *harness.ControlPlane
+	cs   framework.Clients
+}
+
+// startMembers starts n member kube-apiservers, one after another (each start is mostly CPU).
+func startMembers(b *testing.B, prefix string, n int) []*member {
+	b.Helper()
+	var ms []*member
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		cp, err := harness.Start(context.Background(), harness.Options{BinDir: suite.CP.BinDir, SharedEtcd: suite.CP.EtcdURL, EtcdPrefix: "/fleetbench-" + name})
+		if err != nil {
+			b.Fatalf("member %s: %v", name, err)
+		}
+		b.Cleanup(func() { _ = cp.Stop() })
+		ms = append(ms, &member{name: name, cp: cp, cs: framework.ClientsFor(b, cp.RestConfig())})
+	}
+	return ms
+}
+
+// register writes the kubeconfig file that makes a member named name of m in the fleet's
+// directory (the --fleet-kubeconfig-dir provider).
+func register(b *testing.B, dir, name string, m *member) {
+	b.Helper()
+	kc, err := os.ReadFile(m.cp.KubeconfigPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), kc, 0o600); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func envInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive number", name, v)
+	}
+	return n
+}
+
+func envInts(b *testing.B, name, def string) []int {
+	v := os.Getenv(name)
+	if v == "" {
+		v = def
+	}
+	var out []int
+	for f := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			b.Fatalf("%s=%q: want positive numbers separated by commas", name, v)
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// apiWatches is the number of WATCH requests the members' kube-apiservers are serving.
+func apiWatches(b *testing.B, ms []*member) float64 {
+	b.Helper()
+	var sum float64
+	for _, m := range ms {
+		raw, err := m.cs.Kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		parsed, err := framework.ParseMetrics(string(raw))
+		if err != nil {
+			b.Fatal(err)
+		}
+		v, _ := parsed.Value(`apiserver_longrunning_requests{verb="WATCH"}`)
+		sum += v
+	}
+	return sum
+}
+
+// usage is what a process (or processes) holds: resident memory, Go heap in use, goroutines.
+type usage struct{ rss, heap, goroutines float64 }
+
+func (u usage) add(o usage) usage {
+	return usage{u.rss + o.rss, u.heap + o.heap, u.goroutines + o.goroutines}
+}
+
+// measure samples pid's resident memory and srv's heap and goroutines five times a second apart
+// and returns the medians (heap: 0 when srv does not export it).
+func measure(b *testing.B, pid int, srv framework.Server) usage {
+	b.Helper()
+	var rss, heap, gs []float64
+	for i := range 5 {
+		if i > 0 {
+			framework.MeasurementPause(time.Second)
+		}
+		r, err := harness.ResidentBytes(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m := framework.Scrape(b, srv)
+		h, _ := m.Value("go_memstats_heap_inuse_bytes")
+		g, _ := m.Value("go_goroutines")
+		rss, heap, gs = append(rss, float64(r)), append(heap, h), append(gs, g)
+	}
+	return usage{median(rss), median(heap), median(gs)}
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// settle waits until srv's goroutine count holds still (three samples two seconds apart within
+// 1%): members started, lists in, watches open.
+func settle(b *testing.B, srv framework.Server, timeout time.Duration) {
+	b.Helper()
+	var last []float64
+	framework.EventuallyEvery(b, 2*time.Second, timeout, "goroutines holding still", func() (bool, error) {
+		m, err := framework.ReadMetrics(srv)
+		if err != nil {
+			return false, nil // a process starting hundreds of members may answer late
+		}
+		v, _ := m.Value("go_goroutines")
+		last = append(last, v)
+		if len(last) < 3 {
+			return false, nil
+		}
+		w := last[len(last)-3:]
+		return slices.Max(w) <= slices.Min(w)*1.01, nil
+	})
+}
+
+// waitMembers waits until n members are up, scrapes that fail included (a process starting
+// hundreds of members at once may answer late).
+func waitMembers(b *testing.B, srv framework.Server, n int, timeout time.Duration) {
+	b.Helper()
+	framework.EventuallyEvery(b, 2*time.Second, timeout, fmt.Sprintf("%d members up", n), func() (bool, error) {
+		m, err := framework.ReadMetrics(srv)
+		if err != nil {
+			return false, nil
+		}
+		v, _ := m.Value(`cascade_fleet_members{state="up"}`)
+		return v == float64(n), nil
+	})
+}
+
+// memberGETs is the GET requests cascade made to the members' API servers (every host but the
+// fleet's host), from its client metrics.
+func memberGETs(b *testing.B, casc framework.Server) float64 {
+	b.Helper()
+	host := strings.TrimPrefix(suite.CP.RestConfig().Host, "https://")
+	var sum float64
+	for _, s := range framework.Scrape(b, casc).Samples("rest_client_requests_total") {
+		if s.Labels["method"] == "GET" && s.Labels["host"] != host {
+			sum += s.Value
+		}
+	}
+	return sum
+}
+
+// BenchmarkFleetCost: one fleet process, members added in steps (FLEET_SIZES, default
+// 10,100,250; docs/fleet.md publishes up to what this machine holds), each member a
+// registration of one of FLEET_APISERVERS kube-apiservers (default 3) holding FLEET_OBJECTS
+// ConfigMaps (default 1,000), on a connection of its own. At each size, once the process has
+// settled: resident memory, Go heap in use, goroutines, connections, the WATCH requests the
+// members' API servers serve for it, the objects in the members' graphs, and over
+// FLEET_IDLE_SECONDS (default 60) of idleness the GET requests to members per second (while
+// idle, discovery's are the only periodic ones). Per member: the difference from the process
+// with no member, divided by the members.
+func BenchmarkFleetCost(b *testing.B) {
+	sizes := envInts(b, "FLEET_SIZES", "10,100,250")
+	ms := startMembers(b, "cost", envInt(b, "FLEET_APISERVERS", 3))
+	objects := envInt(b, "FLEET_OBJECTS", 1000)
+	for _, m := range ms {
+		m.cs.CreateNamespace(b, "bench")
+		var owner metav1.OwnerReference
+		uids := m.cs.CreateConfigMaps(b, "bench", 1, 1, func(int) *corev1.ConfigMap {
+			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}
+		})
+		owner = metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: uids[0]}
+		m.cs.CreateConfigMaps(b, "bench", objects-1, 20, func(i int) *corev1.ConfigMap {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("obj-%05d", i)}, Data: map[string]string{"k": "v"}}
+			if i%10 == 0 { // a tenth are dependents, so the graphs hold edges too
+				cm.OwnerReferences = []metav1.OwnerReference{owner}
+			}
+			return cm
+		})
+	}
+	idle := time.Duration(envInt(b, "FLEET_IDLE_SECONDS", 60)) * time.Second
+	for b.Loop() {
+		dir := b.TempDir()
+		watches0 := apiWatches(b, ms)
+		args := []string{"--fleet-kubeconfig-dir=" + dir, "--orphan-record-configmap="}
+		profiles := os.Getenv("FLEET_PROFILE") // a directory: heap and goroutine profiles at each size
+		if profiles != "" {
+			args = append(args, "--enable-profiling")
+		}
+		casc := suite.StartCascade(b, args...)
+		settle(b, casc, time.Minute)
+		base := measure(b, casc.Pid(), casc)
+		fmt.Printf("fleet-cost: no member: RSS %.0f MiB, heap %.0f MiB, %.0f goroutines\n", base.rss/(1<<20), base.heap/(1<<20), base.goroutines)
+		fmt.Printf("| members | RSS MiB | heap MiB | goroutines | connections | watches | graph objects | per member: RSS MiB | heap MiB | goroutines | watches | idle member GETs/s per 100 members |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		registered := 0
+		for _, n := range sizes {
+			start := time.Now()
+			for ; registered < n; registered++ {
+				register(b, dir, fmt.Sprintf("member-%04d", registered), ms[registered%len(ms)])
+			}
+			waitMembers(b, casc, n, 2*time.Minute+time.Duration(n)*time.Second)
+			settle(b, casc, 5*time.Minute)
+			up := time.Since(start)
+			u := measure(b, casc.Pid(), casc)
+			m := framework.Scrape(b, casc)
+			conns, _ := m.Value("cascade_fleet_connections")
+			objs, _ := m.Value("cascade_member_graph_objects")
+			w := apiWatches(b, ms) - watches0
+			g0 := memberGETs(b, casc)
+			framework.MeasurementPause(idle)
+			gets := (memberGETs(b, casc) - g0) / idle.Seconds()
+			per := func(v, v0 float64) float64 { return (v - v0) / float64(n) }
+			fmt.Printf("| %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f | %.0f | %.1f | %.3f |\n",
+				n, u.rss/(1<<20), u.heap/(1<<20), u.goroutines, conns, w, objs,
+				per(u.rss, base.rss)/(1<<20), per(u.heap, base.heap)/(1<<20), per(u.goroutines, base.goroutines), w/float64(n), gets*100/float64(n))
+			fmt.Printf("fleet-cost: %d members up and settled %.0fs after the step began\n", n, up.Seconds())
+			if profiles != "" {
+				for _, p := range []string{"heap", "goroutine"} {
+					saveProfile(b, strings.TrimSuffix(casc.MetricsURL, "/metrics")+"/debug/pprof/"+p, filepath.Join(profiles, fmt.Sprintf("%s-%d.pprof", p, n)))
+				}
+			}
+			b.ReportMetric(per(u.rss, base.rss)/(1<<20), "MiB-RSS/member")
+			b.ReportMetric(per(u.goroutines, base.goroutines), "goroutines/member")
+		}
+		_ = casc.Stop(30 * time.Second)
+	}
+}
+
+// saveProfile writes the pprof profile at url to path.
+func saveProfile(b *testing.B, url, path string) {
+	b.Helper()
+	resp, err := http.Get(url) //nolint:gosec,noctx // the benchmark's own cascade on loopback
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(path, body, 0o600); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkFleetSideBySide: FLEET_SIDE members (default 10) over FLEET_APISERVERS
+// kube-apiservers, collected three ways one after the other, each measured once settled:
+// one cascade in fleet mode; one cascade process per member; one kube-controller-manager per
+// member running only its garbage collector. Resident memory and goroutines, summed.
+func BenchmarkFleetSideBySide(b *testing.B) {
+	n := envInt(b, "FLEET_SIDE", 10)
+	ms := startMembers(b, "side", envInt(b, "FLEET_APISERVERS", 3))
+	for b.Loop() {
+		// One fleet process.
+		dir := b.TempDir()
+		for i := range n {
+			register(b, dir, fmt.Sprintf("member-%02d", i), ms[i%len(ms)])
+		}
+		casc := suite.StartCascade(b, "--fleet-kubeconfig-dir="+dir, "--orphan-record-configmap=")
+		waitMembers(b, casc, n, 5*time.Minute)
+		settle(b, casc, 5*time.Minute)
+		fleet := measure(b, casc.Pid(), casc)
+		_ = casc.Stop(30 * time.Second)
+
+		// One cascade per member.
+		var single usage
+		var procs []*harness.Cascade
+		for i := range n {
+			c := framework.StartReady(b, ms[i%len(ms)].cp, fmt.Sprintf("single-%02d", i), suite.CascadeBin, "--leader-elect=false", "--orphan-record-configmap=")
+			procs = append(procs, c)
+		}
+		for _, c := range procs {
+			settle(b, c, 5*time.Minute)
+		}
+		for _, c := range procs {
+			single = single.add(measure(b, c.Pid(), c))
+		}
+		for _, c := range procs {
+			_ = c.Stop(30 * time.Second)
+		}
+
+		// One kube-controller-manager (garbage collector only) per member.
+		var kcm usage
+		var ks []*harness.KubeControllerManager
+		for i := range n {
+			k, err := ms[i%len(ms)].cp.StartKubeControllerManager(fmt.Sprintf("kcm-%02d", i), harness.KCMOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ks = append(ks, k)
+		}
+		for _, k := range ks {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			err := k.WaitMonitorsSynced(ctx)
+			cancel()
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, k := range ks {
+			settle(b, k, 5*time.Minute)
+		}
+		for _, k := range ks {
+			kcm = kcm.add(measure(b, k.Pid(), k))
+		}
+		for _, k := range ks {
+			_ = k.Stop(30 * time.Second)
+		}
+		fmt.Printf("| %d members | RSS MiB | goroutines |\n|---|---|---|\n", n)
+		for _, r := range []struct {
+			name string
+			u    usage
+		}{{"cascade, fleet mode (one process)", fleet}, {fmt.Sprintf("cascade, %d processes", n), single}, {fmt.Sprintf("kube-controller-manager (garbage collector only), %d processes", n), kcm}} {
+			fmt.Printf("| %s | %.0f | %.0f |\n", r.name, r.u.rss/(1<<20), r.u.goroutines)
+		}
+		b.ReportMetric(fleet.rss/(1<<20), "fleet-MiB")
+		b.ReportMetric(single.rss/(1<<20), "processes-MiB")
+		b.ReportMetric(kcm.rss/(1<<20), "kcm-MiB")
+	}
+}
+
+// quietDriver deletes an owner in its member every second until ctx ends and records how long
+// its dependent took to go (owner deleted to the dependent's DELETED event).
+func quietDriver(ctx context.Context, m *member, tag string, out chan<- time.Duration) error {
+	ns := "quiet"
+	w, err := m.cs.Kube.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	var mu sync.Mutex
+	deleted := map[string]time.Time{}
+	go func() {
+		for ev := range w.ResultChan() {
+			cm, ok := ev.Object.(*corev1.ConfigMap)
+			if ev.Type != watch.Deleted || !ok || !strings.HasPrefix(cm.Name, tag+"-dep-") {
+				continue
+			}
+			mu.Lock()
+			at, ok := deleted[strings.TrimPrefix(cm.Name, tag+"-dep-")]
+			mu.Unlock()
+			if ok {
+				out <- time.Since(at)
+			}
+		}
+	}()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		id := strconv.Itoa(i)
+		owner, err := m.cs.Kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: tag + "-owner-" + id}}, metav1.CreateOptions{})
+		if err != nil {
+			return ignoreDone(ctx, err)
+		}
+		ref := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID}
+		if _, err := m.cs.Kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: tag + "-dep-" + id, OwnerReferences: []metav1.OwnerReference{ref}}}, metav1.CreateOptions{}); err != nil {
+			return ignoreDone(ctx, err)
+		}
+		time.Sleep(200 * time.Millisecond) // the dependent reached cascade's graph
+		bg := metav1.DeletePropagationBackground
+		mu.Lock()
+		deleted[id] = time.Now()
+		mu.Unlock()
+		if err := m.cs.Kube.CoreV1().ConfigMaps(ns).Delete(ctx, owner.Name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+			return ignoreDone(ctx, err)
+		}
+	}
+}
+
+func ignoreDone(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// quietRun runs quietDriver in every quiet member until stop returns, and returns every latency.
+func quietRun(b *testing.B, quiet []*member, tag string, stop func()) []time.Duration {
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan time.Duration, 1<<16)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(quiet))
+	for _, m := range quiet {
+		wg.Go(func() { errs <- quietDriver(ctx, m, tag, out) })
+	}
+	stop()
+	time.Sleep(5 * time.Second) // the last owners' dependents go
+	cancel()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	close(out)
+	var lat []time.Duration
+	for d := range out {
+		lat = append(lat, d)
+	}
+	slices.Sort(lat)
+	return lat
+}
+
+func percentile(lat []time.Duration, p int) time.Duration {
+	if len(lat) == 0 {
+		return 0
+	}
+	return lat[min(len(lat)-1, len(lat)*p/100)]
+}
+
+// BenchmarkFleetFairness (issue 33.4): one busy member deletes FLEET_BURST owners (default
+// 10,000), each with a dependent, while FLEET_QUIET quiet members (default 4, each a
+// kube-apiserver of its own: 20 do not fit on 2 cores beside the rest) each delete one owner a
+// second. The quiet members' time from owner deleted to dependent gone, p50 and p99, without the
+// burst (FLEET_WINDOW seconds, default 40) and during it, side by side in one run; every member's
+// client budget is FLEET_QPS (default 200, burst twice that) so that the burst is collected in
+// about a minute.
+func BenchmarkFleetFairness(b *testing.B) {
+	quietN := envInt(b, "FLEET_QUIET", 4)
+	burst := envInt(b, "FLEET_BURST", 10000)
+	window := time.Duration(envInt(b, "FLEET_WINDOW", 40)) * time.Second
+	qps := envInt(b, "FLEET_QPS", 200)
+	ms := startMembers(b, "fair", quietN+1)
+	busy, quiet := ms[0], ms[1:]
+	busy.cs.CreateNamespace(b, "busy")
+	for _, m := range quiet {
+		m.cs.CreateNamespace(b, "quiet")
+	}
+	dir := b.TempDir()
+	register(b, dir, "busy", busy)
+	for i, m := range quiet {
+		register(b, dir, fmt.Sprintf("quiet-%02d", i), m)
+	}
+	casc := suite.StartCascade(b, "--fleet-kubeconfig-dir="+dir, "--orphan-record-configmap=",
+		"--fleet-member-qps="+strconv.Itoa(qps), "--fleet-member-burst="+strconv.Itoa(2*qps))
+	waitMembers(b, casc, quietN+1, 5*time.Minute)
+	for b.Loop() {
+		alone := quietRun(b, quiet, "alone", func() { time.Sleep(window) })
+
+		owners := busy.cs.CreateConfigMaps(b, "busy", burst, 20, func(i int) *corev1.ConfigMap {
+			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("owner-%05d", i)}}
+		})
+		busy.cs.CreateConfigMaps(b, "busy", burst, 20, func(i int) *corev1.ConfigMap {
+			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("dep-%05d", i), OwnerReferences: []metav1.OwnerReference{
+				{APIVersion: "v1", Kind: "ConfigMap", Name: fmt.Sprintf("owner-%05d", i), UID: owners[i]},
+			}}}
+		})
+		framework.EventuallyEvery(b, 2*time.Second, 5*time.Minute, "the burst's objects in the busy member's graph", func() (bool, error) {
+			v, _ := framework.Scrape(b, casc).Value(`cascade_member_graph_objects{cluster="busy"}`)
+			return v >= float64(2*burst), nil
+		})
+		var collected time.Duration
+		during := quietRun(b, quiet, "burst", func() {
+			start := time.Now()
+			bg := metav1.DeletePropagationBackground
+			if err := framework.Parallel(burst, 20, func(i int) error {
+				err := busy.cs.Kube.CoreV1().ConfigMaps("busy").Delete(context.Background(), fmt.Sprintf("owner-%05d", i), metav1.DeleteOptions{PropagationPolicy: &bg})
+				if apierrors.IsNotFound(err) {
+					return nil
+				}
+				return err
+			}); err != nil {
+				b.Fatal(err)
+			}
+			framework.EventuallyEvery(b, 2*time.Second, 30*time.Minute, "the burst's dependents gone", func() (bool, error) {
+				n, err := busy.cs.CountCMs("busy", "dep-")
+				return n == 0, err
+			})
+			collected = time.Since(start)
+			if rest := window - collected; rest > 0 {
+				time.Sleep(rest)
+			}
+		})
+		fmt.Printf("fleet-fairness: the busy member's %d owners deleted and their dependents collected in %.1fs\n", burst, collected.Seconds())
+		fmt.Printf("| quiet members' owner deleted to dependent gone | samples | p50 | p99 |\n|---|---|---|---|\n")
+		fmt.Printf("| without the burst | %d | %v | %v |\n", len(alone), percentile(alone, 50).Round(time.Millisecond), percentile(alone, 99).Round(time.Millisecond))
+		fmt.Printf("| during the burst | %d | %v | %v |\n", len(during), percentile(during, 50).Round(time.Millisecond), percentile(during, 99).Round(time.Millisecond))
+		ratio := float64(percentile(during, 99)) / float64(percentile(alone, 99))
+		fmt.Printf("fleet-fairness: p99 during the burst is %.2fx its value without it (goal: at most 2)\n", ratio)
+		b.ReportMetric(ratio, "p99-ratio")
+		b.ReportMetric(collected.Seconds(), "burst-s")
+	}
+}
