@@ -217,9 +217,10 @@ func waitAPIServiceAvailable(t *testing.T, dyn dynamic.Interface, name string) {
 //   - kustomize: install (an overlay of the base with the monitoring component and the image),
 //     then, with a cascade running as deploy/base's ServiceAccount and serving its aggregated
 //     API through the API server, the three troubleshooting trees on situations made for them
-//     (an owned dependent; an owner held by a blocking dependent with a foreign finalizer, until
-//     DeletionStuck; a dependent cascade collects, then found in the audit log and cascade's JSON
-//     log), the FlowSchema check, upgrade, rollback and uninstall;
+//     (an owned dependent; an owner held by a blocking dependent with a foreign finalizer, with
+//     the Deployment's 5-minute stuck-deletion threshold; a dependent cascade collects, then
+//     found in the audit log and cascade's JSON log), the FlowSchema check, upgrade, rollback
+//     and uninstall;
 //   - helm: the README's three commands and the uninstall; then install with monitoring,
 //     upgrade, rollback, JSON logs, uninstall.
 //
@@ -376,16 +377,17 @@ func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Cl
 	port := freePort(t, ip)
 	metrics := net.JoinHostPort(ip, strconv.Itoa(port))
 	// The installed Deployment's arguments (what a pod of it runs), the addresses this host
-	// gives, the Lease's namespace (a pod's own namespace in a cluster), the JSON logs at -v=2
-	// that troubleshooting.md tells the reader to turn on for its log query, and two timings
-	// shortened so that the stuck-deletion tree does not wait 5 minutes.
+	// gives, the Lease's namespace (a pod's own namespace in a cluster), and the JSON logs at
+	// -v=2 that troubleshooting.md tells the reader to turn on for its log query. No timing of
+	// the test's own: the stuck-deletion tree runs with the shipped --stuck-deletion-threshold
+	// (5m) and --finalizer-resync-period (30s), as a reader's cascade does (see that tree below).
 	args := []string{"--kubeconfig=" + kc, "--leader-elect-resource-namespace=cascade-system"}
 	for _, a := range deploymentArgs(t, cs.Kube) {
 		if !strings.HasPrefix(a, "--metrics-bind-address=") && !strings.HasPrefix(a, "--health-probe-bind-address=") {
 			args = append(args, a)
 		}
 	}
-	args = append(args, "--metrics-bind-address="+metrics, "--logging-format=json", "--v=2", "--stuck-deletion-threshold=2s", "--finalizer-resync-period=1s")
+	args = append(args, "--metrics-bind-address="+metrics, "--logging-format=json", "--v=2")
 	c, err := cp.StartSecureCascade("cascade-docs", suite.CascadeBin, harness.ProcessOptions{}, args...)
 	if err != nil {
 		t.Fatal(err)
@@ -431,7 +433,8 @@ func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Cl
 	ref := framework.RefTo("v1", "ConfigMap", "web", owner.UID, true)
 	dep := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web-config", Namespace: "shop",
 		OwnerReferences: []metav1.OwnerReference{ref}, Finalizers: []string{"example.com/hold"}}}
-	if _, err := cs.Kube.CoreV1().ConfigMaps("shop").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+	dep, err = cs.Kube.CoreV1().ConfigMaps("shop").Create(ctx, dep, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, collectTimeout, "cascade explain sees web-config's live owner", func() (bool, error) {
@@ -442,17 +445,29 @@ func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Cl
 	mustContain(t, "not-deleted.sh", out, "ConfigMap shop/web-config", "SolidOwner", string(owner.UID), "\nok", "cascade_workqueue_depth")
 
 	// Why is this owner stuck Terminating: web deleted in the foreground waits for web-config,
-	// which its foreign finalizer holds.
+	// which its foreign finalizer holds. cascade runs with the Deployment's
+	// --stuck-deletion-threshold, 5 minutes, which the test does not wait out (nor shorten: a
+	// reader's cascade does not): the DeletionStuck Event comes after it (its message is
+	// TestStuckDeletionDiagnosed's), while cascade explain on the owner, which the tree runs
+	// next, names the blocking dependent and the finalizer that holds it from the moment the
+	// owner waits. So the tree is checked for what it shows before the threshold: no Event
+	// yet, the owner's GC finalizer, the dependent held by example.com/hold, the gauges.
 	fg := metav1.DeletePropagationForeground
 	if err := cs.Kube.CoreV1().ConfigMaps("shop").Delete(ctx, "web", metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
 		t.Fatal(err)
 	}
-	framework.Eventually(t, collectTimeout, "a DeletionStuck Event on web", func() (bool, error) {
-		evs, err := cs.Kube.CoreV1().Events("shop").List(ctx, metav1.ListOptions{FieldSelector: "reason=DeletionStuck,involvedObject.name=web"})
-		return err == nil && len(evs.Items) > 0, err
+	held := fmt.Sprintf("ConfigMap shop/web-config (%s) blocking, being deleted, held by finalizers [example.com/hold]", dep.UID)
+	framework.Eventually(t, collectTimeout, "cascade explain: web waits for web-config, held by its finalizer", func() (bool, error) {
+		out, code := explainRun(t, "--kubeconfig="+cp.KubeconfigPath, "-n", "shop", "configmap/web")
+		return code == 0 && strings.Contains(out, held), fmt.Errorf("exit %d: %s", code, out)
 	})
 	out = tree("stuck.sh")
-	mustContain(t, "stuck.sh", out, "DeletionStuck", "web-config", "example.com/hold", "cascade_oldest_waiting_owner_seconds")
+	mustContain(t, "stuck.sh", out, "No resources found", "being deleted, GC finalizers [foregroundDeletion]", held,
+		`["foregroundDeletion"]`, `["example.com/hold"]`, `cascade_owners_waiting{finalizer="foregroundDeletion"} 1`,
+		`cascade_oldest_waiting_owner_seconds{finalizer="foregroundDeletion"}`)
+	if strings.Contains(out, "DeletionStuck") {
+		t.Errorf("stuck.sh lists a DeletionStuck Event before the Deployment's 5-minute --stuck-deletion-threshold")
+	}
 	// Release it: the finalizer's holder finishes, cascade finishes web.
 	patch := []byte(`{"metadata":{"finalizers":null}}`)
 	if _, err := cs.Kube.CoreV1().ConfigMaps("shop").Patch(ctx, "web-config", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
