@@ -118,6 +118,26 @@ func (r *docsRunner) runText(t *testing.T, name, text string, env ...string) str
 	return out.String()
 }
 
+// withReach runs reach-cascade.sh, then docs/examples/name, in one shell, as in a reader's
+// terminal: the scripts of troubleshooting.md and cli.md use its variables.
+func (r *docsRunner) withReach(t *testing.T, name string, env ...string) string {
+	t.Helper()
+	return r.runText(t, name, r.read(t, "reach-cascade.sh")+r.read(t, name), env...)
+}
+
+// writeLog puts c's log where the scripts' `kubectl logs ... > cascade.log` (a line that needs
+// a node) would write the pods' logs.
+func (r *docsRunner) writeLog(t *testing.T, c *harness.Cascade) {
+	t.Helper()
+	log, err := os.ReadFile(c.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, "cascade.log"), log, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // mustContain fails the test unless out holds every one of want.
 func mustContain(t *testing.T, what, out string, want ...string) {
 	t.Helper()
@@ -214,13 +234,15 @@ func waitAPIServiceAvailable(t *testing.T, dyn dynamic.Interface, name string) {
 // controller alone (so that a deleted namespace goes), the Prometheus Operator's CRDs and
 // kube-prometheus' ServiceAccount monitoring/prometheus-k8s. No kubelet: the objects are real,
 // the pods never start. In the order of docs/install.md and docs/troubleshooting.md:
+//   - docs/cli.md's shell completion, which needs no cluster;
 //   - kustomize: install (an overlay of the base with the monitoring component and the image),
-//     then, with a cascade running as deploy/base's ServiceAccount and serving its aggregated
-//     API through the API server, the three troubleshooting trees on situations made for them
-//     (an owned dependent; an owner held by a blocking dependent with a foreign finalizer, with
-//     the Deployment's 5-minute stuck-deletion threshold; a dependent cascade collects, then
-//     found in the audit log and cascade's JSON log), the FlowSchema check, upgrade, rollback
-//     and uninstall;
+//     then, with a cascade running as deploy/base's ServiceAccount with the installed
+//     Deployment's arguments and serving its aggregated API through the API server:
+//     docs/cli.md's cascade status (also as kubectl's plugin) and the three ways to explain;
+//     the three troubleshooting trees on situations made for them (an owned dependent; an owner
+//     held by a blocking dependent with a foreign finalizer; a dependent cascade collects, then
+//     found in the audit log and cascade's JSON log); then the FlowSchema check, upgrade,
+//     rollback and uninstall;
 //   - helm: the README's three commands and the uninstall; then install with monitoring,
 //     upgrade, rollback, JSON logs, uninstall.
 //
@@ -254,6 +276,9 @@ func TestDocsExamples(t *testing.T) {
 	cs := framework.ClientsFor(t, cp.RestConfig())
 	kube, dyn := cs.Kube, cs.Dyn
 	r := newDocsRunner(t, cp)
+
+	// docs/cli.md: completion for the shell the scripts run in.
+	mustContain(t, "completion.sh", r.run(t, "completion.sh"), "-F __start_cascade cascade")
 
 	// What the docs assume exists: the Prometheus Operator's CRDs, Prometheus' ServiceAccount.
 	crds := os.Getenv("CASCADE_PROMETHEUS_OPERATOR_CRDS")
@@ -362,10 +387,11 @@ func TestDocsExamples(t *testing.T) {
 	}
 }
 
-// docsTroubleshooting runs docs/troubleshooting.md's blocks against a cascade running as
-// deploy/base's ServiceAccount (installed by the kustomize steps before), reached as in a
-// cluster: explain through the API server (the opt-in APIService, the Service cascade-metrics
-// and an EndpointSlice naming cascade's address on this host), /readyz and /metrics at the addresses
+// docsTroubleshooting runs docs/troubleshooting.md's blocks, and docs/cli.md's that need a
+// cascade, against a cascade running as deploy/base's
+// ServiceAccount (installed by the kustomize steps before), reached as in a cluster: explain
+// through the API server (the opt-in APIService, the Service cascade-metrics and an
+// EndpointSlice naming cascade's address on this host), /readyz and /metrics at the addresses
 // the port-forward would give (HEALTH, METRICS), its JSON log as the cascade.log kubectl logs
 // would write, and the API server's audit log.
 func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Clients, r *docsRunner, ip, auditLog string) {
@@ -417,14 +443,22 @@ func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Cl
 	waitAPIServiceAvailable(t, cs.Dyn, aggregatedAPIService)
 	env := []string{"HEALTH=" + strings.TrimPrefix(c.HealthURL, "http://"), "METRICS=" + metrics}
 	// reach-cascade.sh's variables feed the trees: it runs alone first, then in the same shell
-	// before each tree, as in a reader's terminal.
+	// before each tree (withReach), as in a reader's terminal.
 	r.run(t, "reach-cascade.sh", env...)
 	// docs/security.md's /metrics by hand, with the token of Prometheus' ServiceAccount (bound to
 	// cascade-metrics-reader by the kustomize install).
 	mustContain(t, "metrics-by-hand.sh", r.run(t, "metrics-by-hand.sh", env...), "cascade_build_info{")
-	tree := func(name string) string {
-		return r.runText(t, name, r.read(t, "reach-cascade.sh")+r.read(t, name), env...)
-	}
+
+	// docs/cli.md's cascade status: the leader publishes its status on its Lease, which the
+	// command reads with the admin's kubeconfig; then the same command as kubectl's plugin.
+	holder := waitLeaseStatus(t, cs, "cascade.dev/synced", "true")
+	pod, _, _ := strings.Cut(holder, "_")
+	out := r.run(t, "status.sh")
+	mustContain(t, "status.sh", out, "Leader:    "+pod+" (identity "+holder+")", "Lease:     cascade-system/cascade",
+		"Mode:      collector", "Sync:      synced", `"leader":"`+pod+`"`, `"mode":"collector"`, `"synced":true`,
+		`"policy":"ConfigMap cascade-system/cascade-policy, resourceVersion `, `"cascade.dev/mode":"collector"`)
+	out = r.run(t, "kubectl-plugin.sh")
+	mustContain(t, "kubectl-plugin.sh", out, "plugins/kubectl-cascade", "Leader:    "+pod+" (identity "+holder+")", "Lease:     cascade-system/cascade")
 
 	// Why is my object not deleted: web-config has a live owner, web. It also blocks web's
 	// foreground deletion and carries a foreign finalizer, for the next tree.
@@ -441,8 +475,17 @@ func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Cl
 		out, code := explainRun(t, "--kubeconfig="+cp.KubeconfigPath, "-n", "shop", "configmap/web-config")
 		return code == 0 && strings.Contains(out, "SolidOwner"), fmt.Errorf("exit %d: %s", code, out)
 	})
-	out := tree("not-deleted.sh")
+	out = r.withReach(t, "not-deleted.sh", env...)
 	mustContain(t, "not-deleted.sh", out, "ConfigMap shop/web-config", "SolidOwner", string(owner.UID), "\nok", "cascade_workqueue_depth")
+
+	// docs/cli.md: the same decision by cascade explain (through the API server: the APIService
+	// is installed), by kubectl get --raw on the aggregated API's path, and by --url straight to
+	// cascade's port (METRICS, where reach-cascade.sh's port-forward would listen), with the
+	// admin's token.
+	out = r.withReach(t, "explain-routes.sh", env...)
+	if n := strings.Count(out, `"reason":"SolidOwner"`); n != 3 {
+		t.Errorf("explain-routes.sh: %d of the three ways answer SolidOwner, want all three", n)
+	}
 
 	// Why is this owner stuck Terminating: web deleted in the foreground waits for web-config,
 	// which its foreign finalizer holds. cascade runs with the Deployment's
@@ -461,7 +504,7 @@ func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Cl
 		out, code := explainRun(t, "--kubeconfig="+cp.KubeconfigPath, "-n", "shop", "configmap/web")
 		return code == 0 && strings.Contains(out, held), fmt.Errorf("exit %d: %s", code, out)
 	})
-	out = tree("stuck.sh")
+	out = r.withReach(t, "stuck.sh", env...)
 	mustContain(t, "stuck.sh", out, "No resources found", "being deleted, GC finalizers [foregroundDeletion]", held,
 		`["foregroundDeletion"]`, `["example.com/hold"]`, `cascade_owners_waiting{finalizer="foregroundDeletion"} 1`,
 		`cascade_oldest_waiting_owner_seconds{finalizer="foregroundDeletion"}`)
@@ -480,14 +523,7 @@ func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Cl
 	cs.CreateCM(t, "shop", "old-config", framework.CMRef(oldOwner))
 	cs.DeleteCM(t, "shop", "old-owner", metav1.DeletePropagationBackground)
 	cs.WaitCMGone(t, "shop", "old-config", collectTimeout)
-	// kubectl logs would write cascade.log: the local cascade's log instead.
-	log, err := os.ReadFile(c.LogPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(r.dir, "cascade.log"), log, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	r.writeLog(t, c)
 	out = r.run(t, "deleted.sh", "AUDIT_LOG="+auditLog)
 	mustContain(t, "deleted.sh", out, `"name":"old-config","code":200`, `"msg":"Deleted dependent whose owners are gone"`)
 
@@ -498,4 +534,23 @@ func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Cl
 	if err := cs.Kube.DiscoveryV1().EndpointSlices("cascade-system").Delete(ctx, slice, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waitLeaseStatus waits until cascade's Lease in cascade-system has a holder and the annotation
+// key says value (the status its leader publishes), and returns the holder's identity.
+func waitLeaseStatus(t *testing.T, cs framework.Clients, key, value string) string {
+	t.Helper()
+	var holder string
+	framework.Eventually(t, collectTimeout, fmt.Sprintf("cascade's Lease held, %s=%s", key, value), func() (bool, error) {
+		l, err := cs.Kube.CoordinationV1().Leases("cascade-system").Get(context.Background(), "cascade", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+			return false, errors.New("no holder")
+		}
+		holder = *l.Spec.HolderIdentity
+		return strings.Contains(l.Annotations[key], value), fmt.Errorf("%s=%q", key, l.Annotations[key])
+	})
+	return holder
 }
