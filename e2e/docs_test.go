@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -119,7 +121,7 @@ func (r *docsRunner) runText(t *testing.T, name, text string, env ...string) str
 }
 
 // withReach runs reach-cascade.sh, then docs/examples/name, in one shell, as in a reader's
-// terminal: the scripts of troubleshooting.md and cli.md use its variables.
+// terminal: the scripts of troubleshooting.md and runbooks.md use its variables.
 func (r *docsRunner) withReach(t *testing.T, name string, env ...string) string {
 	t.Helper()
 	return r.runText(t, name, r.read(t, "reach-cascade.sh")+r.read(t, name), env...)
@@ -241,8 +243,8 @@ func waitAPIServiceAvailable(t *testing.T, dyn dynamic.Interface, name string) {
 //     docs/cli.md's cascade status (also as kubectl's plugin) and the three ways to explain;
 //     the three troubleshooting trees on situations made for them (an owned dependent; an owner
 //     held by a blocking dependent with a foreign finalizer; a dependent cascade collects, then
-//     found in the audit log and cascade's JSON log); then the FlowSchema check, upgrade,
-//     rollback and uninstall;
+//     found in the audit log and cascade's JSON log); docs/runbooks.md's diagnoses (docsRunbooks);
+//     then the FlowSchema check, upgrade, rollback and uninstall;
 //   - helm: the README's three commands and the uninstall; then install with monitoring,
 //     upgrade, rollback, JSON logs, uninstall.
 //
@@ -387,8 +389,8 @@ func TestDocsExamples(t *testing.T) {
 	}
 }
 
-// docsTroubleshooting runs docs/troubleshooting.md's blocks, and docs/cli.md's that need a
-// cascade, against a cascade running as deploy/base's
+// docsTroubleshooting runs docs/troubleshooting.md's blocks, and docs/cli.md's and
+// docs/runbooks.md's that need a cascade, against a cascade running as deploy/base's
 // ServiceAccount (installed by the kustomize steps before), reached as in a cluster: explain
 // through the API server (the opt-in APIService, the Service cascade-metrics and an
 // EndpointSlice naming cascade's address on this host), /readyz and /metrics at the addresses
@@ -527,6 +529,8 @@ func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Cl
 	out = r.run(t, "deleted.sh", "AUDIT_LOG="+auditLog)
 	mustContain(t, "deleted.sh", out, `"name":"old-config","code":200`, `"msg":"Deleted dependent whose owners are gone"`)
 
+	docsRunbooks(t, cs, r, c, env, ip, pod, holder)
+
 	// Stopping cascade releases its Lease, which cascade uninstall checks.
 	if err := c.Stop(10 * time.Second); err != nil {
 		t.Logf("stopping cascade: %v", err)
@@ -553,4 +557,113 @@ func waitLeaseStatus(t *testing.T, cs framework.Clients, key, value string) stri
 		return strings.Contains(l.Annotations[key], value), fmt.Errorf("%s=%q", key, l.Annotations[key])
 	})
 	return holder
+}
+
+// docsRunbooks runs docs/runbooks.md's diagnoses against docsTroubleshooting's cascade (pod is
+// its leader's name as the Lease gives it, holder the Lease's holder), each on the situation
+// of its alert where one can be made here, and checks that each command shows what its section
+// tells the reader to look for:
+//   - the install as it is for CascadeDown, CascadeNoLeader and CascadeAPIErrors: the
+//     Deployment, /readyz, the metrics reader's binding, the Service's EndpointSlice; the
+//     leader, the Lease's RBAC, the election in the log; the request counts by code, the RBAC
+//     of a resource, API Priority and Fairness' counts of cascade's FlowSchema;
+//   - CascadeUnknownOwnerKinds: a dependent whose owner reference has a typo in apiVersion
+//     (app/v1 for apps/v1);
+//   - CascadeResourceUnsynced and CascadeDiscoveryFailing: a CRD whose preferred version cannot
+//     be listed (its conversion webhook's Service does not exist) and metrics-server's
+//     APIService without its Service, both removed afterwards (cascade uninstall, later, must
+//     read every resource of every group).
+//
+// CascadeOwnerWaitingLong's block is stuck.sh, run by the stuck tree. No kubelet: no pod of the
+// Deployment exists, so the pods' lines list none (nothing is asserted of them), and the logs
+// are the local cascade's (writeLog).
+func docsRunbooks(t *testing.T, cs framework.Clients, r *docsRunner, c *harness.Cascade, env []string, ip, pod, holder string) {
+	ctx := context.Background()
+	out := r.withReach(t, "runbook-down.sh", env...)
+	mustContain(t, "runbook-down.sh", out, "deployment.apps/cascade", "\nok", "prometheus-cascade-metrics", "monitoring/prometheus-k8s",
+		"cascade-metrics-docs", ip)
+
+	r.writeLog(t, c)
+	out = r.withReach(t, "runbook-no-leader.sh", env...)
+	mustContain(t, "runbook-no-leader.sh", out, "Leader:    "+pod+" (identity "+holder+")", "\nyes\n", "Elected leader: starting workers")
+
+	out = r.withReach(t, "runbook-api-errors.sh", env...)
+	mustContain(t, "runbook-api-errors.sh", out, `cascade_api_requests_total{code="200"`, "\nyes\n",
+		`apiserver_flowcontrol_dispatched_requests_total{flow_schema="cascade"`)
+
+	// CascadeUnknownOwnerKinds: legacy-config names its owner with apiVersion app/v1, which no
+	// API serves. cascade keeps it and retries; the first failure is in the log.
+	cs.CreateCM(t, "shop", "legacy-config", framework.RefTo("app/v1", "Deployment", "web", uuid.NewUUID(), false))
+	framework.Eventually(t, collectTimeout, "cascade's log: the owner's kind has no REST mapping", func() (bool, error) {
+		return logLines(t, c, "Work item failed", "no matches for kind", "app/v1") > 0, nil
+	})
+	r.writeLog(t, c)
+	out = r.withReach(t, "runbook-unknown-kinds.sh", env...)
+	mustContain(t, "runbook-unknown-kinds.sh", out, "app/v1 Deployment/web", "no REST mapping for this apiVersion/kind", "no matches for kind",
+		"deployments", "apps/v1")
+	if !regexp.MustCompile(`(?m)^cascade_rest_mapping_errors_total [1-9]`).MatchString(out) {
+		t.Errorf("runbook-unknown-kinds.sh: cascade_rest_mapping_errors_total is not above 0")
+	}
+	cs.MustExistCM(t, "shop", "legacy-config")
+	if err := cs.Kube.CoreV1().ConfigMaps("shop").Delete(ctx, "legacy-config", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// CascadeResourceUnsynced: widgets.example.com, whose preferred version v2 needs a conversion
+	// webhook that does not exist. CascadeDiscoveryFailing: v1beta1.metrics.k8s.io, whose Service
+	// kube-system/metrics-server does not exist (metrics-server removed).
+	widgets := createUnlistableCRD(t, cs, "shop", "example.com", "Widget")
+	metricsAPI := brokenAPIService("metrics.k8s.io", "v1beta1")
+	if err := unstructured.SetNestedMap(metricsAPI.Object, map[string]any{"namespace": "kube-system", "name": "metrics-server", "port": int64(443)}, "spec", "service"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Dyn.Resource(apiServiceGVR).Create(ctx, metricsAPI, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	removeMetricsAPI := func() {
+		if err := cs.Dyn.Resource(apiServiceGVR).Delete(context.Background(), metricsAPI.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete APIService %s: %v", metricsAPI.GetName(), err)
+		}
+	}
+	t.Cleanup(removeMetricsAPI)
+	waitLeaseStatus(t, cs, "cascade.dev/unsynced-resources", "widgets.example.com")
+	framework.Eventually(t, collectTimeout, "cascade's log: listing widgets failed, discovery of metrics.k8s.io/v1beta1 failed", func() (bool, error) {
+		return logLines(t, c, "Failed to watch", "widgets.v2.example.com") > 0 && logLines(t, c, "Failed to discover API group", "metrics.k8s.io/v1beta1") > 0, nil
+	})
+	framework.Eventually(t, collectTimeout, "APIService "+metricsAPI.GetName()+" not available", func() (bool, error) {
+		as, err := cs.Dyn.Resource(apiServiceGVR).Get(ctx, metricsAPI.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(as.Object, "status", "conditions")
+		for _, cond := range conds {
+			if m, _ := cond.(map[string]any); m["type"] == "Available" {
+				return m["status"] == "False", fmt.Errorf("%v: %v", m["status"], m["message"])
+			}
+		}
+		return false, errors.New("no Available condition yet")
+	})
+	r.writeLog(t, c)
+	out = r.withReach(t, "runbook-unsynced.sh", env...)
+	mustContain(t, "runbook-unsynced.sh", out, "ok; 1 resources unsynced", "1 resources unsynced, decisions that need them wait: widgets.example.com",
+		`cascade_resource_unsynced{group="example.com",resource="widgets",version="v2"} 1`, "Failed to watch", "widgets.v2.example.com",
+		"\nyes\n", "Webhook", "no-such-webhook")
+	out = r.withReach(t, "runbook-discovery.sh", env...)
+	mustContain(t, "runbook-discovery.sh", out, "v1beta1.metrics.k8s.io", "kube-system/metrics-server", "False",
+		`service/metrics-server in "kube-system" is not present`, "Failed to discover API group", "metrics.k8s.io/v1beta1",
+		`cascade_discovery_errors_total{group_version="metrics.k8s.io/v1beta1"}`)
+
+	// Both repaired, as the sections' fixes say: the APIService of a backend that is gone
+	// deleted, the CRD's object deleted at its stored version, then the CRD.
+	removeMetricsAPI()
+	stored := widgets
+	stored.Version = "v1"
+	if err := cs.Dyn.Resource(stored).Namespace("shop").Delete(ctx, "stored-at-v1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deleteCRD(t, cs, widgets.Resource+"."+widgets.Group)
+	framework.WaitGone(t, "CRD "+widgets.Resource+"."+widgets.Group, collectTimeout, func() error {
+		_, err := cs.Dyn.Resource(crdGVR).Get(ctx, widgets.Resource+"."+widgets.Group, metav1.GetOptions{})
+		return err
+	})
 }
