@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -116,6 +118,26 @@ func (r *docsRunner) runText(t *testing.T, name, text string, env ...string) str
 	}
 	r.ran = append(r.ran, name)
 	return out.String()
+}
+
+// withReach runs reach-cascade.sh, then docs/examples/name, in one shell, as in a reader's
+// terminal: the scripts of troubleshooting.md and runbooks.md use its variables.
+func (r *docsRunner) withReach(t *testing.T, name string, env ...string) string {
+	t.Helper()
+	return r.runText(t, name, r.read(t, "reach-cascade.sh")+r.read(t, name), env...)
+}
+
+// writeLog puts c's log where the scripts' `kubectl logs ... > cascade.log` (a line that needs
+// a node) would write the pods' logs.
+func (r *docsRunner) writeLog(t *testing.T, c *harness.Cascade) {
+	t.Helper()
+	log, err := os.ReadFile(c.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, "cascade.log"), log, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // mustContain fails the test unless out holds every one of want.
@@ -214,12 +236,15 @@ func waitAPIServiceAvailable(t *testing.T, dyn dynamic.Interface, name string) {
 // controller alone (so that a deleted namespace goes), the Prometheus Operator's CRDs and
 // kube-prometheus' ServiceAccount monitoring/prometheus-k8s. No kubelet: the objects are real,
 // the pods never start. In the order of docs/install.md and docs/troubleshooting.md:
+//   - docs/cli.md's shell completion, which needs no cluster;
 //   - kustomize: install (an overlay of the base with the monitoring component and the image),
-//     then, with a cascade running as deploy/base's ServiceAccount and serving its aggregated
-//     API through the API server, the three troubleshooting trees on situations made for them
-//     (an owned dependent; an owner held by a blocking dependent with a foreign finalizer, until
-//     DeletionStuck; a dependent cascade collects, then found in the audit log and cascade's JSON
-//     log), the FlowSchema check, upgrade, rollback and uninstall;
+//     then, with a cascade running as deploy/base's ServiceAccount with the installed
+//     Deployment's arguments and serving its aggregated API through the API server:
+//     docs/cli.md's cascade status (also as kubectl's plugin) and the three ways to explain;
+//     the three troubleshooting trees on situations made for them (an owned dependent; an owner
+//     held by a blocking dependent with a foreign finalizer; a dependent cascade collects, then
+//     found in the audit log and cascade's JSON log); docs/runbooks.md's diagnoses (docsRunbooks);
+//     then the FlowSchema check, upgrade, rollback and uninstall;
 //   - helm: the README's three commands and the uninstall; then install with monitoring,
 //     upgrade, rollback, JSON logs, uninstall.
 //
@@ -253,6 +278,9 @@ func TestDocsExamples(t *testing.T) {
 	cs := framework.ClientsFor(t, cp.RestConfig())
 	kube, dyn := cs.Kube, cs.Dyn
 	r := newDocsRunner(t, cp)
+
+	// docs/cli.md: completion for the shell the scripts run in.
+	mustContain(t, "completion.sh", r.run(t, "completion.sh"), "-F __start_cascade cascade")
 
 	// What the docs assume exists: the Prometheus Operator's CRDs, Prometheus' ServiceAccount.
 	crds := os.Getenv("CASCADE_PROMETHEUS_OPERATOR_CRDS")
@@ -361,10 +389,11 @@ func TestDocsExamples(t *testing.T) {
 	}
 }
 
-// docsTroubleshooting runs docs/troubleshooting.md's blocks against a cascade running as
-// deploy/base's ServiceAccount (installed by the kustomize steps before), reached as in a
-// cluster: explain through the API server (the opt-in APIService, the Service cascade-metrics
-// and an EndpointSlice naming cascade's address on this host), /readyz and /metrics at the addresses
+// docsTroubleshooting runs docs/troubleshooting.md's blocks, and docs/cli.md's and
+// docs/runbooks.md's that need a cascade, against a cascade running as deploy/base's
+// ServiceAccount (installed by the kustomize steps before), reached as in a cluster: explain
+// through the API server (the opt-in APIService, the Service cascade-metrics and an
+// EndpointSlice naming cascade's address on this host), /readyz and /metrics at the addresses
 // the port-forward would give (HEALTH, METRICS), its JSON log as the cascade.log kubectl logs
 // would write, and the API server's audit log.
 func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Clients, r *docsRunner, ip, auditLog string) {
@@ -376,16 +405,17 @@ func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Cl
 	port := freePort(t, ip)
 	metrics := net.JoinHostPort(ip, strconv.Itoa(port))
 	// The installed Deployment's arguments (what a pod of it runs), the addresses this host
-	// gives, the Lease's namespace (a pod's own namespace in a cluster), the JSON logs at -v=2
-	// that troubleshooting.md tells the reader to turn on for its log query, and two timings
-	// shortened so that the stuck-deletion tree does not wait 5 minutes.
+	// gives, the Lease's namespace (a pod's own namespace in a cluster), and the JSON logs at
+	// -v=2 that troubleshooting.md tells the reader to turn on for its log query. No timing of
+	// the test's own: the stuck-deletion tree runs with the shipped --stuck-deletion-threshold
+	// (5m) and --finalizer-resync-period (30s), as a reader's cascade does (see that tree below).
 	args := []string{"--kubeconfig=" + kc, "--leader-elect-resource-namespace=cascade-system"}
 	for _, a := range deploymentArgs(t, cs.Kube) {
 		if !strings.HasPrefix(a, "--metrics-bind-address=") && !strings.HasPrefix(a, "--health-probe-bind-address=") {
 			args = append(args, a)
 		}
 	}
-	args = append(args, "--metrics-bind-address="+metrics, "--logging-format=json", "--v=2", "--stuck-deletion-threshold=2s", "--finalizer-resync-period=1s")
+	args = append(args, "--metrics-bind-address="+metrics, "--logging-format=json", "--v=2")
 	c, err := cp.StartSecureCascade("cascade-docs", suite.CascadeBin, harness.ProcessOptions{}, args...)
 	if err != nil {
 		t.Fatal(err)
@@ -415,14 +445,22 @@ func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Cl
 	waitAPIServiceAvailable(t, cs.Dyn, aggregatedAPIService)
 	env := []string{"HEALTH=" + strings.TrimPrefix(c.HealthURL, "http://"), "METRICS=" + metrics}
 	// reach-cascade.sh's variables feed the trees: it runs alone first, then in the same shell
-	// before each tree, as in a reader's terminal.
+	// before each tree (withReach), as in a reader's terminal.
 	r.run(t, "reach-cascade.sh", env...)
 	// docs/security.md's /metrics by hand, with the token of Prometheus' ServiceAccount (bound to
 	// cascade-metrics-reader by the kustomize install).
 	mustContain(t, "metrics-by-hand.sh", r.run(t, "metrics-by-hand.sh", env...), "cascade_build_info{")
-	tree := func(name string) string {
-		return r.runText(t, name, r.read(t, "reach-cascade.sh")+r.read(t, name), env...)
-	}
+
+	// docs/cli.md's cascade status: the leader publishes its status on its Lease, which the
+	// command reads with the admin's kubeconfig; then the same command as kubectl's plugin.
+	holder := waitLeaseStatus(t, cs, "cascade.dev/synced", "true")
+	pod, _, _ := strings.Cut(holder, "_")
+	out := r.run(t, "status.sh")
+	mustContain(t, "status.sh", out, "Leader:    "+pod+" (identity "+holder+")", "Lease:     cascade-system/cascade",
+		"Mode:      collector", "Sync:      synced", `"leader":"`+pod+`"`, `"mode":"collector"`, `"synced":true`,
+		`"policy":"ConfigMap cascade-system/cascade-policy, resourceVersion `, `"cascade.dev/mode":"collector"`)
+	out = r.run(t, "kubectl-plugin.sh")
+	mustContain(t, "kubectl-plugin.sh", out, "plugins/kubectl-cascade", "Leader:    "+pod+" (identity "+holder+")", "Lease:     cascade-system/cascade")
 
 	// Why is my object not deleted: web-config has a live owner, web. It also blocks web's
 	// foreground deletion and carries a foreign finalizer, for the next tree.
@@ -431,28 +469,50 @@ func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Cl
 	ref := framework.RefTo("v1", "ConfigMap", "web", owner.UID, true)
 	dep := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web-config", Namespace: "shop",
 		OwnerReferences: []metav1.OwnerReference{ref}, Finalizers: []string{"example.com/hold"}}}
-	if _, err := cs.Kube.CoreV1().ConfigMaps("shop").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+	dep, err = cs.Kube.CoreV1().ConfigMaps("shop").Create(ctx, dep, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, collectTimeout, "cascade explain sees web-config's live owner", func() (bool, error) {
 		out, code := explainRun(t, "--kubeconfig="+cp.KubeconfigPath, "-n", "shop", "configmap/web-config")
 		return code == 0 && strings.Contains(out, "SolidOwner"), fmt.Errorf("exit %d: %s", code, out)
 	})
-	out := tree("not-deleted.sh")
+	out = r.withReach(t, "not-deleted.sh", env...)
 	mustContain(t, "not-deleted.sh", out, "ConfigMap shop/web-config", "SolidOwner", string(owner.UID), "\nok", "cascade_workqueue_depth")
 
+	// docs/cli.md: the same decision by cascade explain (through the API server: the APIService
+	// is installed), by kubectl get --raw on the aggregated API's path, and by --url straight to
+	// cascade's port (METRICS, where reach-cascade.sh's port-forward would listen), with the
+	// admin's token.
+	out = r.withReach(t, "explain-routes.sh", env...)
+	if n := strings.Count(out, `"reason":"SolidOwner"`); n != 3 {
+		t.Errorf("explain-routes.sh: %d of the three ways answer SolidOwner, want all three", n)
+	}
+
 	// Why is this owner stuck Terminating: web deleted in the foreground waits for web-config,
-	// which its foreign finalizer holds.
+	// which its foreign finalizer holds. cascade runs with the Deployment's
+	// --stuck-deletion-threshold, 5 minutes, which the test does not wait out (nor shorten: a
+	// reader's cascade does not): the DeletionStuck Event comes after it (its message is
+	// TestStuckDeletionDiagnosed's), while cascade explain on the owner, which the tree runs
+	// next, names the blocking dependent and the finalizer that holds it from the moment the
+	// owner waits. So the tree is checked for what it shows before the threshold: no Event
+	// yet, the owner's GC finalizer, the dependent held by example.com/hold, the gauges.
 	fg := metav1.DeletePropagationForeground
 	if err := cs.Kube.CoreV1().ConfigMaps("shop").Delete(ctx, "web", metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
 		t.Fatal(err)
 	}
-	framework.Eventually(t, collectTimeout, "a DeletionStuck Event on web", func() (bool, error) {
-		evs, err := cs.Kube.CoreV1().Events("shop").List(ctx, metav1.ListOptions{FieldSelector: "reason=DeletionStuck,involvedObject.name=web"})
-		return err == nil && len(evs.Items) > 0, err
+	held := fmt.Sprintf("ConfigMap shop/web-config (%s) blocking, being deleted, held by finalizers [example.com/hold]", dep.UID)
+	framework.Eventually(t, collectTimeout, "cascade explain: web waits for web-config, held by its finalizer", func() (bool, error) {
+		out, code := explainRun(t, "--kubeconfig="+cp.KubeconfigPath, "-n", "shop", "configmap/web")
+		return code == 0 && strings.Contains(out, held), fmt.Errorf("exit %d: %s", code, out)
 	})
-	out = tree("stuck.sh")
-	mustContain(t, "stuck.sh", out, "DeletionStuck", "web-config", "example.com/hold", "cascade_oldest_waiting_owner_seconds")
+	out = r.withReach(t, "stuck.sh", env...)
+	mustContain(t, "stuck.sh", out, "No resources found", "being deleted, GC finalizers [foregroundDeletion]", held,
+		`["foregroundDeletion"]`, `["example.com/hold"]`, `cascade_owners_waiting{finalizer="foregroundDeletion"} 1`,
+		`cascade_oldest_waiting_owner_seconds{finalizer="foregroundDeletion"}`)
+	if strings.Contains(out, "DeletionStuck") {
+		t.Errorf("stuck.sh lists a DeletionStuck Event before the Deployment's 5-minute --stuck-deletion-threshold")
+	}
 	// Release it: the finalizer's holder finishes, cascade finishes web.
 	patch := []byte(`{"metadata":{"finalizers":null}}`)
 	if _, err := cs.Kube.CoreV1().ConfigMaps("shop").Patch(ctx, "web-config", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
@@ -465,16 +525,11 @@ func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Cl
 	cs.CreateCM(t, "shop", "old-config", framework.CMRef(oldOwner))
 	cs.DeleteCM(t, "shop", "old-owner", metav1.DeletePropagationBackground)
 	cs.WaitCMGone(t, "shop", "old-config", collectTimeout)
-	// kubectl logs would write cascade.log: the local cascade's log instead.
-	log, err := os.ReadFile(c.LogPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(r.dir, "cascade.log"), log, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	r.writeLog(t, c)
 	out = r.run(t, "deleted.sh", "AUDIT_LOG="+auditLog)
 	mustContain(t, "deleted.sh", out, `"name":"old-config","code":200`, `"msg":"Deleted dependent whose owners are gone"`)
+
+	docsRunbooks(t, cs, r, c, env, ip, pod, holder)
 
 	// Stopping cascade releases its Lease, which cascade uninstall checks.
 	if err := c.Stop(10 * time.Second); err != nil {
@@ -483,4 +538,132 @@ func docsTroubleshooting(t *testing.T, cp *harness.ControlPlane, cs framework.Cl
 	if err := cs.Kube.DiscoveryV1().EndpointSlices("cascade-system").Delete(ctx, slice, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waitLeaseStatus waits until cascade's Lease in cascade-system has a holder and the annotation
+// key says value (the status its leader publishes), and returns the holder's identity.
+func waitLeaseStatus(t *testing.T, cs framework.Clients, key, value string) string {
+	t.Helper()
+	var holder string
+	framework.Eventually(t, collectTimeout, fmt.Sprintf("cascade's Lease held, %s=%s", key, value), func() (bool, error) {
+		l, err := cs.Kube.CoordinationV1().Leases("cascade-system").Get(context.Background(), "cascade", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+			return false, errors.New("no holder")
+		}
+		holder = *l.Spec.HolderIdentity
+		return strings.Contains(l.Annotations[key], value), fmt.Errorf("%s=%q", key, l.Annotations[key])
+	})
+	return holder
+}
+
+// docsRunbooks runs docs/runbooks.md's diagnoses against docsTroubleshooting's cascade (pod is
+// its leader's name as the Lease gives it, holder the Lease's holder), each on the situation
+// of its alert where one can be made here, and checks that each command shows what its section
+// tells the reader to look for:
+//   - the install as it is for CascadeDown, CascadeNoLeader and CascadeAPIErrors: the
+//     Deployment, /readyz, the metrics reader's binding, the Service's EndpointSlice; the
+//     leader, the Lease's RBAC, the election in the log; the request counts by code, the RBAC
+//     of a resource, API Priority and Fairness' counts of cascade's FlowSchema;
+//   - CascadeUnknownOwnerKinds: a dependent whose owner reference has a typo in apiVersion
+//     (app/v1 for apps/v1);
+//   - CascadeResourceUnsynced and CascadeDiscoveryFailing: a CRD whose preferred version cannot
+//     be listed (its conversion webhook's Service does not exist) and metrics-server's
+//     APIService without its Service, both removed afterwards (cascade uninstall, later, must
+//     read every resource of every group).
+//
+// CascadeOwnerWaitingLong's block is stuck.sh, run by the stuck tree. No kubelet: no pod of the
+// Deployment exists, so the pods' lines list none (nothing is asserted of them), and the logs
+// are the local cascade's (writeLog).
+func docsRunbooks(t *testing.T, cs framework.Clients, r *docsRunner, c *harness.Cascade, env []string, ip, pod, holder string) {
+	ctx := context.Background()
+	out := r.withReach(t, "runbook-down.sh", env...)
+	mustContain(t, "runbook-down.sh", out, "deployment.apps/cascade", "\nok", "prometheus-cascade-metrics", "monitoring/prometheus-k8s",
+		"cascade-metrics-docs", ip)
+
+	r.writeLog(t, c)
+	out = r.withReach(t, "runbook-no-leader.sh", env...)
+	mustContain(t, "runbook-no-leader.sh", out, "Leader:    "+pod+" (identity "+holder+")", "\nyes\n", "Elected leader: starting workers")
+
+	out = r.withReach(t, "runbook-api-errors.sh", env...)
+	mustContain(t, "runbook-api-errors.sh", out, `cascade_api_requests_total{code="200"`, "\nyes\n",
+		`apiserver_flowcontrol_dispatched_requests_total{flow_schema="cascade"`)
+
+	// CascadeUnknownOwnerKinds: legacy-config names its owner with apiVersion app/v1, which no
+	// API serves. cascade keeps it and retries; the first failure is in the log.
+	cs.CreateCM(t, "shop", "legacy-config", framework.RefTo("app/v1", "Deployment", "web", uuid.NewUUID(), false))
+	framework.Eventually(t, collectTimeout, "cascade's log: the owner's kind has no REST mapping", func() (bool, error) {
+		return logLines(t, c, "Work item failed", "no matches for kind", "app/v1") > 0, nil
+	})
+	r.writeLog(t, c)
+	out = r.withReach(t, "runbook-unknown-kinds.sh", env...)
+	mustContain(t, "runbook-unknown-kinds.sh", out, "app/v1 Deployment/web", "no REST mapping for this apiVersion/kind", "no matches for kind",
+		"deployments", "apps/v1")
+	if !regexp.MustCompile(`(?m)^cascade_rest_mapping_errors_total [1-9]`).MatchString(out) {
+		t.Errorf("runbook-unknown-kinds.sh: cascade_rest_mapping_errors_total is not above 0")
+	}
+	cs.MustExistCM(t, "shop", "legacy-config")
+	if err := cs.Kube.CoreV1().ConfigMaps("shop").Delete(ctx, "legacy-config", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// CascadeResourceUnsynced: widgets.example.com, whose preferred version v2 needs a conversion
+	// webhook that does not exist. CascadeDiscoveryFailing: v1beta1.metrics.k8s.io, whose Service
+	// kube-system/metrics-server does not exist (metrics-server removed).
+	widgets := createUnlistableCRD(t, cs, "shop", "example.com", "Widget")
+	metricsAPI := brokenAPIService("metrics.k8s.io", "v1beta1")
+	if err := unstructured.SetNestedMap(metricsAPI.Object, map[string]any{"namespace": "kube-system", "name": "metrics-server", "port": int64(443)}, "spec", "service"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Dyn.Resource(apiServiceGVR).Create(ctx, metricsAPI, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	removeMetricsAPI := func() {
+		if err := cs.Dyn.Resource(apiServiceGVR).Delete(context.Background(), metricsAPI.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete APIService %s: %v", metricsAPI.GetName(), err)
+		}
+	}
+	t.Cleanup(removeMetricsAPI)
+	waitLeaseStatus(t, cs, "cascade.dev/unsynced-resources", "widgets.example.com")
+	framework.Eventually(t, collectTimeout, "cascade's log: listing widgets failed, discovery of metrics.k8s.io/v1beta1 failed", func() (bool, error) {
+		return logLines(t, c, "Failed to watch", "widgets.v2.example.com") > 0 && logLines(t, c, "Failed to discover API group", "metrics.k8s.io/v1beta1") > 0, nil
+	})
+	framework.Eventually(t, collectTimeout, "APIService "+metricsAPI.GetName()+" not available", func() (bool, error) {
+		as, err := cs.Dyn.Resource(apiServiceGVR).Get(ctx, metricsAPI.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(as.Object, "status", "conditions")
+		for _, cond := range conds {
+			if m, _ := cond.(map[string]any); m["type"] == "Available" {
+				return m["status"] == "False", fmt.Errorf("%v: %v", m["status"], m["message"])
+			}
+		}
+		return false, errors.New("no Available condition yet")
+	})
+	r.writeLog(t, c)
+	out = r.withReach(t, "runbook-unsynced.sh", env...)
+	mustContain(t, "runbook-unsynced.sh", out, "ok; 1 resources unsynced", "1 resources unsynced, decisions that need them wait: widgets.example.com",
+		`cascade_resource_unsynced{group="example.com",resource="widgets",version="v2"} 1`, "Failed to watch", "widgets.v2.example.com",
+		"\nyes\n", "Webhook", "no-such-webhook")
+	out = r.withReach(t, "runbook-discovery.sh", env...)
+	mustContain(t, "runbook-discovery.sh", out, "v1beta1.metrics.k8s.io", "kube-system/metrics-server", "False",
+		`service/metrics-server in "kube-system" is not present`, "Failed to discover API group", "metrics.k8s.io/v1beta1",
+		`cascade_discovery_errors_total{group_version="metrics.k8s.io/v1beta1"}`)
+
+	// Both repaired, as the sections' fixes say: the APIService of a backend that is gone
+	// deleted, the CRD's object deleted at its stored version, then the CRD.
+	removeMetricsAPI()
+	stored := widgets
+	stored.Version = "v1"
+	if err := cs.Dyn.Resource(stored).Namespace("shop").Delete(ctx, "stored-at-v1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deleteCRD(t, cs, widgets.Resource+"."+widgets.Group)
+	framework.WaitGone(t, "CRD "+widgets.Resource+"."+widgets.Group, collectTimeout, func() error {
+		_, err := cs.Dyn.Resource(crdGVR).Get(ctx, widgets.Resource+"."+widgets.Group, metav1.GetOptions{})
+		return err
+	})
 }

@@ -20,13 +20,14 @@ import (
 	"github.com/cascade-gc/cascade/e2e/framework"
 )
 
-// createUnlistableCRD creates a CRD whose preferred version (v2) sits behind a conversion
-// webhook that does not exist, and one object stored at v1: listing v2 needs the webhook, so it
-// fails for as long as the CRD exists, the way a broken conversion webhook, a down APIService or
-// an RBAC denial of one list would. Deleted at cleanup.
-func createUnlistableCRD(t *testing.T, cs framework.Clients, ns string) schema.GroupVersionResource {
+// createUnlistableCRD creates the CRD of group and kind (plural: lower(kind)+"s") whose
+// preferred version (v2) sits behind a conversion webhook that does not exist, and one object
+// stored at v1, stored-at-v1 in ns: listing v2 needs the webhook, so it fails for as long as the
+// CRD exists, the way a broken conversion webhook, a down APIService or an RBAC denial of one
+// list would. Deleted at cleanup.
+func createUnlistableCRD(t *testing.T, cs framework.Clients, ns, group, kind string) schema.GroupVersionResource {
 	t.Helper()
-	const group, plural, kind = "unsynced.e2e.cascade.dev", "gizmos", "Gizmo"
+	plural := strings.ToLower(kind) + "s"
 	crd := crdObject(group, kind, "Namespaced", "v1", "v2")
 	if err := unstructured.SetNestedField(crd.Object, missingWebhookConversion(), "spec", "conversion"); err != nil {
 		t.Fatal(err)
@@ -40,13 +41,13 @@ func createUnlistableCRD(t *testing.T, cs framework.Clients, ns string) schema.G
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": group + "/v1", "kind": kind, "metadata": map[string]any{"name": "stored-at-v1"},
 	}}
-	framework.Eventually(t, 30*time.Second, "a Gizmo stored at v1", func() (bool, error) {
+	framework.Eventually(t, 30*time.Second, "a "+kind+" stored at v1", func() (bool, error) {
 		_, err := cs.Dyn.Resource(v1).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
 		return err == nil, nil // the CRD may not be established yet
 	})
 	v2 := schema.GroupVersionResource{Group: group, Version: "v2", Resource: plural}
 	if _, err := cs.Dyn.Resource(v2).Namespace(ns).List(ctx, metav1.ListOptions{}); err == nil {
-		t.Fatal("listing gizmos at v2 succeeded; the test needs it to fail (conversion webhook)")
+		t.Fatalf("listing %s at v2 succeeded; the test needs it to fail (conversion webhook)", plural)
 	}
 	return v2
 }
@@ -75,7 +76,7 @@ func readyz(t *testing.T, healthURL string) (int, string) {
 func TestUnsyncedResourceDoesNotStall(t *testing.T) {
 	cs := suite.Clients(t)
 	ns := finNamespace(t, cs)
-	gizmos := createUnlistableCRD(t, cs, ns)
+	gizmos := createUnlistableCRD(t, cs, ns, "unsynced.e2e.cascade.dev", "Gizmo")
 	c := suite.StartCascade(t, "--sync-timeout=3s") // StartCascade waits for /readyz to answer 200
 
 	// /readyz counts every resource cascade cannot list: this test's, and any an earlier test
