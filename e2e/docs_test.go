@@ -628,7 +628,7 @@ func docsRunbooks(t *testing.T, cs framework.Clients, r *docsRunner, c *harness.
 	t.Cleanup(removeMetricsAPI)
 	waitLeaseStatus(t, cs, "cascade.dev/unsynced-resources", "widgets.example.com")
 	framework.Eventually(t, collectTimeout, "cascade's log: listing widgets failed, discovery of metrics.k8s.io/v1beta1 failed", func() (bool, error) {
-		return logLines(t, c, "Failed to watch", "widgets.v2.example.com") > 0 && logLines(t, c, "Failed to discover API group", "metrics.k8s.io/v1beta1") > 0, nil
+		return logLines(t, c, "Cannot list or watch resource", "widgets.v2.example.com") > 0 && logLines(t, c, "Failed to discover API group", "metrics.k8s.io/v1beta1") > 0, nil
 	})
 	framework.Eventually(t, collectTimeout, "APIService "+metricsAPI.GetName()+" not available", func() (bool, error) {
 		as, err := cs.Dyn.Resource(apiServiceGVR).Get(ctx, metricsAPI.GetName(), metav1.GetOptions{})
@@ -646,7 +646,7 @@ func docsRunbooks(t *testing.T, cs framework.Clients, r *docsRunner, c *harness.
 	r.writeLog(t, c)
 	out = r.withReach(t, "runbook-unsynced.sh", env...)
 	mustContain(t, "runbook-unsynced.sh", out, "ok; 1 resources unsynced", "1 resources unsynced, decisions that need them wait: widgets.example.com",
-		`cascade_resource_unsynced{group="example.com",resource="widgets",version="v2"} 1`, "Failed to watch", "widgets.v2.example.com",
+		`cascade_resource_unsynced{group="example.com",resource="widgets",version="v2"} 1`, "Cannot list or watch resource", "widgets.v2.example.com",
 		"\nyes\n", "Webhook", "no-such-webhook")
 	out = r.withReach(t, "runbook-discovery.sh", env...)
 	mustContain(t, "runbook-discovery.sh", out, "v1beta1.metrics.k8s.io", "kube-system/metrics-server", "False",

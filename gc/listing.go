@@ -85,11 +85,20 @@ func (l *streamLister) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 // streams by itself (client-go's own watch-list would buffer the whole list).
 func (l *streamLister) IsWatchListSemanticsUnSupported() bool { return true }
 
+// fail records a list or watch error, and logs the first of a run of them (until a complete
+// list): the resource is then unsynced (/readyz, cascade_resource_unsynced), and its objects'
+// view may be stale until it lists again.
+func (l *streamLister) fail(err error) {
+	if l.store.failed(err) {
+		l.logger.Error(err, "Cannot list or watch resource (retrying): it counts as unsynced until it lists again")
+	}
+}
+
 // WatchWithContext is the resource's watch, from the resourceVersion the last list returned.
 func (l *streamLister) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	w, err := l.client.Watch(ctx, opts)
 	if err != nil {
-		l.store.failed(err)
+		l.fail(err)
 	}
 	return w, err
 }
@@ -99,7 +108,7 @@ func (l *streamLister) WatchWithContext(ctx context.Context, opts metav1.ListOpt
 func (l *streamLister) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 	rv, err := l.stream(ctx, opts.ResourceVersion)
 	if err != nil {
-		l.store.failed(err)
+		l.fail(err)
 		return nil, err
 	}
 	return &metav1.PartialObjectMetadataList{ListMeta: metav1.ListMeta{ResourceVersion: rv}}, nil

@@ -2,6 +2,7 @@ package gc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -148,4 +149,22 @@ type earlyEnd struct {
 
 func (e earlyEnd) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
 	return e.w, nil
+}
+
+// The first list or watch error since the last complete list is the one logged: the store
+// says which it is, and a complete list starts a new run.
+func TestStoreFailedFirstOfARun(t *testing.T) {
+	s := &graphStore{res: cmResource, graph: New(Options{})}
+	if !s.failed(errors.New("a")) {
+		t.Fatal("the first failure is not reported as the first of its run")
+	}
+	if s.failed(errors.New("b")) || s.lastFailure() != "b" {
+		t.Fatalf("a second failure: reported as first, or not recorded (last failure %q)", s.lastFailure())
+	}
+	if err := s.Replace(nil, "1"); err != nil {
+		t.Fatal(err)
+	}
+	if s.lastFailure() != "" || !s.failed(errors.New("c")) {
+		t.Fatal("a complete list did not start a new run of failures")
+	}
 }

@@ -33,10 +33,12 @@ type graphStore struct {
 	streamed *graph.UIDSet
 }
 
-// failed records a list or watch error; the next complete list clears it.
-func (s *graphStore) failed(err error) {
+// failed records a list or watch error; the next complete list clears it. It reports whether
+// the error is the first since the last complete list (client-go's reflector retries a failed
+// watch silently, so the first error of a run is the one to log).
+func (s *graphStore) failed(err error) bool {
 	msg := err.Error()
-	s.failure.Store(&msg)
+	return s.failure.Swap(&msg) == nil
 }
 
 // lastFailure returns the error since the last complete list, or "".
