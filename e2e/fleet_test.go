@@ -23,6 +23,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/cascade-gc/cascade/e2e/framework"
 	"github.com/cascade-gc/cascade/e2e/harness"
@@ -304,6 +305,104 @@ func TestFleetOverlay(t *testing.T) {
 	dep := into[appsv1.Deployment](t, find(t, objs, "Deployment", "cascade"))
 	if !slices.Contains(dep.Spec.Template.Spec.Containers[0].Args, "--fleet-secrets-namespace=cascade-fleet") {
 		t.Errorf("the Deployment's arguments %v lack --fleet-secrets-namespace=cascade-fleet", dep.Spec.Template.Spec.Containers[0].Args)
+	}
+}
+
+// TestChartFleet (issue 33.6): the chart's fleet values render what deploy/overlays/fleet
+// creates (fleet.secretsNamespace: the same objects, rules, bindings and Deployment arguments),
+// and it passes a server dry run; no uninstall hook (cascade writes nothing in the host, and
+// its host role may not stop the Deployment), the helm test kept. The Cluster API provider and
+// the member values render their flags, with the Secrets' Role in that namespace and a host
+// ClusterRole that reads nothing; the schema refuses two providers, fleet mode in another mode
+// than collector, member values or a selector without their provider, and bad values.
+func TestChartFleet(t *testing.T) {
+	chartNamespaceExists(t)
+	dir := filepath.Join(deployDir(t), "overlays", "fleet")
+	if _, err := adminKubectl("apply", "-f", filepath.Join(dir, "fleet-namespace.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	rendered := helmTemplate(t, "fleet.secretsNamespace=cascade-fleet")
+	objs := objects(t, rendered)
+	matchesKustomize(t, objs, "overlays/fleet")
+	kinds := strings.Join(kindNames(objs), " ")
+	if strings.Contains(kinds, "Job/"+chartNamespace+"/cascade-uninstall") {
+		t.Errorf("fleet mode renders the uninstall hook: %s", kinds)
+	}
+	if !strings.Contains(kinds, "Pod/"+chartNamespace+"/cascade-test") {
+		t.Errorf("fleet mode renders no helm test: %s", kinds)
+	}
+	serverDryRunStream(t, "the chart in fleet mode", rendered)
+	if out, err := helm(t, "lint", "--strict", filepath.Join(deployDir(t), "chart"), "--set", "fleet.secretsNamespace=cascade-fleet", "--set", "monitoring.dashboard.enabled=true"); err != nil {
+		t.Errorf("helm lint in fleet mode: %v", err)
+	} else {
+		t.Log(strings.TrimSpace(out))
+	}
+
+	capi := objects(t, helmTemplateValues(t, `
+fleet:
+  clusterAPINamespace: capi
+  memberPolicyConfigMap: ""
+  memberQPS: 2.5
+  memberBurst: 5
+  memberWorkers: 4
+`))
+	args := into[appsv1.Deployment](t, find(t, capi, "Deployment", "cascade")).Spec.Template.Spec.Containers[0].Args
+	for _, want := range []string{"--fleet-cluster-api-namespace=capi", "--fleet-member-policy-configmap=", "--fleet-member-qps=2.5", "--fleet-member-burst=5", "--fleet-member-workers=4"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("the Cluster API values' arguments %v lack %s", args, want)
+		}
+	}
+	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--fleet-secrets-") }) {
+		t.Errorf("the Cluster API values' arguments %v name the Secrets provider", args)
+	}
+	if r := into[rbacv1.Role](t, find(t, capi, "Role", "cascade-fleet-members")); r.Namespace != "capi" || len(r.Rules) != 1 || !slices.Equal(r.Rules[0].Resources, []string{"secrets"}) {
+		t.Errorf("Role cascade-fleet-members %+v: want reading Secrets in capi", r)
+	}
+	for _, r := range into[rbacv1.ClusterRole](t, find(t, capi, "ClusterRole", "cascade")).Rules {
+		if slices.ContainsFunc(r.Verbs, func(v string) bool { return v == "get" || v == "list" || v == "watch" || v == "delete" || v == "*" }) {
+			t.Errorf("the host ClusterRole in fleet mode grants %v on %v", r.Verbs, r.Resources)
+		}
+	}
+	// Off: no fleet flag, no fleet Role, the collector's ClusterRole.
+	off := objects(t, helmTemplate(t))
+	if a := into[appsv1.Deployment](t, find(t, off, "Deployment", "cascade")).Spec.Template.Spec.Containers[0].Args; slices.ContainsFunc(a, func(a string) bool { return strings.HasPrefix(a, "--fleet-") }) {
+		t.Errorf("fleet off: arguments %v", a)
+	}
+	if slices.ContainsFunc(off, func(o *unstructured.Unstructured) bool { return o.GetName() == "cascade-fleet-members" }) {
+		t.Errorf("fleet off renders cascade-fleet-members: %v", kindNames(off))
+	}
+
+	chart := filepath.Join(deployDir(t), "chart")
+	for _, tc := range []struct {
+		set  []string
+		path string // in the error
+	}{
+		{[]string{"fleet.secretsNamespace=a", "fleet.clusterAPINamespace=b"}, "'not' failed"},
+		{[]string{"fleet.secretsNamespace=a", "mode=companion"}, "/mode"},
+		{[]string{"fleet.clusterAPINamespace=a", "mode=dry-run"}, "/mode"},
+		{[]string{"fleet.memberWorkers=4"}, "/fleet/"},
+		{[]string{"fleet.secretsSelector=team=a"}, "/fleet/secretsNamespace"},
+		{[]string{"fleet.clusterAPINamespace=a", "fleet.secretsSelector=team=a"}, "/fleet/secretsNamespace"},
+		{[]string{"fleet.secretsNamespace=Not_A_Namespace"}, "/fleet/secretsNamespace"},
+		{[]string{"fleet.secretsNamespace=a", "fleet.memberWorkers=101"}, "/fleet/memberWorkers"},
+		{[]string{"fleet.secretsNamespace=a", "fleet.memberBurst=0"}, "/fleet/memberBurst"},
+		{[]string{"fleet.secretsNamespace=a", "fleet.memberQPS=0"}, "/fleet/memberQPS"},
+		{[]string{"fleet.secretsNamespace=a", "fleet.memberPolicyConfigMap=no-namespace"}, "/fleet/memberPolicyConfigMap"},
+		{[]string{"fleet.kubeconfigDir=/x"}, "/fleet"},
+	} {
+		args := []string{"template", "cascade", chart, "--namespace", chartNamespace}
+		for _, s := range tc.set {
+			args = append(args, "--set", s)
+		}
+		_, err := helm(t, args...)
+		switch {
+		case err == nil:
+			t.Errorf("--set %v: rendered, want the schema to refuse it", tc.set)
+		case !strings.Contains(err.Error(), "values don't meet the specifications of the schema"):
+			t.Errorf("--set %v: refused, but not by the schema: %v", tc.set, err)
+		case !strings.Contains(err.Error(), tc.path):
+			t.Errorf("--set %v: the error does not name %s: %v", tc.set, tc.path, err)
+		}
 	}
 }
 
