@@ -228,6 +228,9 @@ func TestDashboard(t *testing.T) {
 		"cascade_collected_total", "cascade_workqueue_depth", "cascade_api_requests_total",
 		"cascade_worker_errors_total", "cascade_resource_unsynced", "cascade_oldest_waiting_owner_seconds",
 		"cascade_leader",
+		// Fleet mode: every per-member series, and the members by state.
+		"cascade_member_up", "cascade_member_graph_objects", "cascade_member_delete_queue_depth",
+		"cascade_member_owners_waiting", "cascade_fleet_members",
 	} {
 		if !strings.Contains(all.String(), m) {
 			t.Errorf("no dashboard panel shows %s", m)
@@ -295,9 +298,12 @@ func TestRunbooks(t *testing.T) {
 	}
 }
 
-// TestDashboardVariables: the dashboard has the datasource, job and cluster variables, the job
-// comes from cascade's own metric (no job name written anywhere), and every selector of every
-// query narrows to the chosen job and cluster.
+// TestDashboardVariables: the dashboard has the datasource, job, cluster and member variables,
+// the job comes from cascade's own metric (no job name written anywhere), the member from the
+// cluster label of cascade_member_up (several at once, All as every member), and every selector
+// of every query narrows to the chosen job and cluster, but a fleet's per-member series (those
+// whose own label is cluster, docs/metrics.md), whose cluster label names the member: they
+// narrow to the chosen job and members, and some panel shows them.
 func TestDashboardVariables(t *testing.T) {
 	dash, err := monitoring.LoadDashboard()
 	if err != nil {
@@ -316,15 +322,34 @@ func TestDashboardVariables(t *testing.T) {
 	if v := vars["cluster"]; v.Type != "query" || !strings.Contains(v.Definition, "cluster") || !v.IncludeAll || v.AllValue != monitoring.AllClusters {
 		t.Errorf("variable cluster %+v: want label_values(..., cluster), All as %s (series without a cluster label too)", v, monitoring.AllClusters)
 	}
+	if v := vars["member"]; v.Type != "query" || v.Definition != `label_values(cascade_member_up{job=~"`+monitoring.JobVariable+`"}, cluster)` ||
+		!v.Multi || !v.IncludeAll || v.AllValue != monitoring.AllMembers {
+		t.Errorf("variable member %+v: want label_values of cascade_member_up's cluster in the chosen jobs, several at once, All as %s", v, monitoring.AllMembers)
+	}
+	names := exported(t)
+	perMember := 0
 	sel := regexp.MustCompile(`\b((?:cascade|process|go)_[a-z_]+|up)(\{[^}]*\})?`)
 	for where, e := range monitoringExprs(t) {
 		if !strings.HasPrefix(where, "panel ") {
 			continue
 		}
 		for _, m := range sel.FindAllStringSubmatch(e, -1) {
-			if !strings.Contains(m[2], `job=~"`+monitoring.JobVariable+`"`) || !strings.Contains(m[2], `cluster=~"`+monitoring.ClusterVariable+`"`) {
+			job := strings.Contains(m[2], `job=~"`+monitoring.JobVariable+`"`)
+			cluster := strings.Contains(m[2], `cluster=~"`+monitoring.ClusterVariable+`"`)
+			member := strings.Contains(m[2], `cluster=~"`+monitoring.MemberVariable+`"`)
+			if slices.Contains(names[m[1]], "cluster") {
+				perMember++
+				if !job || !member || cluster {
+					t.Errorf("%s: %s%s is a member's series: it must select the dashboard's job and members (cluster=~%q), not the store's cluster (expr: %s)", where, m[1], m[2], monitoring.MemberVariable, e)
+				}
+				continue
+			}
+			if !job || !cluster || member {
 				t.Errorf("%s: %s%s does not select the dashboard's job and cluster (expr: %s)", where, m[1], m[2], e)
 			}
 		}
+	}
+	if perMember == 0 {
+		t.Errorf("no panel shows a member's series: the member variable %s is used nowhere", monitoring.MemberVariable)
 	}
 }

@@ -38,6 +38,7 @@ var operatorDocs = []string{
 	"docs/security.md",
 	"docs/uninstall.md",
 	"docs/modes.md",
+	"docs/fleet.md",
 }
 
 // commandFences are the fence languages that hold commands.

@@ -383,40 +383,47 @@ func TestChartServerDryRun(t *testing.T) {
 func TestChartMatchesKustomize(t *testing.T) {
 	for _, m := range chartModes {
 		t.Run(m.mode, func(t *testing.T) {
-			chart := installed(objects(t, helmTemplate(t, m.set...)))
-			kust := objects(t, kustomize(t, filepath.Join(deployDir(t), m.kustomize)))
-			kust = slices.DeleteFunc(kust, func(o *unstructured.Unstructured) bool { return o.GetKind() == "Namespace" })
-			if got, want := kindNames(chart), kindNames(kust); !slices.Equal(got, want) {
-				t.Fatalf("the chart creates\n  %v\ndeploy/%s creates\n  %v", got, m.kustomize, want)
-			}
-			for _, k := range kust {
-				c := find(t, chart, k.GetKind(), k.GetName())
-				var got, want any
-				switch k.GetKind() {
-				case "ClusterRole":
-					got, want = into[rbacv1.ClusterRole](t, c).Rules, into[rbacv1.ClusterRole](t, k).Rules
-				case "Role":
-					got, want = into[rbacv1.Role](t, c).Rules, into[rbacv1.Role](t, k).Rules
-				case "ClusterRoleBinding":
-					cb, kb := into[rbacv1.ClusterRoleBinding](t, c), into[rbacv1.ClusterRoleBinding](t, k)
-					got, want = []any{cb.RoleRef, cb.Subjects}, []any{kb.RoleRef, kb.Subjects}
-				case "RoleBinding":
-					cb, kb := into[rbacv1.RoleBinding](t, c), into[rbacv1.RoleBinding](t, k)
-					got, want = []any{cb.RoleRef, cb.Subjects}, []any{kb.RoleRef, kb.Subjects}
-				case "Deployment":
-					got, want = deploymentEssentials(t, c), deploymentEssentials(t, k)
-				case "Service", "NetworkPolicy", "PodDisruptionBudget":
-					got, want = c.Object["spec"], k.Object["spec"]
-				case "ConfigMap":
-					got, want = decodedPolicy(t, c), decodedPolicy(t, k)
-				default:
-					continue
-				}
-				if !reflect.DeepEqual(got, want) {
-					t.Errorf("%s %s: the chart has\n  %+v\ndeploy/%s has\n  %+v", k.GetKind(), k.GetName(), got, m.kustomize, want)
-				}
-			}
+			matchesKustomize(t, objects(t, helmTemplate(t, m.set...)), m.kustomize)
 		})
+	}
+}
+
+// matchesKustomize checks that the rendered chart creates what the kustomize directory dir (from
+// deploy/) does, as TestChartMatchesKustomize says.
+func matchesKustomize(t *testing.T, rendered []*unstructured.Unstructured, dir string) {
+	t.Helper()
+	chart := installed(rendered)
+	kust := objects(t, kustomize(t, filepath.Join(deployDir(t), dir)))
+	kust = slices.DeleteFunc(kust, func(o *unstructured.Unstructured) bool { return o.GetKind() == "Namespace" })
+	if got, want := kindNames(chart), kindNames(kust); !slices.Equal(got, want) {
+		t.Fatalf("the chart creates\n  %v\ndeploy/%s creates\n  %v", got, dir, want)
+	}
+	for _, k := range kust {
+		c := find(t, chart, k.GetKind(), k.GetName())
+		var got, want any
+		switch k.GetKind() {
+		case "ClusterRole":
+			got, want = into[rbacv1.ClusterRole](t, c).Rules, into[rbacv1.ClusterRole](t, k).Rules
+		case "Role":
+			got, want = into[rbacv1.Role](t, c).Rules, into[rbacv1.Role](t, k).Rules
+		case "ClusterRoleBinding":
+			cb, kb := into[rbacv1.ClusterRoleBinding](t, c), into[rbacv1.ClusterRoleBinding](t, k)
+			got, want = []any{cb.RoleRef, cb.Subjects}, []any{kb.RoleRef, kb.Subjects}
+		case "RoleBinding":
+			cb, kb := into[rbacv1.RoleBinding](t, c), into[rbacv1.RoleBinding](t, k)
+			got, want = []any{cb.RoleRef, cb.Subjects}, []any{kb.RoleRef, kb.Subjects}
+		case "Deployment":
+			got, want = deploymentEssentials(t, c), deploymentEssentials(t, k)
+		case "Service", "NetworkPolicy", "PodDisruptionBudget":
+			got, want = c.Object["spec"], k.Object["spec"]
+		case "ConfigMap":
+			got, want = decodedPolicy(t, c), decodedPolicy(t, k)
+		default:
+			continue
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s %s: the chart has\n  %+v\ndeploy/%s has\n  %+v", k.GetKind(), k.GetName(), got, dir, want)
+		}
 	}
 }
 

@@ -4,8 +4,11 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,10 +17,13 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/cascade-gc/cascade/e2e/framework"
 	"github.com/cascade-gc/cascade/e2e/harness"
@@ -100,7 +106,9 @@ func (m *fleetMember) everyDeletion(t *testing.T, ns string, cmNever bool) {
 		})
 	}
 	cm := func(name string) func() (metav1.Object, error) {
-		return func() (metav1.Object, error) { return m.cs.Kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}) }
+		return func() (metav1.Object, error) {
+			return m.cs.Kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		}
 	}
 	bg := m.cs.CreateCM(t, ns, p+"-bg-owner")
 	m.cs.CreateCM(t, ns, p+"-bg-dep", framework.CMRef(bg))
@@ -388,5 +396,283 @@ func TestFleetOverlay(t *testing.T) {
 	dep := into[appsv1.Deployment](t, find(t, objs, "Deployment", "cascade"))
 	if !slices.Contains(dep.Spec.Template.Spec.Containers[0].Args, "--fleet-secrets-namespace=cascade-fleet") {
 		t.Errorf("the Deployment's arguments %v lack --fleet-secrets-namespace=cascade-fleet", dep.Spec.Template.Spec.Containers[0].Args)
+	}
+}
+
+// TestChartFleet (issue 33.6): the chart's fleet values render what deploy/overlays/fleet
+// creates (fleet.secretsNamespace: the same objects, rules, bindings and Deployment arguments),
+// and it passes a server dry run; no uninstall hook (cascade writes nothing in the host, and
+// its host role may not stop the Deployment), the helm test kept. The Cluster API provider and
+// the member values render their flags, with the Secrets' Role in that namespace and a host
+// ClusterRole that reads nothing; the schema refuses two providers, fleet mode in another mode
+// than collector, member values or a selector without their provider, and bad values.
+func TestChartFleet(t *testing.T) {
+	chartNamespaceExists(t)
+	dir := filepath.Join(deployDir(t), "overlays", "fleet")
+	if _, err := adminKubectl("apply", "-f", filepath.Join(dir, "fleet-namespace.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	rendered := helmTemplate(t, "fleet.secretsNamespace=cascade-fleet")
+	objs := objects(t, rendered)
+	matchesKustomize(t, objs, "overlays/fleet")
+	kinds := strings.Join(kindNames(objs), " ")
+	if strings.Contains(kinds, "Job/"+chartNamespace+"/cascade-uninstall") {
+		t.Errorf("fleet mode renders the uninstall hook: %s", kinds)
+	}
+	if !strings.Contains(kinds, "Pod/"+chartNamespace+"/cascade-test") {
+		t.Errorf("fleet mode renders no helm test: %s", kinds)
+	}
+	serverDryRunStream(t, "the chart in fleet mode", rendered)
+	if out, err := helm(t, "lint", "--strict", filepath.Join(deployDir(t), "chart"), "--set", "fleet.secretsNamespace=cascade-fleet", "--set", "monitoring.dashboard.enabled=true"); err != nil {
+		t.Errorf("helm lint in fleet mode: %v", err)
+	} else {
+		t.Log(strings.TrimSpace(out))
+	}
+
+	capi := objects(t, helmTemplateValues(t, `
+fleet:
+  clusterAPINamespace: capi
+  memberPolicyConfigMap: ""
+  memberQPS: 2.5
+  memberBurst: 5
+  memberWorkers: 4
+`))
+	args := into[appsv1.Deployment](t, find(t, capi, "Deployment", "cascade")).Spec.Template.Spec.Containers[0].Args
+	for _, want := range []string{"--fleet-cluster-api-namespace=capi", "--fleet-member-policy-configmap=", "--fleet-member-qps=2.5", "--fleet-member-burst=5", "--fleet-member-workers=4"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("the Cluster API values' arguments %v lack %s", args, want)
+		}
+	}
+	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--fleet-secrets-") }) {
+		t.Errorf("the Cluster API values' arguments %v name the Secrets provider", args)
+	}
+	if r := into[rbacv1.Role](t, find(t, capi, "Role", "cascade-fleet-members")); r.Namespace != "capi" || len(r.Rules) != 1 || !slices.Equal(r.Rules[0].Resources, []string{"secrets"}) {
+		t.Errorf("Role cascade-fleet-members %+v: want reading Secrets in capi", r)
+	}
+	for _, r := range into[rbacv1.ClusterRole](t, find(t, capi, "ClusterRole", "cascade")).Rules {
+		if slices.ContainsFunc(r.Verbs, func(v string) bool { return v == "get" || v == "list" || v == "watch" || v == "delete" || v == "*" }) {
+			t.Errorf("the host ClusterRole in fleet mode grants %v on %v", r.Verbs, r.Resources)
+		}
+	}
+	// Off: no fleet flag, no fleet Role, the collector's ClusterRole.
+	off := objects(t, helmTemplate(t))
+	if a := into[appsv1.Deployment](t, find(t, off, "Deployment", "cascade")).Spec.Template.Spec.Containers[0].Args; slices.ContainsFunc(a, func(a string) bool { return strings.HasPrefix(a, "--fleet-") }) {
+		t.Errorf("fleet off: arguments %v", a)
+	}
+	if slices.ContainsFunc(off, func(o *unstructured.Unstructured) bool { return o.GetName() == "cascade-fleet-members" }) {
+		t.Errorf("fleet off renders cascade-fleet-members: %v", kindNames(off))
+	}
+
+	chart := filepath.Join(deployDir(t), "chart")
+	for _, tc := range []struct {
+		set  []string
+		path string // in the error
+	}{
+		{[]string{"fleet.secretsNamespace=a", "fleet.clusterAPINamespace=b"}, "'not' failed"},
+		{[]string{"fleet.secretsNamespace=a", "mode=companion"}, "/mode"},
+		{[]string{"fleet.clusterAPINamespace=a", "mode=dry-run"}, "/mode"},
+		{[]string{"fleet.memberWorkers=4"}, "/fleet/"},
+		{[]string{"fleet.secretsSelector=team=a"}, "/fleet/secretsNamespace"},
+		{[]string{"fleet.clusterAPINamespace=a", "fleet.secretsSelector=team=a"}, "/fleet/secretsNamespace"},
+		{[]string{"fleet.secretsNamespace=Not_A_Namespace"}, "/fleet/secretsNamespace"},
+		{[]string{"fleet.secretsNamespace=a", "fleet.memberWorkers=101"}, "/fleet/memberWorkers"},
+		{[]string{"fleet.secretsNamespace=a", "fleet.memberBurst=0"}, "/fleet/memberBurst"},
+		{[]string{"fleet.secretsNamespace=a", "fleet.memberQPS=0"}, "/fleet/memberQPS"},
+		{[]string{"fleet.secretsNamespace=a", "fleet.memberPolicyConfigMap=no-namespace"}, "/fleet/memberPolicyConfigMap"},
+		{[]string{"fleet.kubeconfigDir=/x"}, "/fleet"},
+	} {
+		args := []string{"template", "cascade", chart, "--namespace", chartNamespace}
+		for _, s := range tc.set {
+			args = append(args, "--set", s)
+		}
+		_, err := helm(t, args...)
+		switch {
+		case err == nil:
+			t.Errorf("--set %v: rendered, want the schema to refuse it", tc.set)
+		case !strings.Contains(err.Error(), "values don't meet the specifications of the schema"):
+			t.Errorf("--set %v: refused, but not by the schema: %v", tc.set, err)
+		case !strings.Contains(err.Error(), tc.path):
+			t.Errorf("--set %v: the error does not name %s: %v", tc.set, tc.path, err)
+		}
+	}
+}
+
+// TestFleetExplain (issue 33.6): a fleet cascade with exactly deploy/overlays/fleet's RBAC in
+// the host (its ClusterRole, its Role on the fleet namespace's Secrets and its binding of the
+// API server's authentication reader, for a ServiceAccount of the test's own), serving
+// securely, collects in its members, none of its requests refused, and explains a member's
+// objects only to a user who may get that member:
+//   - a tenant bound as docs/examples/fleet-member-explainer.yaml shows gets its member's
+//     explanation (the aggregated API's path, at cascade's port, as a port-forward reaches it)
+//     and 403 for another member and for one that does not exist; 400 without a member;
+//   - an operator with the overlay's cascade-debug-reader (get on every member) explains any
+//     member's object through /debug/graph, with `cascade explain --member --url` too, and gets
+//     404 for a member that does not run;
+//   - a user without a role gets 403.
+//
+// Two members are one kube-apiserver listed twice (two Secrets): two members to cascade.
+func TestFleetExplain(t *testing.T) {
+	cs := suite.Clients(t)
+	ctx := context.Background()
+	ns := cs.NewNamespace(t) // the test's ServiceAccounts
+	fleetNS := cs.NewNamespace(t)
+	m := startFleetMember(t, fleetNS, "tenant")
+	m.cs.CreateNamespace(t, "shop")
+	owner := m.cs.CreateCM(t, "shop", "owner")
+	dep := m.cs.CreateCM(t, "shop", "dep", framework.CMRef(owner))
+	kc := m.kubeconfig(t, "one")
+	putMemberSecret(t, cs, fleetNS, "tenant-a", kc)
+	putMemberSecret(t, cs, fleetNS, "tenant-b", kc)
+
+	// The test's identities: cascade and three users, ServiceAccounts of ns with tokens.
+	account := func(name string) (rbacv1.Subject, string) {
+		t.Helper()
+		if _, err := cs.Kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		tok, err := cs.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}, tok.Status.Token
+	}
+	cascadeSA, cascadeToken := account("cascade")
+	tenantSA, tenantToken := account("tenant")
+	operatorSA, operatorToken := account("operator")
+	_, nobodyToken := account("nobody")
+	// clusterRole creates a ClusterRole of rules under a name of the test's, bound to subject.
+	clusterRole := func(name string, rules []rbacv1.PolicyRule, subject rbacv1.Subject) {
+		t.Helper()
+		name = "e2e-" + ns + "-" + name
+		crs, crbs := cs.Kube.RbacV1().ClusterRoles(), cs.Kube.RbacV1().ClusterRoleBindings()
+		t.Cleanup(func() {
+			_ = crbs.Delete(context.Background(), name, metav1.DeleteOptions{})
+			_ = crs.Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+		if _, err := crs.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := crbs.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: []rbacv1.Subject{subject},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// cascade: the overlay's host RBAC, and nothing else.
+	overlay := objects(t, kustomize(t, filepath.Join(deployDir(t), "overlays", "fleet")))
+	clusterRole("cascade", into[rbacv1.ClusterRole](t, find(t, overlay, "ClusterRole", "cascade")).Rules, cascadeSA)
+	secrets := into[rbacv1.Role](t, find(t, overlay, "Role", "cascade-fleet-members"))
+	if _, err := cs.Kube.RbacV1().Roles(fleetNS).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "cascade-fleet-members"}, Rules: secrets.Rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Kube.RbacV1().RoleBindings(fleetNS).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "cascade-fleet-members"}, Subjects: []rbacv1.Subject{cascadeSA},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "cascade-fleet-members"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	authReader := into[rbacv1.RoleBinding](t, find(t, overlay, "RoleBinding", "cascade-authentication-reader"))
+	readerBinding := "e2e-" + ns + "-cascade-authentication-reader"
+	t.Cleanup(func() {
+		_ = cs.Kube.RbacV1().RoleBindings(authReader.Namespace).Delete(context.Background(), readerBinding, metav1.DeleteOptions{})
+	})
+	if _, err := cs.Kube.RbacV1().RoleBindings(authReader.Namespace).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: readerBinding},
+		Subjects: []rbacv1.Subject{cascadeSA}, RoleRef: authReader.RoleRef}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The tenant: the docs' example, for member tenant-a, bound to the tenant's ServiceAccount.
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile(filepath.Join(root, "docs", "examples", "fleet-member-explainer.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exampleObjs := objects(t, string(example))
+	exampleRole := into[rbacv1.ClusterRole](t, find(t, exampleObjs, "ClusterRole", "cascade-explain-tenant-a"))
+	if b := into[rbacv1.ClusterRoleBinding](t, find(t, exampleObjs, "ClusterRoleBinding", "cascade-explain-tenant-a-alice")); b.RoleRef.Name != exampleRole.Name {
+		t.Fatalf("the example's binding refers to %+v, not its ClusterRole", b.RoleRef)
+	}
+	clusterRole("tenant", exampleRole.Rules, tenantSA)
+	// The operator: the overlay's cascade-debug-reader.
+	clusterRole("operator", into[rbacv1.ClusterRole](t, find(t, overlay, "ClusterRole", "cascade-debug-reader")).Rules, operatorSA)
+
+	// The API server's RBAC authorizer sees new bindings through its informer: wait until it
+	// answers as cascade will ask, so that no denial is cached before they are in force.
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
+	for _, a := range []struct {
+		who   rbacv1.Subject
+		attrs authorizationv1.SubjectAccessReviewSpec
+	}{
+		{cascadeSA, authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "watch", Resource: "secrets", Namespace: fleetNS}}},
+		{cascadeSA, authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "create", Group: "authorization.k8s.io", Resource: "subjectaccessreviews"}}},
+		{tenantSA, authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Group: "debug.cascade.dev", Resource: "members", Name: "tenant-a"}}},
+		{operatorSA, authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Group: "debug.cascade.dev", Resource: "members", Name: "tenant-b"}}},
+		{operatorSA, authorizationv1.SubjectAccessReviewSpec{NonResourceAttributes: &authorizationv1.NonResourceAttributes{Verb: "get", Path: "/debug/graph"}}},
+	} {
+		spec := a.attrs
+		spec.User, spec.Groups = "system:serviceaccount:"+ns+":"+a.who.Name, groups
+		framework.Eventually(t, 30*time.Second, fmt.Sprintf("%s allowed %+v", spec.User, a.attrs), func() (bool, error) {
+			sar, err := cs.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+			return err == nil && sar.Status.Allowed, err
+		})
+	}
+
+	cascadeKC := filepath.Join(t.TempDir(), "cascade.kubeconfig")
+	if err := suite.CP.WriteKubeconfig(cascadeKC, "system:serviceaccount:"+ns+":cascade", cascadeToken); err != nil {
+		t.Fatal(err)
+	}
+	casc := suite.StartSecureCascade(t, "--kubeconfig="+cascadeKC, "--fleet-secrets-namespace="+fleetNS, "--orphan-record-configmap=")
+	framework.WaitForMetric(t, casc, `cascade_fleet_members{state="up"}`, 2, collectTimeout)
+	m.collects(t, "shop", "host-rbac")
+
+	base := strings.TrimSuffix(casc.MetricsURL, "/metrics")
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // cascade's self-signed certificate
+	const explanation = "/apis/debug.cascade.dev/v1alpha1/namespaces/shop/explanations/dep?resource=configmaps"
+	graph := "/debug/graph?resource=configmaps&namespace=shop&name=dep"
+	framework.Eventually(t, collectTimeout, "the tenant's explanation of tenant-a's dep", func() (bool, error) {
+		code, body := scrapeAs(t, client, base, explanation+"&member=tenant-a", tenantToken)
+		return code == http.StatusOK && strings.Contains(body, string(dep.UID)) && strings.Contains(body, string(owner.UID)), nil
+	})
+	for _, tc := range []struct {
+		who, token, path string
+		code             int
+		body             string
+	}{
+		{"tenant", tenantToken, explanation + "&member=tenant-b", 403, `cannot get members.debug.cascade.dev \"tenant-b\"`},
+		{"tenant", tenantToken, explanation + "&member=nope", 403, `cannot get members.debug.cascade.dev \"nope\"`},
+		{"tenant", tenantToken, explanation, 400, "name the member"},
+		{"tenant", tenantToken, graph + "&member=tenant-a", 403, `cannot get path "/debug/graph"`},
+		{"nobody", nobodyToken, explanation + "&member=tenant-a", 403, "cannot get explanations.debug.cascade.dev"},
+		{"operator", operatorToken, graph + "&member=tenant-b", 200, string(dep.UID)},
+		{"operator", operatorToken, explanation + "&member=tenant-a", 200, string(dep.UID)},
+		{"operator", operatorToken, graph + "&member=nope", 404, `no running member "nope"`},
+	} {
+		code, body := scrapeAs(t, client, base, tc.path, tc.token)
+		t.Logf("%-8s GET %s → %d %.100q", tc.who, tc.path, code, body)
+		if code != tc.code || !strings.Contains(body, tc.body) {
+			t.Errorf("%s: GET %s = %d %q, want %d containing %q", tc.who, tc.path, code, body, tc.code, tc.body)
+		}
+		if code != http.StatusOK && strings.Contains(body, string(dep.UID)) {
+			t.Errorf("%s: GET %s answered %d but revealed the object: %q", tc.who, tc.path, code, body)
+		}
+	}
+
+	// The CLI: --member with --url, as the operator (its kubeconfig resolves cm).
+	operatorKC := filepath.Join(t.TempDir(), "operator.kubeconfig")
+	if err := suite.CP.WriteKubeconfig(operatorKC, "system:serviceaccount:"+ns+":operator", operatorToken); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(suite.CascadeBin, "explain", "cm/dep", "-n", "shop", "--member", "tenant-b", "--url", base,
+		"--insecure-skip-tls-verify", "--kubeconfig", operatorKC).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ConfigMap shop/dep ("+string(dep.UID)+")") {
+		t.Errorf("cascade explain --member tenant-b --url: %v\n%s", err, out)
+	}
+
+	// None of cascade's own requests (to the host with the overlay's RBAC, to the members) was refused.
+	for _, s := range framework.Scrape(t, casc).Samples("cascade_api_requests_total") {
+		if code := s.Labels["code"]; code == "401" || code == "403" {
+			t.Errorf("a request of cascade's was refused with the fleet overlay's RBAC: %+v\n%s", s, casc.Tail(20))
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,8 +12,6 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/klog/v2"
-
-	"github.com/cascade-gc/cascade/gc"
 )
 
 // The aggregated API cascade serves on its metrics port, registered with the API server by
@@ -29,16 +26,13 @@ import (
 //
 // answers what /debug/graph answers about that object (&format=dot: Graphviz). The namespace of
 // the path must be the object's, so a grant in one namespace (a RoleBinding) explains that
-// namespace's objects only.
+// namespace's objects only. In fleet mode the object is a member's, named with &member=NAME,
+// which the user must also be allowed to get as members/NAME (graphs.go).
 const (
 	debugGroup       = "debug.cascade.dev"
 	debugVersion     = "v1alpha1"
 	explanationsName = "explanations"
 )
-
-// explainFunc explains the object of resource (plural[.group]) named namespace/name
-// (gc.Controller.ExplainNamed); an error means the graph does not have it.
-type explainFunc func(ctx context.Context, resource, namespace, name string) (gc.Explanation, error)
 
 // requestInfos parses a request path the way kube-apiserver and every aggregated API server
 // do, so that cascade authorizes an aggregated request with the attributes the API server
@@ -76,8 +70,9 @@ func requestAttributes(r *http.Request, u user.Info) authorizer.AttributesRecord
 }
 
 // aggregatedAPI serves the discovery documents of debug.cascade.dev/v1alpha1 and its
-// explanations. It trusts accessGate to have authenticated and authorized the request.
-func aggregatedAPI(explain explainFunc) http.Handler {
+// explanations, from the collector access finds. It trusts accessGate to have authenticated and
+// authorized the request's path; access authorizes the member it names.
+func aggregatedAPI(access explainAccess) http.Handler {
 	gv := debugGroup + "/" + debugVersion
 	group := metav1.APIGroup{
 		TypeMeta:         metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"},
@@ -122,7 +117,12 @@ func aggregatedAPI(explain explainFunc) http.Handler {
 			writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "give ?resource=PLURAL[.GROUP], the object's resource (configmaps, deployments.apps)")
 			return
 		}
-		e, err := explain(r.Context(), resource, info.Namespace, info.Name)
+		c, member, refused := access.resolve(r)
+		if refused != nil {
+			writeStatus(w, refused.code, statusReasons[refused.code], refused.msg)
+			return
+		}
+		e, err := c.ExplainNamed(r.Context(), resource, info.Namespace, info.Name)
 		if err != nil || e.Object.Namespace != info.Namespace {
 			// Absent, or a cluster-scoped object asked for under a namespace (or the reverse):
 			// the namespace the API server authorized is not the object's. One answer for
@@ -131,9 +131,9 @@ func aggregatedAPI(explain explainFunc) http.Handler {
 			writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("%s %s/%s is not in the graph", resource, info.Namespace, info.Name))
 			return
 		}
-		if info.Namespace != "" {
+		if info.Namespace != "" && member == "" {
 			// Authorized in one namespace: the objects of others that reference this one are
-			// counted, not named.
+			// counted, not named. A member's reader is authorized for all of its namespaces.
 			e.KeepNamespace(info.Namespace)
 		}
 		// Who asked what, for the record: the user the API server forwarded (or the token's).
@@ -141,7 +141,7 @@ func aggregatedAPI(explain explainFunc) http.Handler {
 		if u, ok := request.UserFrom(r.Context()); ok {
 			who = u.GetName()
 		}
-		klog.FromContext(r.Context()).Info("Explained an object", "user", who, "resource", resource, "namespace", info.Namespace, "name", info.Name)
+		klog.FromContext(r.Context()).Info("Explained an object", "user", who, "member", member, "resource", resource, "namespace", info.Namespace, "name", info.Name)
 		if q.Get("format") == "dot" {
 			w.Header().Set("Content-Type", "text/vnd.graphviz")
 			_, _ = w.Write([]byte(e.DOT()))
@@ -149,6 +149,14 @@ func aggregatedAPI(explain explainFunc) http.Handler {
 		}
 		writeJSON(w, e)
 	})
+}
+
+// statusReasons are the reasons of the API Statuses that refuse an explanation.
+var statusReasons = map[int]metav1.StatusReason{
+	http.StatusBadRequest:          metav1.StatusReasonBadRequest,
+	http.StatusForbidden:           metav1.StatusReasonForbidden,
+	http.StatusNotFound:            metav1.StatusReasonNotFound,
+	http.StatusInternalServerError: metav1.StatusReasonInternalError,
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

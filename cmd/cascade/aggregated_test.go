@@ -31,13 +31,32 @@ func fakeExplain(_ context.Context, resource, ns, name string) (gc.Explanation, 
 	return gc.Explanation{}, fmt.Errorf("%s %s/%s is not in the graph", resource, ns, name)
 }
 
+// fakeCollector answers the explain endpoints as a collector would: explanations from explain,
+// /debug/graph from graph.
+type fakeCollector struct {
+	explain func(ctx context.Context, resource, ns, name string) (gc.Explanation, error)
+	graph   http.HandlerFunc
+}
+
+func (f fakeCollector) ExplainNamed(ctx context.Context, resource, ns, name string) (gc.Explanation, error) {
+	return f.explain(ctx, resource, ns, name)
+}
+
+func (f fakeCollector) DebugGraph(w http.ResponseWriter, r *http.Request) { f.graph(w, r) }
+
+// singleCluster is the explain endpoints' access of a single-cluster cascade whose port is not
+// secured (the handlers' own checks alone), answered by explain.
+func singleCluster(explain func(ctx context.Context, resource, ns, name string) (gc.Explanation, error)) explainAccess {
+	return explainAccess{graphs: graphs{single: fakeCollector{explain: explain}}}
+}
+
 // TestAggregatedAPI: the discovery documents list one resource, explanations, read with get;
 // an explanation is the object's, in the namespace of the path (a cluster-scoped object only
 // at the cluster scope, so a grant in a namespace explains nothing outside it), as JSON or DOT;
 // anything else is an API Status: 400 without ?resource=, 404 for other paths and objects,
 // 405 for other verbs.
 func TestAggregatedAPI(t *testing.T) {
-	h := aggregatedAPI(fakeExplain)
+	h := aggregatedAPI(singleCluster(fakeExplain))
 	const gv = "/apis/debug.cascade.dev/v1alpha1"
 	for _, tc := range []struct {
 		method, path string
@@ -128,7 +147,7 @@ func TestAggregatedKeepsToTheNamespace(t *testing.T) {
 	dep := func(ns, name string) gc.ExplainedDependent {
 		return gc.ExplainedDependent{ExplainedObject: gc.ExplainedObject{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: name, UID: types.UID("u-" + ns + "-" + name)}, Finalizers: []string{"example.com/hold"}}
 	}
-	h := aggregatedAPI(func(_ context.Context, resource, ns, name string) (gc.Explanation, error) {
+	h := aggregatedAPI(singleCluster(func(_ context.Context, resource, ns, name string) (gc.Explanation, error) {
 		switch {
 		case resource == "configmaps" && ns == "shop" && name == "owner":
 			return gc.Explanation{Object: gc.ExplainedObject{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "owner", UID: "u-owner"}, State: "observed",
@@ -137,7 +156,7 @@ func TestAggregatedKeepsToTheNamespace(t *testing.T) {
 			return gc.Explanation{Object: gc.ExplainedObject{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole", Name: name, UID: "u-cr"}, State: "observed"}, nil
 		}
 		return gc.Explanation{}, fmt.Errorf("the graph has no %s named %s in %q", resource, name, ns)
-	})
+	}))
 	get := func(path string) (int, string) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))

@@ -113,7 +113,7 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build review client: %w", err)
 	}
-	servers, err := newServers(ctx, opts, reg, readyState{m.ctrl, ms.features}, live.check, m.ctrl.DebugGraph, m.ctrl.ExplainNamed, reviews)
+	servers, err := newServers(ctx, opts, reg, readyState{m.ctrl, ms.features}, live.check, graphs{single: m.ctrl}, reviews)
 	if err != nil {
 		return nil, err
 	}

@@ -38,15 +38,17 @@ import (
 // installed (opt-in: the API server authenticates the user, authorizes get on explanations
 // and forwards the request to cascade), else, by default, at the same path on a pod of cascade
 // through a port-forward (forward.go), where cascade authenticates the user itself and
-// authorizes the same. --url asks a cascade's /debug/graph directly (a local run).
+// authorizes the same. --url asks a cascade's /debug/graph directly (a local run). --member
+// names the fleet member whose object it is (fleet mode, docs/fleet.md), on every path.
 func newExplainCommand() *cobra.Command {
 	var (
 		kf           kubeFlags
 		base, format string
 		cascadeNS    string
+		member       string
 	)
 	cmd := &cobra.Command{
-		Use:   "explain RESOURCE[.GROUP]/NAME [-n NAMESPACE] [-o text|json|yaml|dot]",
+		Use:   "explain RESOURCE[.GROUP]/NAME [-n NAMESPACE] [--member NAME] [-o text|json|yaml|dot]",
 		Short: "Ask a running cascade what it knows about one object and what it would do",
 		Long: "Ask a running cascade what it knows about one object (its owners and the graph's verdict on\n" +
 			"each, its dependents) and what it would do now, and why. RESOURCE is any name kubectl\n" +
@@ -57,10 +59,17 @@ func newExplainCommand() *cobra.Command {
 			"to a pod of cascade in --cascade-namespace (list pods and create pods/portforward there: the\n" +
 			"Role cascade-explain-port-forward). The namespace defaults to the context's. --url asks a\n" +
 			"cascade directly instead (a local run); RESOURCE is still resolved with the kubeconfig's\n" +
-			"cluster when there is one, else taken as plural[.group].",
+			"cluster when there is one, else taken as plural[.group].\n\n" +
+			"A cascade in fleet mode collects in many control planes (members): --member NAME names the\n" +
+			"member whose object to explain, and is needed there. Its user must also be allowed get on\n" +
+			"members.debug.cascade.dev named NAME in the kubeconfig's cluster (the host: docs/fleet.md),\n" +
+			"and then sees that member's objects in every namespace. RESOURCE is resolved with the host's\n" +
+			"discovery; one the host does not serve (a member's own CRD) is taken as written,\n" +
+			"plural[.group], namespaced.",
 		Example: "  cascade explain cm/my-config\n" +
 			"  cascade explain deployment.apps/web -n shop -o yaml --context prod\n" +
-			"  cascade explain cm/my-config -n default --url http://127.0.0.1:8443",
+			"  cascade explain cm/my-config -n default --url http://127.0.0.1:8443\n" +
+			"  cascade explain deployment.apps/web -n shop --member tenant-a",
 		Args: exactArgs(1, "one RESOURCE[.GROUP]/NAME"),
 	}
 	// --certificate-authority and --insecure-skip-tls-verify are about the server explain
@@ -72,6 +81,7 @@ func newExplainCommand() *cobra.Command {
 	cmd.Flags().StringVar(&base, "url", "", "Ask the cascade at this address directly instead of through the API server: http://127.0.0.1:8443 for a local run (--metrics-secure=false), or https://127.0.0.1:8443 through kubectl port-forward to a secure cascade, which authorizes the kubeconfig user's bearer token (get on /debug/graph).")
 	cmd.Flags().StringVarP(&format, "output", "o", "text", "text, json, yaml or dot.")
 	cmd.Flags().StringVar(&cascadeNS, "cascade-namespace", "cascade-system", "Where cascade runs: without its aggregated API, explain port-forwards to a pod of cascade there.")
+	cmd.Flags().StringVar(&member, "member", "", "Fleet mode: the member (control plane) whose object to explain, by its name in the fleet (its Secret's, Cluster API cluster's or file's). Needs get on members.debug.cascade.dev named NAME in the host (docs/fleet.md).")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		resource, name, ok := strings.Cut(args[0], "/")
 		if !ok || resource == "" || name == "" {
@@ -82,7 +92,7 @@ func newExplainCommand() *cobra.Command {
 		}
 		ctx := cmd.Context()
 		if base != "" {
-			return explainURL(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), &kf, base, resource, name, format)
+			return explainURL(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), &kf, base, resource, name, format, member)
 		}
 		cfg, err := kf.restConfig()
 		if err != nil {
@@ -94,6 +104,11 @@ func newExplainCommand() *cobra.Command {
 			return fmt.Errorf("build discovery client: %w", err)
 		}
 		graphResource, namespaced, err := resolveResource(newMapper(memory.NewMemCacheClient(disco)), resource)
+		if member != "" && meta.IsNoMatchError(err) {
+			// The host does not serve it; the member may (its own CRD).
+			graphResource, namespaced, err = resource, true, nil
+			warnAsWritten(cmd.ErrOrStderr(), resource, member)
+		}
 		if err != nil {
 			return err
 		}
@@ -140,16 +155,17 @@ func newExplainCommand() *cobra.Command {
 				return err
 			}
 		}
-		return explain(ctx, cmd.OutOrStdout(), hc, aggregatedURL(base, graphResource, ns, name, format), format)
+		return explain(ctx, cmd.OutOrStdout(), hc, aggregatedURL(base, graphResource, ns, name, format, member), format)
 	}
 	return cmd
 }
 
-// explainURL is explain --url: the cascade at base asked directly. The kubeconfig, when there is
-// one, resolves resource as kubectl does and gives the namespace (-n, else the context's) and,
-// at an https base, the bearer token; --certificate-authority and --insecure-skip-tls-verify are
-// cascade's there, not the API server's.
-func explainURL(ctx context.Context, out, warn io.Writer, kf *kubeFlags, base, resource, name, format string) error {
+// explainURL is explain --url: the cascade at base asked directly, about member's object
+// ("": the single cluster's). The kubeconfig, when there is one, resolves resource as kubectl
+// does and gives the namespace (-n, else the context's) and, at an https base, the bearer
+// token; --certificate-authority and --insecure-skip-tls-verify are cascade's there, not the
+// API server's.
+func explainURL(ctx context.Context, out, warn io.Writer, kf *kubeFlags, base, resource, name, format, member string) error {
 	caFile, insecure := kf.overrides.ClusterInfo.CertificateAuthority, kf.overrides.ClusterInfo.InsecureSkipTLSVerify
 	secure := strings.HasPrefix(base, "https://")
 	if secure && caFile == "" && !insecure {
@@ -168,6 +184,16 @@ func explainURL(ctx context.Context, out, warn io.Writer, kf *kubeFlags, base, r
 		}
 		return memory.NewMemCacheClient(d), nil
 	})
+	if member != "" && meta.IsNoMatchError(err) {
+		// The kubeconfig's cluster (the host) does not serve it; the member may.
+		target.resource, target.namespace, err = resource, kf.namespaceFlag(), nil
+		if target.namespace == "" {
+			if target.namespace, _, err = cc.Namespace(); err != nil {
+				return err
+			}
+		}
+		warnAsWritten(warn, resource, member)
+	}
 	if err != nil {
 		return err
 	}
@@ -184,7 +210,13 @@ func explainURL(ctx context.Context, out, warn io.Writer, kf *kubeFlags, base, r
 			return err
 		}
 	}
-	return explain(ctx, out, hc, debugGraphURL(base, target.resource, target.namespace, name, format), format)
+	return explain(ctx, out, hc, debugGraphURL(base, target.resource, target.namespace, name, format, member), format)
+}
+
+// warnAsWritten says that resource, which the kubeconfig's cluster (a fleet's host) does not
+// serve, is asked of member as written.
+func warnAsWritten(w io.Writer, resource, member string) {
+	_, _ = fmt.Fprintf(w, "warning: the kubeconfig's cluster does not serve %q: asking for member %s's as written, plural[.group], namespaced\n", resource, member)
 }
 
 // urlResolveTimeout bounds explain --url's discovery of the kubeconfig's cluster unless
@@ -311,8 +343,9 @@ func aggregatedAPIInstalled(ctx context.Context, disco discovery.DiscoveryInterf
 }
 
 // aggregatedURL is the explanation of the object of resource (plural[.group]) named ns/name (ns
-// empty: cluster-scoped) in cascade's aggregated API, under the API server at server.
-func aggregatedURL(server, resource, ns, name, format string) string {
+// empty: cluster-scoped) of member ("": the single cluster) in cascade's aggregated API, under
+// the API server at server.
+func aggregatedURL(server, resource, ns, name, format, member string) string {
 	u := strings.TrimRight(server, "/") + "/apis/" + debugGroup + "/" + debugVersion + "/"
 	if ns != "" {
 		u += "namespaces/" + url.PathEscape(ns) + "/"
@@ -321,15 +354,21 @@ func aggregatedURL(server, resource, ns, name, format string) string {
 	if format == "dot" {
 		q.Set("format", "dot")
 	}
+	if member != "" {
+		q.Set("member", member)
+	}
 	return u + explanationsName + "/" + url.PathEscape(name) + "?" + q.Encode()
 }
 
-// debugGraphURL is the /debug/graph question about one object to the cascade whose metrics
-// address is base.
-func debugGraphURL(base, resource, ns, name, format string) string {
+// debugGraphURL is the /debug/graph question about one object (of member, when set) to the
+// cascade whose metrics address is base.
+func debugGraphURL(base, resource, ns, name, format, member string) string {
 	q := url.Values{"resource": {resource}, "namespace": {ns}, "name": {name}}
 	if format == "dot" {
 		q.Set("format", "dot")
+	}
+	if member != "" {
+		q.Set("member", member)
 	}
 	return strings.TrimRight(base, "/") + "/debug/graph?" + q.Encode()
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -40,6 +41,14 @@ type fakeAPIServer struct {
 const denyToken = "denied-token"
 
 func newFakeAPIServer(t *testing.T, token string) *fakeAPIServer {
+	return newFakeAPIServerOf(t, token, nil)
+}
+
+// newFakeAPIServerOf is newFakeAPIServer in front of a cascade in fleet mode whose running
+// members are members (nil: a single-cluster cascade), each explaining as the single cluster
+// does, recorded as "MEMBER RESOURCE NS/NAME". Its port is not secured: no member is
+// authorized (TestExplainMembers does that).
+func newFakeAPIServerOf(t *testing.T, token string, members []string) *fakeAPIServer {
 	f := &fakeAPIServer{}
 	docs := map[string]any{
 		"/api": metav1.APIVersions{TypeMeta: metav1.TypeMeta{Kind: "APIVersions"}, Versions: []string{"v1"}},
@@ -55,15 +64,27 @@ func newFakeAPIServer(t *testing.T, token string) *fakeAPIServer {
 			{Name: "deployments", SingularName: "deployment", Namespaced: true, Kind: "Deployment", ShortNames: []string{"deploy"}, Verbs: []string{"get", "list"}},
 		}},
 	}
-	cascade := aggregatedAPI(func(_ context.Context, resource, ns, name string) (gc.Explanation, error) {
-		f.mu.Lock()
-		f.proxied = append(f.proxied, resource+" "+ns+"/"+name)
-		f.mu.Unlock()
-		if name == "missing" {
-			return gc.Explanation{}, fmt.Errorf("%s %s/missing is not in the graph", resource, ns)
-		}
-		return gc.Explanation{Object: gc.ExplainedObject{Kind: "ConfigMap", Namespace: ns, Name: name, UID: "u-1"}, State: "Observed", Resource: resource}, nil
-	})
+	collector := func(prefix string) fakeCollector {
+		return fakeCollector{explain: func(_ context.Context, resource, ns, name string) (gc.Explanation, error) {
+			f.mu.Lock()
+			f.proxied = append(f.proxied, prefix+resource+" "+ns+"/"+name)
+			f.mu.Unlock()
+			if name == "missing" {
+				return gc.Explanation{}, fmt.Errorf("%s %s/missing is not in the graph", resource, ns)
+			}
+			return gc.Explanation{Object: gc.ExplainedObject{Kind: "ConfigMap", Namespace: ns, Name: name, UID: "u-1"}, State: "Observed", Resource: resource}, nil
+		}}
+	}
+	access := explainAccess{graphs: graphs{single: collector("")}}
+	if members != nil {
+		access = explainAccess{graphs: graphs{member: func(name string) (explainer, bool) {
+			if !slices.Contains(members, name) {
+				return nil, false
+			}
+			return collector(name + " "), true
+		}}}
+	}
+	cascade := aggregatedAPI(access)
 	f.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") == "Bearer "+denyToken && strings.HasPrefix(r.URL.Path, "/apis/debug.cascade.dev/") {
 			writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, `explanations.debug.cascade.dev "x" is forbidden: User "nobody" cannot get resource "explanations"`)
@@ -299,12 +320,89 @@ func TestURLTarget(t *testing.T) {
 }
 
 func TestAggregatedURL(t *testing.T) {
-	for _, tt := range []struct{ server, ns, format, want string }{
-		{"https://api:6443", "shop", "text", "https://api:6443/apis/debug.cascade.dev/v1alpha1/namespaces/shop/explanations/x?resource=configmaps"},
-		{"https://rancher/k8s/clusters/c-1/", "", "dot", "https://rancher/k8s/clusters/c-1/apis/debug.cascade.dev/v1alpha1/explanations/x?format=dot&resource=configmaps"},
+	for _, tt := range []struct{ server, ns, format, member, want string }{
+		{"https://api:6443", "shop", "text", "", "https://api:6443/apis/debug.cascade.dev/v1alpha1/namespaces/shop/explanations/x?resource=configmaps"},
+		{"https://rancher/k8s/clusters/c-1/", "", "dot", "", "https://rancher/k8s/clusters/c-1/apis/debug.cascade.dev/v1alpha1/explanations/x?format=dot&resource=configmaps"},
+		{"https://api:6443", "shop", "json", "tenant a&b", "https://api:6443/apis/debug.cascade.dev/v1alpha1/namespaces/shop/explanations/x?member=tenant+a%26b&resource=configmaps"},
 	} {
-		if got := aggregatedURL(tt.server, "configmaps", tt.ns, "x", tt.format); got != tt.want {
-			t.Errorf("aggregatedURL(%s, %q, %s) = %s, want %s", tt.server, tt.ns, tt.format, got, tt.want)
+		if got := aggregatedURL(tt.server, "configmaps", tt.ns, "x", tt.format, tt.member); got != tt.want {
+			t.Errorf("aggregatedURL(%s, %q, %s, %q) = %s, want %s", tt.server, tt.ns, tt.format, tt.member, got, tt.want)
+		}
+	}
+	if got, want := debugGraphURL("http://127.0.0.1:8443/", "configmaps", "shop", "x", "dot", "a"), "http://127.0.0.1:8443/debug/graph?format=dot&member=a&name=x&namespace=shop&resource=configmaps"; got != want {
+		t.Errorf("debugGraphURL with a member = %s, want %s", got, want)
+	}
+}
+
+// TestExplainMemberFlag (issue 33.6): --member reaches cascade on both paths, through the API
+// server (the aggregated API's ?member=, answered from that member's graph) and with --url
+// (/debug/graph's ?member=). A resource the kubeconfig's cluster (the host) does not serve is
+// asked of the member as written, namespaced, with a warning, where without --member it fails
+// as kubectl does. A cascade in fleet mode asked without --member, and a single-cluster one
+// asked with it, answer 400, which explain reports.
+func TestExplainMemberFlag(t *testing.T) {
+	const token = "user-token"
+	api := newFakeAPIServerOf(t, token, []string{"a", "b"})
+	t.Setenv("KUBECONFIG", writeKubeconfig(t, api.URL, token))
+	for _, tt := range []struct {
+		args                []string
+		wantQuery, wantWarn string
+	}{
+		{[]string{"cm/x", "--member", "a"}, "a configmaps shop/x", ""},
+		{[]string{"deploy/web", "-n", "ns1", "--member", "b"}, "b deployments.apps ns1/web", ""},
+		{[]string{"ns/kube-system", "--member", "b"}, "b namespaces /kube-system", ""},
+		{[]string{"widgets.example.com/w", "--member", "a"}, "a widgets.example.com shop/w", `warning: the kubeconfig's cluster does not serve "widgets.example.com": asking for member a's as written`},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			c := runCLI(t, nil, append([]string{"explain"}, tt.args...)...)
+			if c.code != 0 {
+				t.Fatalf("exit %d, stderr:\n%s", c.code, c.stderr)
+			}
+			if got := api.last(); got != tt.wantQuery {
+				t.Errorf("cascade explained %q, want %q", got, tt.wantQuery)
+			}
+			if !strings.Contains(c.stderr, tt.wantWarn) || (tt.wantWarn == "") != (c.stderr == "") {
+				t.Errorf("stderr %q, want %q", c.stderr, tt.wantWarn)
+			}
+		})
+	}
+	for _, tt := range []struct {
+		api  *fakeAPIServer
+		args []string
+		want string
+	}{
+		{api, []string{"cm/x"}, "400 Bad Request: fleet mode: every object is a member's; name the member (cascade explain --member NAME"},
+		{api, []string{"cm/x", "--member", "c"}, `404 Not Found: fleet mode: no running member "c"`},
+		{api, []string{"widgets.example.com/w"}, `the server doesn't have a resource type "widgets.example.com"`},
+		{newFakeAPIServer(t, token), []string{"cm/x", "--member", "a"}, `400 Bad Request: member "a": this cascade is not in fleet mode`},
+	} {
+		t.Run("refused "+strings.Join(tt.args, " "), func(t *testing.T) {
+			c := runCLI(t, nil, append([]string{"explain", "--kubeconfig", writeKubeconfig(t, tt.api.URL, token)}, tt.args...)...)
+			if c.code != exitFailure || !strings.Contains(c.lastLine(), tt.want) {
+				t.Errorf("exit %d, last line %q; want %d and %q", c.code, c.lastLine(), exitFailure, tt.want)
+			}
+		})
+	}
+
+	// --url: /debug/graph with the member.
+	var query string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		query = r.URL.RawQuery
+		_ = json.NewEncoder(w).Encode(gc.Explanation{Object: gc.ExplainedObject{Kind: "ConfigMap", Namespace: "shop", Name: "x", UID: "u-1"}, State: "Observed"})
+	}))
+	defer srv.Close()
+	for _, tt := range []struct {
+		args            []string
+		query, wantWarn string
+	}{
+		{[]string{"cm/x", "--member", "a"}, "member=a&name=x&namespace=shop&resource=configmaps", ""},
+		{[]string{"widgets.example.com/w", "-n", "ns1", "--member", "a"}, "member=a&name=w&namespace=ns1&resource=widgets.example.com", `does not serve "widgets.example.com"`},
+		{[]string{"cm/x"}, "name=x&namespace=shop&resource=configmaps", ""},
+	} {
+		query = ""
+		c := runCLI(t, nil, append([]string{"explain", "--url", srv.URL}, tt.args...)...)
+		if c.code != 0 || query != tt.query || !strings.Contains(c.stderr, tt.wantWarn) || (tt.wantWarn == "") != (c.stderr == "") {
+			t.Errorf("--url %v: exit %d, query %q (want %q), stderr %q (want %q)", tt.args, c.code, query, tt.query, c.stderr, tt.wantWarn)
 		}
 	}
 }

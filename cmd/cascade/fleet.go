@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -636,7 +635,7 @@ func (a *app) addFleet(ctx context.Context, opts *Options, cfg *rest.Config, cs 
 	if err != nil {
 		return fmt.Errorf("build review client: %w", err)
 	}
-	servers, err := newServers(ctx, opts, reg, f, live.check, f.debugGraph, f.explain, reviews)
+	servers, err := newServers(ctx, opts, reg, f, live.check, graphs{member: f.explainer}, reviews)
 	if err != nil {
 		return err
 	}
@@ -646,21 +645,14 @@ func (a *app) addFleet(ctx context.Context, opts *Options, cfg *rest.Config, cs 
 	return nil
 }
 
-// debugGraph is /debug/graph?member=NAME&...: the member's collector answers.
-func (f *fleet) debugGraph(w http.ResponseWriter, r *http.Request) {
-	name := r.URL.Query().Get("member")
+// explainer is member name's collector, which answers the explain endpoints about its objects
+// while it runs.
+func (f *fleet) explainer(name string) (explainer, bool) {
 	c, ok := f.controller(name)
 	if !ok {
-		http.Error(w, fmt.Sprintf("fleet mode: no running member %q (name it with ?member=NAME)", name), http.StatusNotFound)
-		return
+		return nil, false
 	}
-	c.DebugGraph(w, r)
-}
-
-// explain in fleet mode: an explanation is about one member's object, which the aggregated
-// API's paths cannot name yet.
-func (f *fleet) explain(context.Context, string, string, string) (gc.Explanation, error) {
-	return gc.Explanation{}, errors.New("fleet mode: explanations are per member and not served through this API yet; use /debug/graph?member=NAME")
+	return c, true
 }
 
 // fleetCollector exports the per-member series at scrape time, at most 5 per member (removed

@@ -45,6 +45,7 @@ func cascadeMetrics(t *testing.T) []metricDoc {
 	client.NewDryRun(nil, r)           // --dry-run only
 	client.Edge{}.Companion(r)         // --mode=companion only
 	newRefusedRequests(r)              // secure serving only
+	r.MustRegister(&fleetCollector{})  // fleet mode only: Describe reads no member
 	var out []metricDoc
 	for _, c := range r.cs {
 		typ := "gauge" // scrape-time collectors (the graph's) export gauges

@@ -144,36 +144,22 @@ func (s *server) Run(ctx context.Context) error {
 // when it is authenticated (a bearer token the API server's TokenReview accepts, or the API
 // server's own front-proxy client certificate carrying the user it forwards a request of) and,
 // but for the aggregated API's discovery documents, authorized (the API server's answer to a
-// SubjectAccessReview); the reviews are sent with cascade's own credentials. The health server
-// stays plain HTTP and reveals nothing but whether cascade is alive and synced.
-func newServers(ctx context.Context, opts *Options, reg *prometheus.Registry, ready readiness, alive func() error, debugGraph http.HandlerFunc, explain explainFunc, reviews kubernetes.Interface) ([]*server, error) {
-	metricsMux := http.NewServeMux()
-	metricsMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	metricsMux.HandleFunc("/debug/graph", debugGraph)
-	api := aggregatedAPI(explain)
-	metricsMux.Handle("/apis", api)
-	metricsMux.Handle("/apis/", api)
-	if opts.EnableProfiling {
-		metricsMux.HandleFunc("/debug/pprof/", pprof.Index)
-		metricsMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		metricsMux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		metricsMux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
+// SubjectAccessReview); the reviews are sent with cascade's own credentials. g answers
+// /debug/graph and the explanations, a fleet member's only to a user who may get it (graphs.go).
+// The health server stays plain HTTP and reveals nothing but whether cascade is alive and synced.
+func newServers(ctx context.Context, opts *Options, reg *prometheus.Registry, ready readiness, alive func() error, g graphs, reviews kubernetes.Interface) ([]*server, error) {
 	var (
-		metricsHandler http.Handler = metricsMux
-		cert           *servingCert
-		background     []func(context.Context)
+		gate       *accessGate
+		cert       *servingCert
+		background []func(context.Context)
 	)
 	if opts.MetricsBindAddress != "0" {
 		if opts.MetricsSecure {
-			gate, err := newAccessGate(ctx, reviews)
-			if err == nil {
-				gate.refused = newRefusedRequests(reg)
-			}
-			if err != nil {
+			var err error
+			if gate, err = newAccessGate(ctx, reviews); err != nil {
 				return nil, err
 			}
-			metricsHandler = gate.wrap(metricsMux)
+			gate.refused = newRefusedRequests(reg)
 			background = append(background, gate.run)
 			if cert, err = newServingCert(opts.TLSCertFile, opts.TLSPrivateKeyFile); err != nil {
 				return nil, err
@@ -182,6 +168,23 @@ func newServers(ctx context.Context, opts *Options, reg *prometheus.Registry, re
 			klog.FromContext(ctx).Info("WARNING: --metrics-secure=false: /metrics and /debug are served over plain HTTP to anyone who can reach " +
 				opts.MetricsBindAddress + ", with no authentication; for local runs only")
 		}
+	}
+	access := explainAccess{graphs: g, gate: gate}
+	metricsMux := http.NewServeMux()
+	metricsMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	metricsMux.HandleFunc("/debug/graph", debugGraph(access))
+	api := aggregatedAPI(access)
+	metricsMux.Handle("/apis", api)
+	metricsMux.Handle("/apis/", api)
+	if opts.EnableProfiling {
+		metricsMux.HandleFunc("/debug/pprof/", pprof.Index)
+		metricsMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		metricsMux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		metricsMux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	var metricsHandler http.Handler = metricsMux
+	if gate != nil {
+		metricsHandler = gate.wrap(metricsMux)
 	}
 	healthMux := http.NewServeMux()
 	healthMux.HandleFunc("/healthz", healthz(alive))
@@ -351,28 +354,35 @@ func (g *accessGate) wrap(h http.Handler) http.Handler {
 			return
 		}
 		if !isDiscoveryPath(r.URL.Path) {
-			attrs := requestAttributes(r, res.User)
-			decision, reason, err := g.authz.Authorize(r.Context(), attrs)
-			if err != nil {
-				logger.Error(err, "Cannot authorize a request", "user", res.User.GetName())
-				g.refuse(http.StatusInternalServerError)
-				http.Error(w, "Internal Server Error: authorization failed", http.StatusInternalServerError)
-				return
-			}
-			if decision != authorizer.DecisionAllow {
-				logger.V(2).Info("Request forbidden", "user", res.User.GetName(), "verb", attrs.Verb, "reason", reason)
-				g.refuse(http.StatusForbidden)
-				msg := fmt.Sprintf("Forbidden: user %q cannot %s", res.User.GetName(), describeAccess(attrs))
-				if reason != "" {
-					msg += ": " + reason
-				}
-				http.Error(w, msg, http.StatusForbidden)
+			if refused := g.authorize(r.Context(), logger, requestAttributes(r, res.User)); refused != nil {
+				http.Error(w, refused.msg, refused.code)
 				return
 			}
 		}
 		r.Header.Del("Authorization") // the handlers never need the token
 		h.ServeHTTP(w, r.WithContext(request.WithUser(r.Context(), res.User)))
 	})
+}
+
+// authorize asks the API server whether attrs' user may do what attrs say: nil when it may,
+// else a 403 naming the user and what it asked, or a 500 when the API server could not say.
+func (g *accessGate) authorize(ctx context.Context, logger klog.Logger, attrs authorizer.AttributesRecord) *refusal {
+	decision, reason, err := g.authz.Authorize(ctx, attrs)
+	if err != nil {
+		logger.Error(err, "Cannot authorize a request", "user", attrs.User.GetName())
+		g.refuse(http.StatusInternalServerError)
+		return &refusal{http.StatusInternalServerError, "Internal Server Error: authorization failed"}
+	}
+	if decision != authorizer.DecisionAllow {
+		logger.V(2).Info("Request forbidden", "user", attrs.User.GetName(), "verb", attrs.Verb, "reason", reason)
+		g.refuse(http.StatusForbidden)
+		msg := fmt.Sprintf("Forbidden: user %q cannot %s", attrs.User.GetName(), describeAccess(attrs))
+		if reason != "" {
+			msg += ": " + reason
+		}
+		return &refusal{http.StatusForbidden, msg}
+	}
+	return nil
 }
 
 func (g *accessGate) refuse(code int) {

@@ -124,6 +124,15 @@ func (f *reviewServer) counts() (tokens, access int) {
 // the test ends, and returns the metrics and health addresses.
 func startServers(t *testing.T, opts *Options, api *reviewServer) (metrics, health string) {
 	t.Helper()
+	graph := func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "graph of "+r.URL.Query().Get("uid")+" "+r.Header.Get("Authorization"))
+	}
+	return startServersOf(t, opts, api, graphs{single: fakeCollector{explain: fakeExplain, graph: graph}})
+}
+
+// startServersOf is startServers whose explain endpoints g answers.
+func startServersOf(t *testing.T, opts *Options, api *reviewServer, g graphs) (metrics, health string) {
+	t.Helper()
 	apiServer := httptest.NewServer(api)
 	t.Cleanup(apiServer.Close)
 	kube, err := kubernetes.NewForConfig(&rest.Config{Host: apiServer.URL})
@@ -132,11 +141,8 @@ func startServers(t *testing.T, opts *Options, api *reviewServer) (metrics, heal
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "cascade_test_metric", Help: "A metric of the test."}))
-	graph := func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, "graph of "+r.URL.Query().Get("uid")+" "+r.Header.Get("Authorization"))
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	servers, err := newServers(ctx, opts, reg, fakeReadiness{ready: true}, func() error { return nil }, graph, fakeExplain, kube)
+	servers, err := newServers(ctx, opts, reg, fakeReadiness{ready: true}, func() error { return nil }, g, kube)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -82,6 +82,8 @@ type Variable struct {
 	Definition string `json:"definition"`
 	IncludeAll bool   `json:"includeAll"`
 	AllValue   string `json:"allValue"`
+	// Multi lets several values be chosen at once.
+	Multi bool `json:"multi"`
 }
 
 // Panel is one dashboard panel.
@@ -112,20 +114,27 @@ const RateInterval = "$__rate_interval"
 // JobVariable and ClusterVariable are the dashboard's own variables, which every query's
 // selectors use: the scrape jobs that export cascade's metrics (label_values of cascade_leader:
 // no job name is written in the dashboard) and the cluster label of a multi-cluster store.
+// MemberVariable is the fleet's members chosen (label_values of cascade_member_up's cluster
+// label), which the per-member series' selectors use instead of ClusterVariable: their cluster
+// label names the member.
 const (
 	JobVariable     = "$job"
 	ClusterVariable = "$cluster"
+	MemberVariable  = "$member"
 )
 
 // Variables are every Grafana variable a query may use.
-var Variables = []string{RateInterval, JobVariable, ClusterVariable}
+var Variables = []string{RateInterval, JobVariable, ClusterVariable, MemberVariable}
 
-// AllJobs and AllClusters are the values Query gives JobVariable and ClusterVariable: every job
-// and every cluster, also series without a cluster label (the dashboard's "All" for cluster is
-// .*; for job Grafana sends the alternation of the jobs it found, which .+ stands for here).
+// AllJobs, AllClusters and AllMembers are the values Query gives JobVariable, ClusterVariable
+// and MemberVariable: every job, every cluster (also series without a cluster label: the
+// dashboard's "All" for cluster is .*; for job Grafana sends the alternation of the jobs it
+// found, which .+ stands for here), and every member (the dashboard's "All" for member is .+:
+// a per-member series always names its member).
 const (
 	AllJobs     = ".+"
 	AllClusters = ".*"
+	AllMembers  = ".+"
 )
 
 // GrafanaRateInterval is the value Grafana gives RateInterval for a scrape interval and a step.
@@ -134,12 +143,14 @@ func GrafanaRateInterval(scrape, step time.Duration) time.Duration {
 }
 
 // Query is the target's expression as Grafana sends it to Prometheus, with RateInterval
-// replaced by rateInterval and the job and cluster variables by AllJobs and AllClusters.
+// replaced by rateInterval and the job, cluster and member variables by AllJobs, AllClusters
+// and AllMembers.
 func (t Target) Query(rateInterval time.Duration) string {
 	return strings.NewReplacer(
 		RateInterval, model.Duration(rateInterval).String(),
 		JobVariable, AllJobs,
 		ClusterVariable, AllClusters,
+		MemberVariable, AllMembers,
 	).Replace(t.Expr)
 }
 

@@ -17,6 +17,10 @@ func TestTargetQueryAndLegend(t *testing.T) {
 	if got, want := tg.Legend(model.Metric{"code": "200", "verb": "GET"}), "200 GET"; got != want {
 		t.Errorf("Legend = %q, want %q", got, want)
 	}
+	fleet := Target{Expr: `min by (cluster) (up_total{job=~"$job", cluster=~"$cluster"} * on () group_left z{cluster=~"$member"})`}
+	if got, want := fleet.Query(time.Minute), `min by (cluster) (up_total{job=~".+", cluster=~".*"} * on () group_left z{cluster=~".+"})`; got != want {
+		t.Errorf("Query = %q, want %q", got, want)
+	}
 	plain := Target{Expr: "max(y)"}
 	if got := plain.Legend(model.Metric{}); got != "max(y)" {
 		t.Errorf("Legend without format or labels = %q, want the expression", got)

@@ -19,6 +19,14 @@ app.kubernetes.io/name: cascade
 {{- if and .Values.leaderElection.enabled (ne .Values.mode "dry-run") }}true{{ end }}
 {{- end }}
 
+{{/*
+Fleet mode's host namespace of the members' kubeconfig Secrets (fleet.secretsNamespace or
+fleet.clusterAPINamespace, which the schema keeps to one): fleet mode is on when it is not empty.
+*/}}
+{{- define "cascade.fleetNamespace" -}}
+{{- default .Values.fleet.clusterAPINamespace .Values.fleet.secretsNamespace }}
+{{- end }}
+
 {{/* The replicas: as set, else 2 with leader election and 1 without. */}}
 {{- define "cascade.replicas" -}}
 {{- if not (kindIs "invalid" .Values.replicas) }}{{ .Values.replicas }}
