@@ -300,10 +300,9 @@ func TestRunbooks(t *testing.T) {
 
 // TestDashboardVariables: the dashboard has the datasource, job, cluster and member variables,
 // the job comes from cascade's own metric (no job name written anywhere), the member from the
-// cluster label of cascade_member_up (several at once, All as every member), and every selector
-// of every query narrows to the chosen job and cluster, but a fleet's per-member series (those
-// whose own label is cluster, docs/metrics.md), whose cluster label names the member: they
-// narrow to the chosen job and members, and some panel shows them.
+// member label of cascade_member_up (several at once, All as every member), and every selector
+// of every query narrows to the chosen job and cluster; a fleet's per-member series (those with
+// a member label, docs/metrics.md) narrow to the chosen members too, and some panel shows them.
 func TestDashboardVariables(t *testing.T) {
 	dash, err := monitoring.LoadDashboard()
 	if err != nil {
@@ -322,9 +321,9 @@ func TestDashboardVariables(t *testing.T) {
 	if v := vars["cluster"]; v.Type != "query" || !strings.Contains(v.Definition, "cluster") || !v.IncludeAll || v.AllValue != monitoring.AllClusters {
 		t.Errorf("variable cluster %+v: want label_values(..., cluster), All as %s (series without a cluster label too)", v, monitoring.AllClusters)
 	}
-	if v := vars["member"]; v.Type != "query" || v.Definition != `label_values(cascade_member_up{job=~"`+monitoring.JobVariable+`"}, cluster)` ||
+	if v := vars["member"]; v.Type != "query" || v.Definition != `label_values(cascade_member_up{job=~"`+monitoring.JobVariable+`", cluster=~"`+monitoring.ClusterVariable+`"}, member)` ||
 		!v.Multi || !v.IncludeAll || v.AllValue != monitoring.AllMembers {
-		t.Errorf("variable member %+v: want label_values of cascade_member_up's cluster in the chosen jobs, several at once, All as %s", v, monitoring.AllMembers)
+		t.Errorf("variable member %+v: want label_values of cascade_member_up's member in the chosen jobs and cluster, several at once, All as %s", v, monitoring.AllMembers)
 	}
 	names := exported(t)
 	perMember := 0
@@ -336,11 +335,11 @@ func TestDashboardVariables(t *testing.T) {
 		for _, m := range sel.FindAllStringSubmatch(e, -1) {
 			job := strings.Contains(m[2], `job=~"`+monitoring.JobVariable+`"`)
 			cluster := strings.Contains(m[2], `cluster=~"`+monitoring.ClusterVariable+`"`)
-			member := strings.Contains(m[2], `cluster=~"`+monitoring.MemberVariable+`"`)
-			if slices.Contains(names[m[1]], "cluster") {
+			member := strings.Contains(m[2], `member=~"`+monitoring.MemberVariable+`"`)
+			if slices.Contains(names[m[1]], "member") {
 				perMember++
-				if !job || !member || cluster {
-					t.Errorf("%s: %s%s is a member's series: it must select the dashboard's job and members (cluster=~%q), not the store's cluster (expr: %s)", where, m[1], m[2], monitoring.MemberVariable, e)
+				if !job || !cluster || !member {
+					t.Errorf("%s: %s%s is a member's series: it must select the dashboard's job, cluster and members (member=~%q) (expr: %s)", where, m[1], m[2], monitoring.MemberVariable, e)
 				}
 				continue
 			}

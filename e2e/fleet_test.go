@@ -264,7 +264,7 @@ func TestFleet(t *testing.T) {
 	putMemberSecret(t, cs, fleetNS, "c", c.kubeconfig(t, "one"))
 	c.collects(t, ns, "joined")
 	framework.Eventually(t, collectTimeout, "c up despite its broken aggregated API", func() (bool, error) {
-		v, ok := framework.Scrape(t, casc).Value(`cascade_member_up{cluster="c"}`)
+		v, ok := framework.Scrape(t, casc).Value(`cascade_member_up{member="c"}`)
 		return ok && v == 1, nil
 	})
 
@@ -291,8 +291,8 @@ func TestFleet(t *testing.T) {
 	if err := b.cp.RestartAPIServerAfter(ctx, syscall.SIGKILL, func() {
 		a.collects(t, ns, "b-down")
 		c.collects(t, ns, "b-down")
-		framework.Eventually(t, collectTimeout, "cascade_member_up{cluster=b} 0", func() (bool, error) {
-			v, ok := framework.Scrape(t, casc).Value(`cascade_member_up{cluster="b"}`)
+		framework.Eventually(t, collectTimeout, "cascade_member_up{member=b} 0", func() (bool, error) {
+			v, ok := framework.Scrape(t, casc).Value(`cascade_member_up{member="b"}`)
 			return ok && v == 0, nil
 		})
 		code, body := readyz(t, casc.HealthURL)
@@ -302,7 +302,7 @@ func TestFleet(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	framework.WaitForMetric(t, casc, `cascade_member_up{cluster="b"}`, 1, 2*collectTimeout)
+	framework.WaitForMetric(t, casc, `cascade_member_up{member="b"}`, 1, 2*collectTimeout)
 	bOwner2 := b.cs.CreateCM(t, ns, "back-owner")
 	b.cs.CreateCM(t, ns, "back-dep", framework.CMRef(bOwner2))
 	b.cs.DeleteCM(t, ns, "back-owner", metav1.DeletePropagationBackground)
@@ -315,7 +315,7 @@ func TestFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, collectTimeout, "c's series gone", func() (bool, error) {
-		_, ok := framework.Scrape(t, casc).Value(`cascade_member_up{cluster="c"}`)
+		_, ok := framework.Scrape(t, casc).Value(`cascade_member_up{member="c"}`)
 		return !ok, nil
 	})
 	c.keeps(t, ns, "left", 5*time.Second)
@@ -338,7 +338,7 @@ func TestFleet(t *testing.T) {
 	for i := range cycles {
 		putMemberSecret(t, cs, fleetNS, "c", kc)
 		framework.Eventually(t, collectTimeout, fmt.Sprintf("cycle %d: c up", i), func() (bool, error) {
-			v, ok := framework.Scrape(t, casc).Value(`cascade_member_up{cluster="c"}`)
+			v, ok := framework.Scrape(t, casc).Value(`cascade_member_up{member="c"}`)
 			return ok && v == 1, nil
 		})
 		if i == 0 {
@@ -348,7 +348,7 @@ func TestFleet(t *testing.T) {
 			t.Fatal(err)
 		}
 		framework.Eventually(t, collectTimeout, fmt.Sprintf("cycle %d: c gone", i), func() (bool, error) {
-			_, ok := framework.Scrape(t, casc).Value(`cascade_member_up{cluster="c"}`)
+			_, ok := framework.Scrape(t, casc).Value(`cascade_member_up{member="c"}`)
 			return !ok, nil
 		})
 	}

@@ -664,13 +664,13 @@ var (
 	descMembers = prometheus.NewDesc(gc.MetricsNamespace+"_fleet_members",
 		"Fleet mode: members by state (up: its collector runs and its graph synced; down: not, see /readyz for why).", []string{"state"}, nil)
 	descMemberUp = prometheus.NewDesc(gc.MetricsNamespace+"_member_up",
-		"Fleet mode: 1 when the member's collector runs and its graph synced, else 0.", []string{"cluster"}, nil)
+		"Fleet mode: 1 when the member's collector runs and its graph synced, else 0.", []string{"member"}, nil)
 	descMemberObjects = prometheus.NewDesc(gc.MetricsNamespace+"_member_graph_objects",
-		"Fleet mode: observed objects in the member's dependency graph.", []string{"cluster"}, nil)
+		"Fleet mode: observed objects in the member's dependency graph.", []string{"member"}, nil)
 	descMemberWaiting = prometheus.NewDesc(gc.MetricsNamespace+"_member_owners_waiting",
-		"Fleet mode: the member's owners being deleted with a GC finalizer (orphan and foregroundDeletion).", []string{"cluster"}, nil)
+		"Fleet mode: the member's owners being deleted with a GC finalizer (orphan and foregroundDeletion).", []string{"member"}, nil)
 	descMemberQueue = prometheus.NewDesc(gc.MetricsNamespace+"_member_delete_queue_depth",
-		"Fleet mode: dependents waiting in the member's delete queue.", []string{"cluster"}, nil)
+		"Fleet mode: dependents waiting in the member's delete queue.", []string{"member"}, nil)
 	descFleetConns = prometheus.NewDesc(gc.MetricsNamespace+"_fleet_connections",
 		"Fleet mode: connections open to the members' API servers (each member has its own).", nil, nil)
 )

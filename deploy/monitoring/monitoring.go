@@ -114,9 +114,8 @@ const RateInterval = "$__rate_interval"
 // JobVariable and ClusterVariable are the dashboard's own variables, which every query's
 // selectors use: the scrape jobs that export cascade's metrics (label_values of cascade_leader:
 // no job name is written in the dashboard) and the cluster label of a multi-cluster store.
-// MemberVariable is the fleet's members chosen (label_values of cascade_member_up's cluster
-// label), which the per-member series' selectors use instead of ClusterVariable: their cluster
-// label names the member.
+// MemberVariable is the fleet's members chosen (label_values of cascade_member_up's member
+// label), which the per-member series' selectors use besides JobVariable and ClusterVariable.
 const (
 	JobVariable     = "$job"
 	ClusterVariable = "$cluster"

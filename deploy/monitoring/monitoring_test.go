@@ -17,8 +17,8 @@ func TestTargetQueryAndLegend(t *testing.T) {
 	if got, want := tg.Legend(model.Metric{"code": "200", "verb": "GET"}), "200 GET"; got != want {
 		t.Errorf("Legend = %q, want %q", got, want)
 	}
-	fleet := Target{Expr: `min by (cluster) (up_total{job=~"$job", cluster=~"$cluster"} * on () group_left z{cluster=~"$member"})`}
-	if got, want := fleet.Query(time.Minute), `min by (cluster) (up_total{job=~".+", cluster=~".*"} * on () group_left z{cluster=~".+"})`; got != want {
+	fleet := Target{Expr: `min by (member) (up_total{job=~"$job", cluster=~"$cluster"} * on () group_left z{member=~"$member"})`}
+	if got, want := fleet.Query(time.Minute), `min by (member) (up_total{job=~".+", cluster=~".*"} * on () group_left z{member=~".+"})`; got != want {
 		t.Errorf("Query = %q, want %q", got, want)
 	}
 	plain := Target{Expr: "max(y)"}

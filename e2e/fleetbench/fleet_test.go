@@ -496,7 +496,7 @@ func BenchmarkFleetFairness(b *testing.B) {
 			}}}
 		})
 		framework.EventuallyEvery(b, 2*time.Second, 5*time.Minute, "the burst's objects in the busy member's graph", func() (bool, error) {
-			v, _ := framework.Scrape(b, casc).Value(`cascade_member_graph_objects{cluster="busy"}`)
+			v, _ := framework.Scrape(b, casc).Value(`cascade_member_graph_objects{member="busy"}`)
 			return v >= float64(2*burst), nil
 		})
 		var collected time.Duration
