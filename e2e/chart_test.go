@@ -152,7 +152,7 @@ func objects(t *testing.T, stream string) []*unstructured.Unstructured {
 // installed drops Helm's hooks (the helm test's objects), which helm install does not create,
 // from a rendered chart.
 func installed(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
-	return slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool {
+	return slices.DeleteFunc(slices.Clone(objs), func(o *unstructured.Unstructured) bool {
 		_, hook := o.GetAnnotations()["helm.sh/hook"]
 		return hook
 	})
