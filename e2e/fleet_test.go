@@ -100,7 +100,9 @@ func (m *fleetMember) everyDeletion(t *testing.T, ns string, cmNever bool) {
 		})
 	}
 	cm := func(name string) func() (metav1.Object, error) {
-		return func() (metav1.Object, error) { return m.cs.Kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}) }
+		return func() (metav1.Object, error) {
+			return m.cs.Kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		}
 	}
 	bg := m.cs.CreateCM(t, ns, p+"-bg-owner")
 	m.cs.CreateCM(t, ns, p+"-bg-dep", framework.CMRef(bg))

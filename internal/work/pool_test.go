@@ -272,4 +272,3 @@ func BenchmarkPoolFairness(b *testing.B) {
 	b.ReportMetric(float64(b99/n)/1e3, "burst-p99-µs")
 	b.ReportMetric(float64(b99)/float64(q99), "p99-ratio")
 }
-
