@@ -245,11 +245,16 @@ func waitAPIServiceAvailable(t *testing.T, dyn dynamic.Interface, name string) {
 //     held by a blocking dependent with a foreign finalizer; a dependent cascade collects, then
 //     found in the audit log and cascade's JSON log); docs/runbooks.md's diagnoses (docsRunbooks);
 //     then the FlowSchema check, upgrade, rollback and uninstall;
-//   - helm: the README's three commands and the uninstall; then install with monitoring,
-//     upgrade, rollback, JSON logs, uninstall.
+//   - docs/migration.md with kustomize (docsMigration): the shadow overlay, the switch to the
+//     base and a cascade with its arguments that stamps for a defaultPropagation rule, the
+//     rollback to the shadow, cascade uninstall, the removal;
+//   - helm: the README's three commands and the uninstall; docs/migration.md's shadow release,
+//     switch and rollback (docsMigrationHelm); then install with monitoring, upgrade, rollback,
+//     JSON logs, uninstall.
 //
 // After each step it checks what the step is for (the image, the revisions, the monitoring
-// objects, the answers the docs tell the reader to look for, nothing left after uninstall), and
+// objects, the answers the docs tell the reader to look for, the mode and RBAC of each
+// migration step, nothing left after uninstall), and
 // at the end that every script ran.
 func TestDocsExamples(t *testing.T) {
 	// On a control plane of its own: runs beside the other such tests, once the tests on the
@@ -330,17 +335,8 @@ func TestDocsExamples(t *testing.T) {
 		t.Errorf("ClusterRoleBinding prometheus-cascade-metrics after uninstall-kustomize.sh: %v", err)
 	}
 
-	// docs/migration.md's shadow mode: the overlay applied as the page says; then removed.
-	r.run(t, "shadow-kustomize.sh")
-	if args := deploymentArgs(t, kube); !slices.Contains(args, "--dry-run") || slices.Contains(args, "--leader-elect=true") {
-		t.Errorf("after shadow-kustomize.sh the Deployment's arguments are %v, want --dry-run without leader election", args)
-	}
-	r.runText(t, "remove the shadow overlay", "kubectl delete -k cascade/deploy/overlays/shadow --wait=false\n")
-	framework.WaitGone(t, "namespace cascade-system", 2*collectTimeout, func() error {
-		_, err := kube.CoreV1().Namespaces().Get(ctx, "cascade-system", metav1.GetOptions{})
-		return err
-	})
-	nothingOfCascadeLeft(t, kube, dyn)
+	// docs/migration.md with kustomize: shadow, switch, rollback, uninstall, removal.
+	docsMigration(t, cp, cs, r)
 
 	// docs/modes.md: a policy checked for companion mode.
 	out = r.run(t, "validate-companion.sh")
@@ -358,6 +354,8 @@ func TestDocsExamples(t *testing.T) {
 	if code, ran := hooks.Ran("cascade-uninstall"); !ran || code != 0 {
 		t.Errorf("the chart's pre-delete hook cascade-uninstall: ran %v, exit %d; want it run, exit 0", ran, code)
 	}
+	// docs/migration.md with Helm: shadow, switch, rollback, uninstall.
+	docsMigrationHelm(t, cs, r)
 
 	r.run(t, "install-helm.sh")
 	monitoringObjectsExist(t, kube, dyn)

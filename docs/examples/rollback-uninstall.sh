@@ -1,0 +1,2 @@
+cascade uninstall --dry-run
+cascade uninstall
