@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -40,22 +41,20 @@ var readMethods = map[string]bool{
 	"Admission.GetPolicy": true, "Admission.GetBinding": true, "Admission.GetPolicyV1beta1": true, "Admission.GetBindingV1beta1": true,
 }
 
-// TestDryRunEdgeSendsNoWrite lists every method of every part of the Edge: each one that
-// writes has a case here (a new write method fails the test until it has one), and each is
-// counted in cascade_dry_run_actions_total under its action and sends nothing: the fakes behind
-// the dry-run Edge record reads only.
-func TestDryRunEdgeSendsNoWrite(t *testing.T) {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "record", UID: "u-cm"}}
-	w := clienttest.Widget("ns", "w", "u-w", "3")
+// edgeWriteCase is one write method of the Edge: its dry-run action and a call of it.
+type edgeWriteCase struct {
+	action string
+	call   func(ctx context.Context, e Edge) error
+}
+
+// edgeWriteCases calls every write method of the Edge once, by the name the tests give it.
+func edgeWriteCases() map[string]edgeWriteCase {
 	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w.1"}, Reason: "Test"}
 	mp := &admissionv1.MutatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cascade-defaults"}}
 	mb := &admissionv1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "cascade-defaults"}}
 	mpBeta := &admissionv1beta1.MutatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cascade-defaults"}}
 	mbBeta := &admissionv1beta1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "cascade-defaults"}}
-	writes := map[string]struct {
-		action string
-		call   func(ctx context.Context, e Edge) error
-	}{
+	return map[string]edgeWriteCase{
 		"Objects.Delete": {ActionDelete, func(ctx context.Context, e Edge) error {
 			return e.Objects.Delete(ctx, clienttest.Widgets, "ns", "w", deleteOptions("u-w", "3", metav1.DeletePropagationBackground))
 		}},
@@ -87,6 +86,16 @@ func TestDryRunEdgeSendsNoWrite(t *testing.T) {
 		"Events.Update": {ActionEvent, func(_ context.Context, e Edge) error { _, err := e.Events.Update(ev); return err }},
 		"Events.Patch":  {ActionEvent, func(_ context.Context, e Edge) error { _, err := e.Events.Patch(ev, []byte(`{}`)); return err }},
 	}
+}
+
+// TestDryRunEdgeSendsNoWrite lists every method of every part of the Edge: each one that
+// writes has a case here (a new write method fails the test until it has one), and each is
+// counted in cascade_dry_run_actions_total under its action and sends nothing: the fakes behind
+// the dry-run Edge record reads only.
+func TestDryRunEdgeSendsNoWrite(t *testing.T) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "record", UID: "u-cm"}}
+	w := clienttest.Widget("ns", "w", "u-w", "3")
+	writes := edgeWriteCases()
 	var listed []string
 	for part, typ := range edgeParts {
 		for i := range typ.NumMethod() {
@@ -247,5 +256,41 @@ func TestAdmissionVersions(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("actions:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestGuardedEdgeRefusesEveryWrite: a guarded Edge whose guard refuses sends no write of any
+// method (each answers ErrNotWritable), and reads go through; once the guard allows, the write
+// is sent.
+func TestGuardedEdgeRefusesEveryWrite(t *testing.T) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "record", UID: "u-cm"}}
+	w := clienttest.Widget("ns", "w", "u-w", "3")
+	for name, c := range edgeWriteCases() {
+		t.Run(name, func(t *testing.T) {
+			meta := clienttest.NewFake(w)
+			kube := fake.NewClientset(cm.DeepCopy())
+			var allowed error = errors.New("shard 3 not held")
+			guarded := NewEdge(meta, kube).Guarded(func() error { return allowed })
+			if err := c.call(context.Background(), guarded); !errors.Is(err, ErrNotWritable) {
+				t.Fatalf("%s through a refusing guard: %v, want ErrNotWritable", name, err)
+			}
+			if a := append(meta.Actions(), kube.Actions()...); len(a) != 0 {
+				t.Fatalf("%s through a refusing guard sent %v", name, a)
+			}
+			if _, err := guarded.Objects.Get(context.Background(), clienttest.Widgets, "ns", "w"); err != nil {
+				t.Fatalf("a read through a refusing guard: %v", err)
+			}
+			allowed = nil
+			_ = c.call(context.Background(), guarded) // the fakes may answer an error; what counts is that it was sent
+			sent := 0
+			for _, a := range append(meta.Actions(), kube.Actions()...) {
+				if a.GetVerb() != "get" {
+					sent++
+				}
+			}
+			if sent == 0 {
+				t.Fatalf("%s through an allowing guard sent nothing", name)
+			}
+		})
 	}
 }
