@@ -531,3 +531,66 @@ func BenchmarkFleetFairness(b *testing.B) {
 		b.ReportMetric(collected.Seconds(), "burst-s")
 	}
 }
+
+// collectGarbage has cascade run a garbage collection (its /debug/pprof/heap with gc=1, served
+// with --enable-profiling), so that the heap read next holds live objects only.
+func collectGarbage(b *testing.B, casc *harness.Cascade) {
+	b.Helper()
+	saveProfile(b, strings.TrimSuffix(casc.MetricsURL, "/metrics")+"/debug/pprof/heap?gc=1", filepath.Join(b.TempDir(), "heap.pprof"))
+}
+
+// liveUsage is cascade's goroutines and live heap (after a garbage collection), once settled.
+func liveUsage(b *testing.B, casc *harness.Cascade) (goroutines, heap float64) {
+	b.Helper()
+	settle(b, casc, 5*time.Minute)
+	collectGarbage(b, casc)
+	m := framework.Scrape(b, casc)
+	goroutines, _ = m.Value("go_goroutines")
+	heap, _ = m.Value("go_memstats_heap_inuse_bytes")
+	return goroutines, heap
+}
+
+// BenchmarkFleetChurn (issue 33.1): members added and removed FLEET_CYCLES times (default
+// 1,000), FLEET_BATCH at a time (default 10), each a registration of one kube-apiserver; the
+// process's goroutines and live heap (after a garbage collection) before the first cycle and
+// after the last, with one member registered throughout. Goal: both back within 2%.
+func BenchmarkFleetChurn(b *testing.B) {
+	cycles := envInt(b, "FLEET_CYCLES", 1000)
+	batch := envInt(b, "FLEET_BATCH", 10)
+	ms := startMembers(b, "churn", 1)
+	for b.Loop() {
+		dir := b.TempDir()
+		register(b, dir, "steady", ms[0])
+		casc := suite.StartCascade(b, "--fleet-kubeconfig-dir="+dir, "--orphan-record-configmap=", "--enable-profiling")
+		waitMembers(b, casc, 1, 2*time.Minute)
+		g0, h0 := liveUsage(b, casc)
+		start := time.Now()
+		for done := 0; done < cycles; done += batch {
+			n := min(batch, cycles-done)
+			for i := range n {
+				register(b, dir, fmt.Sprintf("churn-%d", i), ms[0])
+			}
+			waitMembers(b, casc, 1+n, 5*time.Minute)
+			for i := range n {
+				if err := os.Remove(filepath.Join(dir, fmt.Sprintf("churn-%d", i))); err != nil {
+					b.Fatal(err)
+				}
+			}
+			framework.EventuallyEvery(b, 500*time.Millisecond, 5*time.Minute, "the batch's members gone", func() (bool, error) {
+				m, err := framework.ReadMetrics(casc)
+				if err != nil {
+					return false, nil
+				}
+				up, _ := m.Value(`cascade_fleet_members{state="up"}`)
+				down, _ := m.Value(`cascade_fleet_members{state="down"}`)
+				return up+down == 1, nil
+			})
+		}
+		g1, h1 := liveUsage(b, casc)
+		fmt.Printf("fleet-churn: %d add/remove cycles (%d at a time) in %.0fs: goroutines %.0f -> %.0f (%+.1f%%), live heap %.1f -> %.1f MiB (%+.1f%%)\n",
+			cycles, batch, time.Since(start).Seconds(), g0, g1, 100*(g1-g0)/g0, h0/(1<<20), h1/(1<<20), 100*(h1-h0)/h0)
+		b.ReportMetric(100*(g1-g0)/g0, "goroutines-%")
+		b.ReportMetric(100*(h1-h0)/h0, "heap-%")
+		_ = casc.Stop(30 * time.Second)
+	}
+}
