@@ -2,6 +2,7 @@ package work
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,7 +19,8 @@ type progress interface {
 	serving() bool
 }
 
-// tracked holds the queues created with one Metrics, for the liveness check.
+// tracked holds the queues served now (Queue.Run) with one Metrics, for the liveness check: a
+// queue that stopped is dropped (a fleet's members come and go).
 type tracked struct {
 	mu     sync.Mutex
 	queues []progress
@@ -28,6 +30,17 @@ func (t *tracked) add(q progress) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.queues = append(t.queues, q)
+}
+
+func (t *tracked) remove(q progress) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, p := range t.queues {
+		if p == q {
+			t.queues = append(t.queues[:i], t.queues[i+1:]...)
+			return
+		}
+	}
 }
 
 func (t *tracked) all() []progress {
@@ -59,7 +72,7 @@ type sample struct {
 	finished  uint64
 }
 
-// NewLiveness checks the queues created with m (every queue cascade's packages make is given
+// NewLiveness checks the queues served with m (every queue cascade's packages make is given
 // the one work.Metrics). clk nil: the real clock.
 func (m *Metrics) NewLiveness(after time.Duration, clk clock.PassiveClock) *Liveness {
 	if clk == nil {
@@ -74,7 +87,13 @@ func (l *Liveness) Check() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var stalled []string
-	for _, q := range l.queues.all() {
+	queues := l.queues.all()
+	for q := range l.seen { // queues that stopped
+		if !slices.Contains(queues, q) {
+			delete(l.seen, q)
+		}
+	}
+	for _, q := range queues {
 		s, known := l.seen[q]
 		done, ready := q.finished(), q.Len()
 		if !known || now.Sub(s.at) > l.after || !q.serving() || ready == 0 || done != s.finished {

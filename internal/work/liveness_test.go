@@ -2,6 +2,7 @@ package work
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -81,4 +82,34 @@ func TestLiveness(t *testing.T) {
 	close(release)
 	cancel()
 	wg.Wait()
+}
+
+// A queue is checked while it is served, and forgotten once it stops: a fleet's members come
+// and go, and the liveness check must not hold every queue they ever had.
+func TestLivenessForgetsStoppedQueues(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	live := m.NewLiveness(time.Minute, nil)
+	for i := range 100 {
+		ctx, cancel := context.WithCancel(context.Background())
+		q := NewQueue(fmt.Sprintf("q%d", i), Options[string]{Metrics: m})
+		done := make(chan struct{})
+		go func() { q.Run(ctx, 1, func(context.Context, string) (Outcome, error) { return Done, nil }); close(done) }()
+		for !q.serving() {
+			time.Sleep(time.Millisecond)
+		}
+		if err := live.Check(); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		<-done
+	}
+	if err := live.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(m.queues.all()); n != 0 {
+		t.Fatalf("%d queues tracked after every one stopped", n)
+	}
+	if n := len(live.seen); n != 0 {
+		t.Fatalf("the liveness check remembers %d stopped queues", n)
+	}
 }

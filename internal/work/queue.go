@@ -131,7 +131,6 @@ func NewQueue[T comparable](name string, opts Options[T]) *Queue[T] {
 		share:   opts.Share,
 		failing: map[T]struct{}{},
 	}
-	opts.Metrics.queues.add(q)
 	return q
 }
 
@@ -158,6 +157,8 @@ func (q *Queue[T]) ShutDown() { q.q.ShutDown() }
 // Run serves the queue with workers goroutines calling process until ctx ends, then shuts the
 // queue down and returns once every worker has finished its item.
 func (q *Queue[T]) Run(ctx context.Context, workers int, process Func[T]) {
+	q.metrics.queues.add(q) // for the liveness check while it is served
+	defer q.metrics.queues.remove(q)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
