@@ -93,7 +93,10 @@ func TestLivenessForgetsStoppedQueues(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		q := NewQueue(fmt.Sprintf("q%d", i), Options[string]{Metrics: m})
 		done := make(chan struct{})
-		go func() { q.Run(ctx, 1, func(context.Context, string) (Outcome, error) { return Done, nil }); close(done) }()
+		go func() {
+			q.Run(ctx, 1, func(context.Context, string) (Outcome, error) { return Done, nil })
+			close(done)
+		}()
 		for !q.serving() {
 			time.Sleep(time.Millisecond)
 		}
