@@ -13,7 +13,8 @@
 // while its renewTime + leaseDurationSeconds is ahead of the reader's clock (liveness only
 // sizes the fair share; no write depends on it). Every write of a shard Lease is an Update
 // carrying the resourceVersion last read or written (or a Create): two replicas never both
-// succeed from one version.
+// succeed from one version. Every write carries the writer's shard count
+// (cascade.dev/shards).
 //
 // Cost: each replica, every RetryPeriod, renews its replica Lease and each shard Lease it
 // holds, and lists both kinds of Leases: (shards + replicas) writes per RetryPeriod for the
@@ -33,8 +34,8 @@
 //     request).
 //  3. Fair share is ceil(shards / live replicas). A replica holding more gives its
 //     highest-numbered shard up, one at a time: its Start ctx ends and the Lease is renewed
-//     until Start returned (every writer stopped); then one last renewal, annotated
-//     cascade.dev/handoff=true, fences it, and it is renewed no more. When the shards do not
+//     until Start returned (every writer stopped); then (the loop runs at once) one last
+//     renewal, annotated cascade.dev/handoff=true, fences it, and it is renewed no more. When the shards do not
 //     divide evenly and every shard is held, the first replica (by identity) holding more
 //     than the floor gives one up to a replica below the floor (7 shards over 3 replicas end
 //     3/2/2, not 3/3/1); meanwhile the replicas at the floor or above leave freed shards to
@@ -47,11 +48,28 @@
 //     leaseDuration is past, or, whatever it says, this replica has seen its record
 //     (resourceVersion, holder, renewTime) unchanged for leaseDuration by its own clock, as
 //     client-go's leader election does. A free candidate is taken (at most one per loop) by
-//     a Create, or an Update from the version seen; only when that write succeeds does the
-//     gate open. A conflict means another replica won: that Start's ctx ends. Free shards
-//     come first, then those of no live replica, then those others are expected to give up.
+//     a Create, or an Update from the version seen; a conflict means another replica won:
+//     that Start's ctx ends. The taken shard's gate opens once a list made after the take
+//     (at once, or at the next loop if that list fails) shows no shard Lease held under
+//     another shard count (below).
+//     Free shards come first, then those of no live replica, then those others are expected
+//     to give up.
 //  5. When Run's ctx ends: every Start's ctx ends; once every Start returned, each held
 //     shard Lease is released (holder cleared: free at once) and the replica Lease deleted.
+//
+// # Changing the shard count
+//
+// Replicas counting shards differently map members to shards differently: one member can
+// be in shard 1 of one and shard 3 of the other, so their shard Leases cannot keep them
+// apart. A replica therefore counts as live only the replicas of its own count, and while
+// it sees a shard Lease that is not free and was written under another count (including
+// Leases beyond its own count), it takes no shard and opens no gate of a shard it just
+// took (it gives that up before any writer ran). Each of two such replicas lists after its
+// own take and before opening, so they cannot both open. The shards it holds already, it
+// keeps. During a rollout that changes the count, the replicas of the new count wait until
+// every Lease of the old count is free, and the old ones hold only their fair share among
+// themselves: shards of the old replicas already replaced go uncollected until then. Change
+// the count with every replica stopped, or accept that pause.
 //
 // A Lease that names this replica but that it does not hold (a take whose reply was lost;
 // a shard lost or given up whose Start returned) is free to it at once: only this process
@@ -69,7 +87,7 @@
 //     RenewDeadline after it: LeaseDuration − RenewDeadline is the margin. A handed-off or
 //     released shard is taken only after its holder's Start returned.
 //   - A shard's gate opens only after this replica wrote the Lease naming itself, from the
-//     version it read; it never closes again: a shard lost or given up ends its Start ctx,
+//     version it read, and listed the Leases since; it never closes again: a shard lost or given up ends its Start ctx,
 //     and a later take calls Start afresh with a new gate.
 //   - One Start per shard per process at a time: a shard is warmed again only once the
 //     previous Start for it returned.

@@ -40,6 +40,7 @@ type fleet struct {
 
 type replica struct {
 	id     string
+	shards int
 	m      *Manager
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -76,9 +77,9 @@ func newFleet(t *testing.T, shards int) *fleet {
 	return f
 }
 
-func (f *fleet) options(id string) Options {
+func (f *fleet) options(id string, shards int) Options {
 	return Options{
-		Leases: f.api.CoordinationV1(), Namespace: "cascade", Prefix: "cascade", Shards: f.shards, Identity: id,
+		Leases: f.api.CoordinationV1(), Namespace: "cascade", Prefix: "cascade", Shards: shards, Identity: id,
 		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod, Clock: f.clk,
 		Start: func(ctx context.Context, shard int, gate *leader.Gate) {
 			s := &started{id: id, shard: shard, ctx: ctx, gate: gate, returned: make(chan struct{})}
@@ -97,13 +98,20 @@ func (f *fleet) options(id string) Options {
 // add starts a replica; it steps from the next tick on.
 func (f *fleet) add(id string) *replica {
 	f.t.Helper()
-	opts := f.options(id)
+	return f.addCounting(id, f.shards)
+}
+
+// addCounting starts a replica that counts shards shards (a new version of the fleet's
+// configuration, mid rollout).
+func (f *fleet) addCounting(id string, shards int) *replica {
+	f.t.Helper()
+	opts := f.options(id, shards)
 	if errs := opts.Validate(nil); len(errs) > 0 {
 		f.t.Fatalf("options: %v", errs)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f.t.Cleanup(cancel)
-	r := &replica{id: id, m: New(opts), ctx: ctx, cancel: cancel}
+	r := &replica{id: id, shards: shards, m: New(opts), ctx: ctx, cancel: cancel}
 	f.replicas = append(f.replicas, r)
 	return r
 }
@@ -186,7 +194,8 @@ func (f *fleet) settled() bool {
 
 // check asserts, after every tick, that no shard has two writers: at most one Start per
 // shard is live with its gate open, at most one replica finds it Writable, and that one holds
-// its Lease and runs that Start.
+// its Lease and runs that Start; and that replicas counting shards differently never write
+// at once.
 func (f *fleet) check() {
 	f.t.Helper()
 	now := f.clk.Now()
@@ -204,7 +213,12 @@ func (f *fleet) check() {
 			open[s.shard] = append(open[s.shard], s)
 		}
 	}
-	for i := range f.shards {
+	counts := map[int][]string{} // shard count → replicas with a shard Writable
+	most := f.shards
+	for _, r := range f.replicas {
+		most = max(most, r.shards)
+	}
+	for i := range most {
 		if len(open[i]) > 1 {
 			f.t.Fatalf("%s: shard %d has %d writers: %s and %s", now.Format(time.TimeOnly), i, len(open[i]), open[i][0].id, open[i][1].id)
 		}
@@ -212,6 +226,7 @@ func (f *fleet) check() {
 		for _, r := range f.replicas {
 			if !r.dead && r.m.Writable(i) == nil {
 				writable = append(writable, r.id)
+				counts[r.shards] = append(counts[r.shards], r.id)
 			}
 		}
 		if len(writable) > 1 {
@@ -225,6 +240,9 @@ func (f *fleet) check() {
 				f.t.Fatalf("%s: shard %d Writable in %s, but its Lease names %q", now.Format(time.TimeOnly), i, writable[0], h)
 			}
 		}
+	}
+	if len(counts) > 1 {
+		f.t.Fatalf("%s: replicas counting shards differently write at once: %v", now.Format(time.TimeOnly), counts)
 	}
 }
 

@@ -20,6 +20,9 @@ const (
 	// HandoffAnnotation ("true") is set by the last write of a holder that gave its shard up
 	// after its writers stopped: the shard is free LeaseDuration after that write's renewTime.
 	HandoffAnnotation = "cascade.dev/handoff"
+	// ShardsAnnotation is the shard count of the replica that wrote the Lease: replicas that
+	// count differently map members to shards differently, so never hold shards together.
+	ShardsAnnotation = "cascade.dev/shards"
 )
 
 func shardLeaseName(prefix string, shard int) string {
@@ -75,6 +78,7 @@ type record struct {
 	renewTime time.Time
 	duration  time.Duration // the Lease's, at least ours
 	handoff   bool
+	shards    int // the writer's shard count (0: unknown)
 }
 
 func recordOf(l *coordv1.Lease, ours time.Duration) record {
@@ -89,6 +93,7 @@ func recordOf(l *coordv1.Lease, ours time.Duration) record {
 		r.duration = max(r.duration, time.Duration(*s)*time.Second)
 	}
 	r.handoff = l.Annotations[HandoffAnnotation] == "true"
+	r.shards, _ = strconv.Atoi(l.Annotations[ShardsAnnotation])
 	return r
 }
 
@@ -130,19 +135,32 @@ func (o observation) freeAt() time.Time {
 	}
 }
 
-// leaseSpec sets the fields of l that name id holder, renewed at now.
-func leaseSpec(l *coordv1.Lease, id string, now time.Time, d time.Duration) {
+// stamp is what this replica's writes of a Lease say: its identity, the Lease's duration and
+// its shard count.
+type stamp struct {
+	id       string
+	duration time.Duration
+	shards   int
+}
+
+// spec sets the fields of l that name this replica holder, renewed at now.
+func (s stamp) spec(l *coordv1.Lease, now time.Time) {
+	id := s.id
 	l.Spec.HolderIdentity = &id
-	l.Spec.LeaseDurationSeconds = seconds(d)
+	l.Spec.LeaseDurationSeconds = seconds(s.duration)
 	t := metav1.NewMicroTime(now)
 	l.Spec.RenewTime = &t
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[ShardsAnnotation] = strconv.Itoa(s.shards)
 	delete(l.Annotations, HandoffAnnotation)
 }
 
-// newLease is a Lease named name, labelled key=prefix, held by id since now.
-func newLease(namespace, name, key, prefix, id string, now time.Time, d time.Duration) *coordv1.Lease {
+// newLease is a Lease named name, labelled key=prefix, held by this replica since now.
+func (s stamp) newLease(namespace, name, key, prefix string, now time.Time) *coordv1.Lease {
 	l := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{key: prefix}}}
-	leaseSpec(l, id, now, d)
+	s.spec(l, now)
 	t := metav1.NewMicroTime(now)
 	l.Spec.AcquireTime = &t
 	transitions := int32(0)
@@ -150,36 +168,33 @@ func newLease(namespace, name, key, prefix, id string, now time.Time, d time.Dur
 	return l
 }
 
-// taken is read (a shard Lease someone else held, or nobody) taken by id at now.
-func taken(read *coordv1.Lease, id string, now time.Time, d time.Duration) *coordv1.Lease {
+// taken is read (a shard Lease someone else held, or nobody) taken by this replica at now.
+func (s stamp) taken(read *coordv1.Lease, now time.Time) *coordv1.Lease {
 	l := read.DeepCopy()
-	if h := l.Spec.HolderIdentity; h == nil || *h != id {
+	if h := l.Spec.HolderIdentity; h == nil || *h != s.id {
 		transitions := int32(1)
 		if p := l.Spec.LeaseTransitions; p != nil {
 			transitions = *p + 1
 		}
 		l.Spec.LeaseTransitions = &transitions
 	}
-	leaseSpec(l, id, now, d)
+	s.spec(l, now)
 	t := metav1.NewMicroTime(now)
 	l.Spec.AcquireTime = &t
 	return l
 }
 
 // renewed is held (our last write) renewed at now.
-func renewed(held *coordv1.Lease, id string, now time.Time, d time.Duration) *coordv1.Lease {
+func (s stamp) renewed(held *coordv1.Lease, now time.Time) *coordv1.Lease {
 	l := held.DeepCopy()
-	leaseSpec(l, id, now, d)
+	s.spec(l, now)
 	return l
 }
 
 // fenced is held renewed at now by a holder whose writers have stopped and that gives the
-// shard up: free at now + d.
-func fenced(held *coordv1.Lease, id string, now time.Time, d time.Duration) *coordv1.Lease {
-	l := renewed(held, id, now, d)
-	if l.Annotations == nil {
-		l.Annotations = map[string]string{}
-	}
+// shard up: free at now + duration.
+func (s stamp) fenced(held *coordv1.Lease, now time.Time) *coordv1.Lease {
+	l := s.renewed(held, now)
 	l.Annotations[HandoffAnnotation] = "true"
 	return l
 }

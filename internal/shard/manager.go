@@ -34,6 +34,9 @@ type phase int
 const (
 	// warming: Start runs with its gate closed; the Lease is not held (yet).
 	warming phase = iota
+	// taken: the Lease is held and renewed, the gate still closed until a list after the
+	// take shows no shard Lease held under another shard count (confirm).
+	taken
 	// serving: the Lease is held and renewed; the gate is open.
 	serving
 	// releasing: given up. ctx ended; the Lease is renewed until Start returns, then
@@ -50,7 +53,7 @@ type run struct {
 	gate   *leader.Gate
 	cancel context.CancelFunc
 	done   chan struct{} // closed when Start returned
-	// lease is our last successful write of the shard's Lease (serving, releasing: the base
+	// lease is our last successful write of the shard's Lease (taken, serving, releasing: the base
 	// of the next write, whose resourceVersion makes it fail if anyone else wrote since).
 	lease *coordv1.Lease
 	// renewed is when that write was sent, by our clock: the writers stop RenewDeadline
@@ -68,7 +71,7 @@ func (r *run) returned() bool {
 }
 
 // holds reports whether r holds the shard's Lease (and so renews it).
-func (r *run) holds() bool { return r.phase == serving || r.phase == releasing }
+func (r *run) holds() bool { return r.phase == taken || r.phase == serving || r.phase == releasing }
 
 // stop ends r's context: its shard is not (or no longer) ours.
 func (r *run) stop() {
@@ -85,19 +88,28 @@ func (r *run) stop() {
 // Writable, ...), take mu for the fields below it, never across an API request.
 type Manager struct {
 	opts        Options
+	stamp       stamp
 	leases      coordinationv1.LeaseInterface
 	replicaName string
 	// offset is where this replica starts looking for a free shard (Of its identity).
 	offset int
 	// wake tells the watchdog that a deadline moved.
 	wake chan struct{}
+	// kick runs the loop before its next tick: a shard given up has stopped (its fence is due).
+	kick chan struct{}
 	// presence is our last write of our replica Lease (the loop goroutine's only).
 	presence *coordv1.Lease
 
 	mu   sync.Mutex
 	runs map[int]*run  // by shard: every Start that has not returned, and every Lease we hold
 	obs  []observation // by shard: the Leases as last listed
-	live []string      // the live replicas' identities, sorted; this one always included
+	// extra are the listed shard Leases beyond our shard count, by name (written by replicas
+	// with more shards).
+	extra map[string]observation
+	// mixed: a shard Lease that is not free was written under another shard count; until
+	// none is, no shard is taken nor opened.
+	mixed bool
+	live  []string // the live replicas' identities, sorted; this one always included
 }
 
 // New returns a Manager; Run checks its options (Options.Validate).
@@ -107,9 +119,11 @@ func New(opts Options) *Manager {
 	}
 	m := &Manager{
 		opts:        opts,
+		stamp:       stamp{id: opts.Identity, duration: opts.LeaseDuration, shards: opts.Shards},
 		replicaName: replicaLeaseName(opts.Prefix, opts.Identity),
 		offset:      Of(opts.Identity, opts.Shards),
 		wake:        make(chan struct{}, 1),
+		kick:        make(chan struct{}, 1),
 		runs:        map[int]*run{},
 		obs:         make([]observation, max(opts.Shards, 0)),
 		live:        []string{opts.Identity},
@@ -136,6 +150,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 		case <-ticker.C():
+		case <-m.kick:
 		}
 	}
 	ticker.Stop()
@@ -165,7 +180,7 @@ func (m *Manager) Holder(shard int) string {
 	now := m.opts.Clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if r := m.runs[shard]; r != nil && r.phase == serving {
+	if r := m.runs[shard]; r != nil && (r.phase == taken || r.phase == serving) {
 		return m.opts.Identity
 	}
 	if shard < 0 || shard >= len(m.obs) || m.obs[shard].free(now) {
@@ -192,14 +207,16 @@ func (m *Manager) Writable(shard int) error {
 	return nil
 }
 
-// LiveReplicas is how many replicas renew their replica Lease, this one included.
+// LiveReplicas is how many replicas renew their replica Lease under this replica's shard
+// count, this one included.
 func (m *Manager) LiveReplicas() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.live)
 }
 
-// step is one turn of the loop: stop overdue shards, renew, observe, balance.
+// step is one turn of the loop: stop overdue shards, renew, observe, balance; after a take,
+// list again and open the shard (confirm).
 func (m *Manager) step(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
@@ -207,8 +224,8 @@ func (m *Manager) step(ctx context.Context) {
 	m.expire(ctx)
 	m.renewPresence(ctx)
 	m.renew(ctx)
-	if m.observe(ctx) {
-		m.balance(ctx)
+	if m.observe(ctx) && m.balance(ctx) && m.observe(ctx) {
+		m.confirm(ctx)
 	}
 }
 
@@ -278,16 +295,15 @@ func (m *Manager) renewPresence(ctx context.Context) {
 	now := m.opts.Clock.Now()
 	ctx, cancel := m.request(ctx)
 	defer cancel()
-	id, d := m.opts.Identity, m.opts.LeaseDuration
 	var l *coordv1.Lease
 	var err error
 	if m.presence != nil {
-		l, err = m.leases.Update(ctx, renewed(m.presence, id, now, d), metav1.UpdateOptions{})
+		l, err = m.leases.Update(ctx, m.stamp.renewed(m.presence, now), metav1.UpdateOptions{})
 	} else {
-		l, err = m.leases.Create(ctx, newLease(m.opts.Namespace, m.replicaName, ReplicaLabel, m.opts.Prefix, id, now, d), metav1.CreateOptions{})
+		l, err = m.leases.Create(ctx, m.stamp.newLease(m.opts.Namespace, m.replicaName, ReplicaLabel, m.opts.Prefix, now), metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) { // left by an earlier failed attempt of ours
 			if l, err = m.leases.Get(ctx, m.replicaName, metav1.GetOptions{}); err == nil {
-				l, err = m.leases.Update(ctx, renewed(l, id, now, d), metav1.UpdateOptions{})
+				l, err = m.leases.Update(ctx, m.stamp.renewed(l, now), metav1.UpdateOptions{})
 			}
 		}
 	}
@@ -328,7 +344,7 @@ func (m *Manager) renew(ctx context.Context) {
 		switch r.phase {
 		case warming, stopping:
 			delete(m.runs, i)
-		case serving:
+		case taken, serving:
 			if ctx.Err() != nil {
 				continue // its ctx ended with ours: shutdown releases it
 			}
@@ -346,9 +362,9 @@ func (m *Manager) renew(ctx context.Context) {
 	for _, w := range writes {
 		wg.Go(func() {
 			w.sent = m.opts.Clock.Now()
-			l := renewed(w.base, m.opts.Identity, w.sent, m.opts.LeaseDuration)
+			l := m.stamp.renewed(w.base, w.sent)
 			if w.fence {
-				l = fenced(w.base, m.opts.Identity, w.sent, m.opts.LeaseDuration)
+				l = m.stamp.fenced(w.base, w.sent)
 			}
 			ctx, cancel := m.request(ctx)
 			defer cancel()
@@ -396,7 +412,8 @@ func (m *Manager) observe(ctx context.Context) bool {
 		live := []string{m.opts.Identity}
 		for k := range replicas.Items {
 			r := recordOf(&replicas.Items[k], m.opts.LeaseDuration)
-			if r.holder != "" && now.Before(r.renewTime.Add(r.duration)) {
+			// A replica counting shards differently shares none of ours: it waits (mixed).
+			if r.holder != "" && r.shards == m.opts.Shards && now.Before(r.renewTime.Add(r.duration)) {
 				live = append(live, r.holder)
 			}
 		}
@@ -413,39 +430,69 @@ func (m *Manager) observe(ctx context.Context) bool {
 	}
 	now := m.opts.Clock.Now() // after the response: every record listed was written before
 	records := make([]record, len(m.obs))
+	extra := map[string]record{}
 	for k := range shards.Items {
 		l := &shards.Items[k]
 		if i, ok := shardIndex(m.opts.Prefix, l.Name); ok && i < len(records) {
 			records[i] = recordOf(l, m.opts.LeaseDuration)
+		} else {
+			extra[l.Name] = recordOf(l, m.opts.LeaseDuration)
 		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	mixed := false
+	for name, rec := range extra {
+		o, ok := m.extra[name]
+		if !ok || !o.same(rec) {
+			o = observation{record: rec, since: now}
+		}
+		if m.extra == nil {
+			m.extra = map[string]observation{}
+		}
+		m.extra[name] = o
+		mixed = mixed || !o.free(now)
+	}
+	for name := range m.extra {
+		if _, ok := extra[name]; !ok {
+			delete(m.extra, name)
+		}
+	}
 	for i, rec := range records {
 		if o := m.obs[i]; !o.same(rec) || o.since.IsZero() {
 			m.obs[i] = observation{record: rec, since: now}
 		}
+		mixed = mixed || (rec.exists && rec.shards != m.opts.Shards && !m.obs[i].free(now))
 		if r := m.runs[i]; r != nil && r.holds() && (!rec.exists || rec.holder != m.opts.Identity) {
 			logger.Error(nil, "Shard lost: its Lease names another holder or is gone; stopping it", "shard", i, "holder", rec.holder)
 			r.stop()
 		}
 	}
+	if mixed != m.mixed {
+		if mixed {
+			logger.Info("A shard Lease is held under another shard count: taking no shard until none is", "shards", m.opts.Shards)
+		} else {
+			logger.Info("Every shard Lease held is under this shard count again", "shards", m.opts.Shards)
+		}
+	}
+	m.mixed = mixed
 	return true
 }
 
-// balance gives a shard up, or warms and takes one, as plan decides.
-func (m *Manager) balance(ctx context.Context) {
+// balance gives a shard up, or warms and takes one, as plan decides. It reports whether it
+// took one. (It first opens the shards taken earlier whose confirming list failed.)
+func (m *Manager) balance(ctx context.Context) bool {
 	logger := klog.FromContext(ctx)
 	now := m.opts.Clock.Now()
 	m.mu.Lock()
+	m.confirmLocked(ctx)
 	v := m.viewLocked(now)
 	d := plan(v)
 	if d.shed >= 0 {
 		r := m.runs[d.shed]
 		q, ceil := v.shares()
 		logger.Info("Giving a shard up: stopping its writers", "shard", d.shed, "held", len(v.serving), "fairShare", ceil, "floor", q, "liveReplicas", len(v.live))
-		r.phase = releasing
-		r.cancel()
+		m.releaseLocked(r)
 	}
 	for _, i := range d.drop {
 		logger.V(2).Info("No longer warming a shard", "shard", i)
@@ -461,8 +508,47 @@ func (m *Manager) balance(ctx context.Context) {
 		r, read = m.runs[d.take], m.obs[d.take].lease
 	}
 	m.mu.Unlock()
-	if r != nil {
-		m.take(ctx, r, read)
+	return r != nil && m.take(ctx, r, read)
+}
+
+// confirm opens the shards taken since the last list (confirmLocked).
+func (m *Manager) confirm(ctx context.Context) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.confirmLocked(ctx)
+}
+
+// releaseLocked gives r's shard up: its ctx ends, and the loop runs again as soon as Start
+// returned, to fence the Lease. m.mu is held.
+func (m *Manager) releaseLocked(r *run) {
+	r.phase = releasing
+	r.cancel()
+	go func() {
+		<-r.done
+		select {
+		case m.kick <- struct{}{}:
+		default:
+		}
+	}()
+}
+
+// confirmLocked opens the gates of the shards taken since the last list, now that a list
+// after their take shows no shard Lease held under another shard count: two replicas that
+// count differently cannot both get there, as each lists after its own take. When one is,
+// they are given up before any writer ran. m.mu is held.
+func (m *Manager) confirmLocked(ctx context.Context) {
+	for i, r := range m.runs {
+		if r.phase != taken {
+			continue
+		}
+		if m.mixed {
+			klog.FromContext(ctx).Info("Giving a shard up unopened: a shard Lease is held under another shard count", "shard", i)
+			m.releaseLocked(r)
+			continue
+		}
+		klog.FromContext(ctx).Info("Holding a shard: writers may start", "shard", i)
+		r.phase = serving
+		r.gate.Open()
 	}
 }
 
@@ -472,7 +558,7 @@ func (m *Manager) viewLocked(now time.Time) view {
 	v := view{
 		me: m.opts.Identity, live: m.live,
 		holder: make([]string, n), free: make([]bool, n), stale: make([]bool, n), soon: make([]bool, n), busy: make([]bool, n),
-		offset: m.offset,
+		offset: m.offset, mixed: m.mixed,
 	}
 	for i, o := range m.obs {
 		r := m.runs[i]
@@ -496,7 +582,7 @@ func (m *Manager) viewLocked(now time.Time) view {
 		switch r.phase {
 		case warming:
 			v.candidates = append(v.candidates, i)
-		case serving:
+		case taken, serving:
 			v.serving = append(v.serving, i)
 		case releasing:
 			v.releasing = true
@@ -520,30 +606,30 @@ func (m *Manager) startLocked(ctx context.Context, i int) {
 }
 
 // take writes the shard's Lease naming this replica, on read (nil: there is none) with its
-// resourceVersion, and opens the gate when that succeeds.
-func (m *Manager) take(ctx context.Context, r *run, read *coordv1.Lease) {
+// resourceVersion, and reports whether it did. Its gate opens after the next list
+// (confirmLocked).
+func (m *Manager) take(ctx context.Context, r *run, read *coordv1.Lease) bool {
 	logger := klog.FromContext(ctx)
 	now := m.opts.Clock.Now()
 	rctx, cancel := m.request(ctx)
 	defer cancel()
-	id, d := m.opts.Identity, m.opts.LeaseDuration
 	var got *coordv1.Lease
 	var err error
 	if read == nil {
-		got, err = m.leases.Create(rctx, newLease(m.opts.Namespace, shardLeaseName(m.opts.Prefix, r.shard), ShardLabel, m.opts.Prefix, id, now, d), metav1.CreateOptions{})
+		got, err = m.leases.Create(rctx, m.stamp.newLease(m.opts.Namespace, shardLeaseName(m.opts.Prefix, r.shard), ShardLabel, m.opts.Prefix, now), metav1.CreateOptions{})
 	} else {
-		got, err = m.leases.Update(rctx, taken(read, id, now, d), metav1.UpdateOptions{})
+		got, err = m.leases.Update(rctx, m.stamp.taken(read, now), metav1.UpdateOptions{})
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch {
 	case r.phase != warming:
-		// Only this goroutine ends a warming run; nothing to do.
+		// Not reached: only the loop goroutine (this one) ends a warming run.
 	case err == nil:
-		logger.Info("Took a shard", "shard", r.shard, "previousHolder", holderOf(read))
-		r.phase, r.lease, r.renewed = serving, got, now
-		r.gate.Open()
+		logger.Info("Took a shard's Lease", "shard", r.shard, "previousHolder", holderOf(read))
+		r.phase, r.lease, r.renewed = taken, got, now
 		m.signal()
+		return true
 	case apierrors.IsConflict(err):
 		logger.V(2).Info("Another replica took the shard first", "shard", r.shard)
 		r.stop()
@@ -552,6 +638,7 @@ func (m *Manager) take(ctx context.Context, r *run, read *coordv1.Lease) {
 	default:
 		logger.Error(err, "Taking a shard's Lease failed; retrying", "shard", r.shard)
 	}
+	return false
 }
 
 func holderOf(l *coordv1.Lease) string {

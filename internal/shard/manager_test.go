@@ -68,6 +68,7 @@ func TestDeadReplica(t *testing.T) {
 	died := f.clk.Now() // b renewed its Leases in this tick, after a had listed them
 	f.kill(b)
 	f.ticks(int(2*leaseDuration/retryPeriod), "held by a alone", func() bool { return len(a.m.Held()) == 6 })
+	t.Logf("a held every shard %s after b died", f.clk.Now().Sub(died))
 	if took := f.clk.Now().Sub(died); took > 2*leaseDuration {
 		t.Errorf("a held every shard %s after b died, want within %s", took, 2*leaseDuration)
 	}
@@ -192,6 +193,7 @@ func TestHandoff(t *testing.T) {
 		fence := f.fences[i]
 		f.mu.Unlock()
 		s := f.opened(b.id, i)
+		t.Logf("shard %d: fenced at %s, b opened it %s later", i, fence.Format(time.TimeOnly), s.openedAt.Sub(fence))
 		if s.openedAt.Before(fence.Add(leaseDuration)) {
 			t.Errorf("b opened shard %d at %s, before the fence at %s + %s", i, s.openedAt.Format(time.TimeOnly), fence.Format(time.TimeOnly), leaseDuration)
 		}
@@ -209,15 +211,18 @@ func TestHandoff(t *testing.T) {
 // releases their Leases (no holder: free at once) and deletes its replica Lease.
 func TestRun(t *testing.T) {
 	f := newFleet(t, 1)
-	m := New(f.options("a"))
+	m := New(f.options("a", 1))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
-	for deadline := time.Now().Add(10 * time.Second); len(m.Held()) == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("Run's first step took no shard")
+	wait := func(what string, done func() bool) {
+		for deadline := time.Now().Add(10 * time.Second); !done(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("Run: %s", what)
+			}
 		}
 	}
+	wait("the first step opened no shard", func() bool { return len(m.Held()) == 1 })
 	cancel()
 	select {
 	case err := <-done:
@@ -245,4 +250,62 @@ func TestRun(t *testing.T) {
 	if err := New(Options{}).Run(context.Background()); err == nil {
 		t.Error("Run with no options = nil")
 	}
+}
+
+// TestShardCountChange: a replica counting 7 shards joins a fleet of 6 (a rollout changing
+// the count): it takes nothing while a shard Lease is held under 6, and takes every shard
+// once the replica of 6 is gone and its Leases expired.
+func TestShardCountChange(t *testing.T) {
+	f := newFleet(t, 6)
+	a := f.add("a")
+	f.ticks(20, "all held", func() bool { return len(a.m.Held()) == 6 })
+	b := f.addCounting("b", 7)
+	for range 2 * int(leaseDuration/retryPeriod) {
+		f.tick()
+		if h := b.m.Held(); len(h) > 0 {
+			t.Fatalf("b (7 shards) holds %v beside a (6 shards)", h)
+		}
+	}
+	if len(a.m.Held()) != 6 {
+		t.Errorf("a holds %v, want all 6", a.m.Held())
+	}
+	f.kill(a)
+	f.ticks(3*int(leaseDuration/retryPeriod), "held by b alone", func() bool { return len(b.m.Held()) == 7 })
+}
+
+// TestShardCountRace: replicas counting 6 and 7 shards take a shard each in the same turn,
+// before either listed the other's: each lists again before opening its gate, sees the
+// other's Lease and gives its shard up unopened. Then one count wins and holds everything.
+func TestShardCountRace(t *testing.T) {
+	f := newFleet(t, 6)
+	a, b := f.add("a"), f.addCounting("b", 7)
+	f.clk.Step(retryPeriod)
+	for _, r := range []*replica{a, b} {
+		r.m.renewPresence(r.ctx)
+		if !r.m.observe(r.ctx) {
+			t.Fatal("observe failed")
+		}
+	}
+	for _, r := range []*replica{a, b} {
+		if !r.m.balance(r.ctx) || r.m.Holder(r.m.offset) != r.id {
+			t.Fatalf("%s did not take shard %d: the race is not exercised", r.id, r.m.offset)
+		}
+	}
+	for _, r := range []*replica{a, b} {
+		if !r.m.observe(r.ctx) {
+			t.Fatal("observe failed")
+		}
+		r.m.confirm(r.ctx)
+	}
+	f.settle()
+	f.check()
+	f.tick()
+	for _, r := range []*replica{a, b} {
+		if h := r.m.Held(); len(h) > 0 {
+			t.Fatalf("%s opened %v although the other count held a Lease", r.id, h)
+		}
+	}
+	f.ticks(6*int(leaseDuration/retryPeriod), "one count holding every shard", func() bool {
+		return len(a.m.Held()) == 6 && len(b.m.Held()) == 0 || len(a.m.Held()) == 0 && len(b.m.Held()) == 7
+	})
 }

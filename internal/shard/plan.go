@@ -31,6 +31,8 @@ type view struct {
 	// deferring: this replica is at the floor or above while another is below: it leaves
 	// the shards to that one (plan sets it).
 	deferring bool
+	// mixed: a shard Lease is held under another shard count: nothing is taken.
+	mixed bool
 }
 
 // decision is what one balancing step does: at most one shard given up, at most one taken.
@@ -44,7 +46,9 @@ type decision struct {
 // plan balances one replica. It gives a shard up while it holds more than its fair share
 // (ceil(shards / live replicas)); while it holds less, it warms as many candidates as it
 // lacks shards (free ones first, then ones held by no live replica, then the ones other
-// replicas are expected to give up) and takes one that is free.
+// replicas are expected to give up) and takes one that is free. It takes nothing while a
+// shard Lease is held under another shard count (mixed), and defers to a replica below the
+// floor (deferring).
 func plan(v view) decision {
 	d := decision{shed: -1, take: -1}
 	load := v.loads()
@@ -52,6 +56,10 @@ func plan(v view) decision {
 	q, ceil := v.shares()
 	if !v.releasing && held > 0 && v.sheds(v.me, load) {
 		d.shed = v.serving[held-1] // the highest: what the others expect (promising)
+		d.drop = v.candidates
+		return d
+	}
+	if v.mixed {
 		d.drop = v.candidates
 		return d
 	}
