@@ -1,0 +1,86 @@
+package shard
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+var leasesGVR = coordv1.SchemeGroupVersion.WithResource("leases")
+
+// apiServer is the fake clientset with what the protocol relies on and the fake lacks: a
+// resourceVersion on every write of a Lease, and an Update whose resourceVersion is not the
+// stored one fails with a conflict. Every successful write is passed to written.
+type apiServer struct {
+	*fake.Clientset
+	mu sync.Mutex
+	rv int
+	// fail, if set, fails the writes it returns an error for (before they are stored).
+	fail func(verb string, l *coordv1.Lease) error
+	// written, if set, sees every successful create and update.
+	written func(verb string, l *coordv1.Lease)
+}
+
+func newAPIServer() *apiServer {
+	a := &apiServer{Clientset: fake.NewClientset()}
+	a.PrependReactor("create", "leases", func(act k8stesting.Action) (bool, runtime.Object, error) {
+		return a.write("create", act.(k8stesting.CreateAction).GetObject().(*coordv1.Lease))
+	})
+	a.PrependReactor("update", "leases", func(act k8stesting.Action) (bool, runtime.Object, error) {
+		return a.write("update", act.(k8stesting.UpdateAction).GetObject().(*coordv1.Lease))
+	})
+	return a
+}
+
+func (a *apiServer) write(verb string, l *coordv1.Lease) (bool, runtime.Object, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l = l.DeepCopy()
+	if a.fail != nil {
+		if err := a.fail(verb, l); err != nil {
+			return true, nil, err
+		}
+	}
+	tracker := a.Tracker()
+	if verb == "create" {
+		if l.ResourceVersion != "" {
+			return true, nil, apierrors.NewBadRequest("resourceVersion may not be set on a create")
+		}
+	} else {
+		cur, err := tracker.Get(leasesGVR, l.Namespace, l.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		if cur.(*coordv1.Lease).ResourceVersion != l.ResourceVersion {
+			return true, nil, apierrors.NewConflict(leasesGVR.GroupResource(), l.Name, errors.New("the object has been modified"))
+		}
+	}
+	a.rv++
+	l.ResourceVersion = strconv.Itoa(a.rv)
+	var err error
+	if verb == "create" {
+		err = tracker.Create(leasesGVR, l, l.Namespace)
+	} else {
+		err = tracker.Update(leasesGVR, l, l.Namespace)
+	}
+	if err != nil {
+		return true, nil, err
+	}
+	if a.written != nil {
+		a.written(verb, l.DeepCopy())
+	}
+	return true, l.DeepCopy(), nil
+}
+
+// setFail sets a.fail under its lock.
+func (a *apiServer) setFail(fail func(verb string, l *coordv1.Lease) error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.fail = fail
+}
