@@ -360,6 +360,46 @@ func TestFleet(t *testing.T) {
 	t.Logf("one idle member with the built-in APIs: %v goroutines; after %d add/remove cycles of it: %v goroutines (baseline %v), %v connections to members (baseline %v)", withC-baseG, cycles, g, baseG, conns, baseC)
 }
 
+// TestFleetClusterAPI (issue 33.1): Cluster API's convention as a provider: a Secret of type
+// cluster.x-k8s.io/secret named CLUSTER-kubeconfig, labelled cluster.x-k8s.io/cluster-name,
+// with the kubeconfig under value, makes the member CLUSTER; a Secret that breaks the convention
+// (another type, a name that is not CLUSTER-kubeconfig) makes none; the member's Secret deleted,
+// it leaves.
+func TestFleetClusterAPI(t *testing.T) {
+	cs := suite.Clients(t)
+	ctx := context.Background()
+	fleetNS := cs.NewNamespace(t)
+	m := startFleetMember(t, fleetNS, "capi")
+	m.cs.CreateNamespace(t, "shop")
+	kc := m.kubeconfig(t, "capi")
+	put := func(name string, typ corev1.SecretType, cluster string) {
+		t.Helper()
+		if _, err := cs.Kube.CoreV1().Secrets(fleetNS).Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"cluster.x-k8s.io/cluster-name": cluster}},
+			Type:       typ, Data: map[string][]byte{"value": kc},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("workload-kubeconfig", "cluster.x-k8s.io/secret", "workload")
+	put("other-kubeconfig", corev1.SecretTypeOpaque, "other")     // not Cluster API's type
+	put("renamed", "cluster.x-k8s.io/secret", "renamed-cluster") // not CLUSTER-kubeconfig
+	casc := suite.StartCascade(t, "--fleet-cluster-api-namespace="+fleetNS, "--orphan-record-configmap=")
+	framework.WaitForMetric(t, casc, `cascade_member_up{member="workload"}`, 1, collectTimeout)
+	m.collects(t, "shop", "capi")
+	if members := framework.Scrape(t, casc).Samples("cascade_member_up"); len(members) != 1 {
+		t.Errorf("cascade_member_up: %v: want the one member workload, none for the Secrets off the convention", members)
+	}
+	if err := cs.Kube.CoreV1().Secrets(fleetNS).Delete(ctx, "workload-kubeconfig", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, collectTimeout, "workload gone from the fleet", func() (bool, error) {
+		_, ok := framework.Scrape(t, casc).Value(`cascade_member_up{member="workload"}`)
+		return !ok, nil
+	})
+	m.keeps(t, "shop", "capi-left", 5*time.Second)
+}
+
 // TestFleetOverlay (issue 33.6): deploy/overlays/fleet passes a server dry run; its host
 // ClusterRole reads no resource at all (cascade collects nothing in the host), Secrets are read
 // in the fleet namespace alone, and the Deployment names that namespace as its provider.

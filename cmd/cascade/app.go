@@ -74,7 +74,11 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 	// elect adds the elector that opens the gate, with the status the leader publishes on its
 	// Lease (cascade status reads it; nil: none).
 	var elect func(status func() map[string]string)
-	if opts.LeaderElect {
+	sharded := opts.Fleet() && opts.FleetShards > 1
+	if sharded && opts.LeaderElect {
+		logger.Info("Sharded fleet: every replica collects in the members of the shards it holds (their Leases); the leader-election Lease is not taken", "shards", opts.FleetShards)
+	}
+	if opts.LeaderElect && !sharded {
 		a.gate = &leader.Gate{}
 		live.lease = leaderelection.NewLeaderHealthzAdaptor(leaseRenewalSlack)
 		elect = func(status func() map[string]string) {

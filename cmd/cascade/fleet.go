@@ -31,6 +31,7 @@ import (
 	"github.com/cascade-gc/cascade/internal/client"
 	"github.com/cascade-gc/cascade/internal/features"
 	"github.com/cascade-gc/cascade/internal/leader"
+	"github.com/cascade-gc/cascade/internal/shard"
 	"github.com/cascade-gc/cascade/internal/work"
 	"github.com/cascade-gc/cascade/policy"
 	"github.com/cascade-gc/cascade/policy/watch"
@@ -77,14 +78,31 @@ type fleet struct {
 	// pool is the workers every member shares (--workers slots, round robin between members:
 	// work.Pool); each member's queues take a slot per item.
 	pool *work.Pool
+	// mappers are the REST mappers the members share, one per discovery document.
+	mappers *gc.SharedMappers
 	// hostPolicy is the host's policy in force: a member without its own takes it.
 	hostPolicy              func() *policy.Compiled
 	hostPolicyAuthoritative func() bool
 
+	// shards, with --fleet-shards above 1, holds this replica's shards of the fleet
+	// (internal/shard): only the members of the shards it works on run here, each with its
+	// shard's gate and write guard. Nil: every member runs, behind gate.
+	shards *shard.Manager
+	// identity is this replica's on the shards' Leases, also in the user agent of its requests
+	// to the members ("" without shards).
+	identity string
+
+	// updateMu makes one update at a time: the provider's lists and the shards' starts and
+	// stops both call reconcile.
+	updateMu sync.Mutex
+
 	mu      sync.Mutex
 	members map[string]*runningMember // guarded by mu
 	synced  bool                      // guarded by mu: the provider listed once
+	listed  map[string]memberSource   // guarded by mu: the provider's last list
+	active  map[int]*leader.Gate      // guarded by mu: the shards started here (warming or held), with their gates
 	wg      sync.WaitGroup
+	base    context.Context // Run's: the members' contexts derive from it
 }
 
 // runningMember is one member unit and what runs it.
@@ -94,6 +112,10 @@ type runningMember struct {
 	hash   [32]byte
 	cancel context.CancelFunc
 	done   chan struct{}
+	// gate opens the member's writers: the process's, or its shard's. writable, with shards,
+	// is its shard's write guard (shard.Manager.Writable); nil without.
+	gate     *leader.Gate
+	writable func() error
 
 	mu     sync.Mutex
 	ctrl   *gc.Controller // nil until built
@@ -105,7 +127,24 @@ func (f *fleet) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithName("fleet")
 	ctx = klog.NewContext(ctx, logger)
 	f.members = map[string]*runningMember{}
-	err := f.provider.Run(ctx, func(set map[string]memberSource) { f.update(ctx, set) })
+	f.active = map[int]*leader.Gate{}
+	f.base = ctx
+	var shardsDone chan error
+	if f.shards != nil {
+		shardsDone = make(chan error, 1)
+		go func() { shardsDone <- f.shards.Run(ctx) }()
+	}
+	err := f.provider.Run(ctx, func(set map[string]memberSource) {
+		f.mu.Lock()
+		f.listed = set
+		f.mu.Unlock()
+		f.reconcile()
+	})
+	if shardsDone != nil {
+		if serr := <-shardsDone; serr != nil && ctx.Err() == nil {
+			err = errors.Join(err, serr)
+		}
+	}
 	f.mu.Lock()
 	for _, m := range f.members {
 		m.cancel()
@@ -116,6 +155,62 @@ func (f *fleet) Run(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// reconcile runs the members that should run here: every member the provider listed or, with
+// shards, those of the shards started here.
+func (f *fleet) reconcile() {
+	f.updateMu.Lock()
+	defer f.updateMu.Unlock()
+	f.mu.Lock()
+	want := map[string]memberSource{}
+	for name, src := range f.listed {
+		if f.shards == nil {
+			want[name] = src
+		} else if _, ok := f.active[shard.Of(name, f.opts.FleetShards)]; ok {
+			want[name] = src
+		}
+	}
+	f.mu.Unlock()
+	f.update(f.base, want)
+}
+
+// runShard is the shards' Start (shard.Options): the members of shard i run here, their graphs
+// warming while gate is closed, their writers once it opens (the shard's Lease held), until ctx
+// ends; it returns once every one of them has stopped, so that no writer of the shard is left
+// when the Lease may go to another replica.
+func (f *fleet) runShard(ctx context.Context, i int, gate *leader.Gate) {
+	f.mu.Lock()
+	f.active[i] = gate
+	f.mu.Unlock()
+	f.reconcile()
+	<-ctx.Done()
+	f.mu.Lock()
+	delete(f.active, i)
+	f.mu.Unlock()
+	f.reconcile() // stops the shard's members and waits for them
+}
+
+// gateOf is the gate and write guard of a member's writers: its shard's, or the process's.
+// Called with f.mu held.
+func (f *fleet) gateOf(name string) (*leader.Gate, func() error) {
+	if f.shards == nil {
+		return f.gate, nil
+	}
+	i := shard.Of(name, f.opts.FleetShards)
+	return f.active[i], func() error { return f.shards.Writable(i) }
+}
+
+// elsewhere says where a member that does not run here runs: its shard and that shard's holder.
+func (f *fleet) elsewhere(name string) string {
+	if f.shards == nil {
+		return ""
+	}
+	i := shard.Of(name, f.opts.FleetShards)
+	if h := f.shards.Holder(i); h != "" {
+		return fmt.Sprintf("it is in shard %d, held by replica %s (ask that replica)", i, h)
+	}
+	return fmt.Sprintf("it is in shard %d, which no replica holds now", i)
 }
 
 // update starts the members that are new, restarts those whose kubeconfig changed and stops
@@ -155,7 +250,8 @@ func (f *fleet) update(ctx context.Context, set map[string]memberSource) {
 			continue
 		}
 		mctx, cancel := context.WithCancel(ctx)
-		m := &runningMember{name: name, source: src, hash: sha256.Sum256(src.kubeconfig), cancel: cancel, done: make(chan struct{}), reason: "starting"}
+		gate, writable := f.gateOf(name)
+		m := &runningMember{name: name, source: src, hash: sha256.Sum256(src.kubeconfig), cancel: cancel, done: make(chan struct{}), reason: "starting", gate: gate, writable: writable}
 		f.members[name] = m
 		f.wg.Add(1)
 		go func() {
@@ -205,6 +301,9 @@ func (f *fleet) runMemberOnce(ctx context.Context, m *runningMember) error {
 		return fmt.Errorf("kubeconfig from %s: %w", m.source.origin, err)
 	}
 	cfg.UserAgent = userAgent + "/" + m.name
+	if f.identity != "" {
+		cfg.UserAgent += " (replica " + f.identity + ")" // the members' audit logs tell the replicas apart
+	}
 	cfg.QPS, cfg.Burst = f.opts.FleetMemberQPS, f.opts.FleetMemberBurst
 	cfg.Wrap(countRequests(f.ms.requests))
 	dialer := newMemberDialer()
@@ -221,7 +320,7 @@ func (f *fleet) runMemberOnce(ctx context.Context, m *runningMember) error {
 		return fmt.Errorf("cannot reach the member's API server %s: %w", cfg.Host, err)
 	}
 	env := memberEnv{
-		name: m.name, cs: cs, ms: f.ms, gate: f.gate, slots: f.pool.Share(),
+		name: m.name, cs: cs, ms: f.ms, gate: m.gate, writable: m.writable, slots: f.pool.Share(), mappers: f.mappers,
 		features:        features.New(prometheus.NewRegistry()), // each member its own levels
 		policyConfigMap: f.opts.FleetMemberPolicyConfigMap,
 		fallback:        f.hostPolicy, fallbackAuthoritative: f.hostPolicyAuthoritative,
@@ -238,7 +337,7 @@ func (f *fleet) runMemberOnce(ctx context.Context, m *runningMember) error {
 		m.ctrl = nil
 		m.mu.Unlock()
 	}()
-	return runParts(ctx, f.gate, u)
+	return runParts(ctx, m.gate, u)
 }
 
 // setDown records why m is not running.
@@ -626,8 +725,17 @@ func (a *app) addFleet(ctx context.Context, opts *Options, cfg *rest.Config, cs 
 		p = &dirProvider{dir: opts.FleetKubeconfigDir, period: 2 * time.Second}
 	}
 	f := &fleet{
-		opts: opts, ms: ms, gate: a.gate, events: events, provider: p, pool: work.NewPool(opts.Workers),
+		opts: opts, ms: ms, gate: a.gate, events: events, provider: p, pool: work.NewPool(opts.Workers), mappers: gc.NewSharedMappers(),
 		hostPolicy: hostPolicy, hostPolicyAuthoritative: hostAuthoritative,
+	}
+	if opts.FleetShards > 1 {
+		f.identity = leader.NewIdentity()
+		f.shards = shard.New(shard.Options{
+			Leases: cs.kube.CoordinationV1(), Namespace: opts.LeaderElectResourceNamespace, Prefix: opts.LeaderElectResourceName,
+			Shards: opts.FleetShards, Identity: f.identity,
+			LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline, RetryPeriod: opts.RetryPeriod,
+			Start: f.runShard,
+		})
 	}
 	a.always = append(a.always, part{"fleet", f})
 	reg.MustRegister(&fleetCollector{f: f})
@@ -635,7 +743,7 @@ func (a *app) addFleet(ctx context.Context, opts *Options, cfg *rest.Config, cs 
 	if err != nil {
 		return fmt.Errorf("build review client: %w", err)
 	}
-	servers, err := newServers(ctx, opts, reg, f, live.check, graphs{member: f.explainer}, reviews)
+	servers, err := newServers(ctx, opts, reg, f, live.check, graphs{member: f.explainer, elsewhere: f.elsewhere}, reviews)
 	if err != nil {
 		return err
 	}
@@ -673,10 +781,14 @@ var (
 		"Fleet mode: dependents waiting in the member's delete queue.", []string{"member"}, nil)
 	descFleetConns = prometheus.NewDesc(gc.MetricsNamespace+"_fleet_connections",
 		"Fleet mode: connections open to the members' API servers (each member has its own).", nil, nil)
+	descShardsHeld = prometheus.NewDesc(gc.MetricsNamespace+"_fleet_shards_held",
+		"Sharded fleet mode (--fleet-shards above 1): the shards whose Lease this replica holds.", nil, nil)
+	descReplicas = prometheus.NewDesc(gc.MetricsNamespace+"_fleet_replicas",
+		"Sharded fleet mode: the live replicas this replica sees (their own Leases), which set its fair share of the shards.", nil, nil)
 )
 
 func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descMembers, descMemberUp, descMemberObjects, descMemberWaiting, descMemberQueue, descFleetConns} {
+	for _, d := range []*prometheus.Desc{descMembers, descMemberUp, descMemberObjects, descMemberWaiting, descMemberQueue, descFleetConns, descShardsHeld, descReplicas} {
 		ch <- d
 	}
 }
@@ -702,6 +814,10 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descMemberQueue, prometheus.GaugeValue, float64(ctrl.DeleteQueueDepth()), s.name)
 	}
 	ch <- prometheus.MustNewConstMetric(descFleetConns, prometheus.GaugeValue, float64(c.f.connections()))
+	if c.f.shards != nil {
+		ch <- prometheus.MustNewConstMetric(descShardsHeld, prometheus.GaugeValue, float64(len(c.f.shards.Held())))
+		ch <- prometheus.MustNewConstMetric(descReplicas, prometheus.GaugeValue, float64(c.f.shards.LiveReplicas()))
+	}
 	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(up), "up")
 	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(down), "down")
 }

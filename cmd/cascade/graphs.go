@@ -39,6 +39,9 @@ type explainer interface {
 type graphs struct {
 	single explainer
 	member func(name string) (explainer, bool)
+	// elsewhere, when set, says where a member that does not run here runs (a fleet sharded
+	// over replicas: its shard and the replica holding it), or "" when it cannot say.
+	elsewhere func(name string) string
 }
 
 // explainAccess finds the collector a request asks about, once its user may ask about it.
@@ -80,6 +83,11 @@ func (a explainAccess) resolve(r *http.Request) (explainer, string, *refusal) {
 		}
 	}
 	c, ok := a.graphs.member(member)
+	if !ok && a.graphs.elsewhere != nil {
+		if where := a.graphs.elsewhere(member); where != "" {
+			return nil, "", &refusal{http.StatusNotFound, fmt.Sprintf("fleet mode: member %q does not run in this replica: %s", member, where)}
+		}
+	}
 	if !ok {
 		return nil, "", &refusal{http.StatusNotFound, fmt.Sprintf("fleet mode: no running member %q (it is not in the fleet, or it is down: cascade_member_up says which)", member)}
 	}

@@ -24,6 +24,7 @@ var mayImport = map[string][]string{
 	"internal/work":              {},
 	"internal/work/worktest":     {"internal/work"},
 	"internal/leader":            {},
+	"internal/shard":             {"internal/leader"},
 	"internal/features":          {},
 	"deploy":                     {"deploy/monitoring", "policy"},
 	"deploy/monitoring":          {},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -38,8 +39,15 @@ type memberEnv struct {
 	// reg is the registry parts that register their own metrics use (companion mode, dry run):
 	// the single cluster only, which is the one member that can run in those modes.
 	reg prometheus.Registerer
-	// gate opens when this process leads: the writers of every member wait for it.
+	// gate opens when this process leads (a sharded fleet's member: when its shard is held):
+	// the member's writers wait for it.
 	gate *leader.Gate
+	// writable, when set, is asked before every write (client.Edge.Guarded): a sharded fleet's
+	// member writes only while its shard's Lease is held and renewed.
+	writable func() error
+	// mappers, in a fleet, holds the REST mappers the members share (one per discovery
+	// document); nil: the member's own mapper (the single cluster).
+	mappers *gc.SharedMappers
 	// slots is this member's share of the fleet's workers (nil: the single cluster, whose
 	// --workers are its own).
 	slots *work.Share
@@ -73,6 +81,9 @@ func buildMember(ctx context.Context, opts *Options, env memberEnv) (*member, er
 	cs, ms := env.cs, env.ms
 	m := &member{}
 	edge := client.NewEdge(cs.metadata, cs.kube)
+	if env.writable != nil {
+		edge = edge.Guarded(env.writable)
+	}
 	companion := opts.Mode == client.ModeCompanion
 	if companion {
 		edge = edge.Companion(env.reg)
@@ -169,7 +180,7 @@ func buildMember(ctx context.Context, opts *Options, env memberEnv) (*member, er
 		Metadata:               cs.metadata,
 		Dynamic:                cs.dynamic,
 		Client:                 edge.Objects,
-		Mapper:                 restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cs.disco)),
+		Mapper:                 env.mapper(),
 		Events:                 events,
 		Metrics:                ms.gc,
 		WorkMetrics:            ms.work,
@@ -251,4 +262,14 @@ func (env memberEnv) discoveryPeriod(opts *Options) time.Duration {
 		return opts.FleetMemberDiscoveryPeriod
 	}
 	return opts.DiscoveryPeriod
+}
+
+// mapper is the member's REST mapper: the fleet's shared one for its discovery document, or
+// its own.
+func (env memberEnv) mapper() meta.ResettableRESTMapper {
+	cached := memory.NewMemCacheClient(env.cs.disco)
+	if env.mappers != nil {
+		return env.mappers.Mapper(cached)
+	}
+	return restmapper.NewDeferredDiscoveryRESTMapper(cached)
 }

@@ -118,6 +118,11 @@ type Options struct {
 	// APIService watches ask for its rounds (gc's apiwatch), so the period only catches what
 	// they cannot see (built-in APIs changed by an upgrade of its API server).
 	FleetMemberDiscoveryPeriod time.Duration
+	// FleetShards splits the fleet's members over the replicas (internal/shard): each member is
+	// in one of FleetShards shards, each held through the Lease NAME-shard-I of
+	// --leader-elect-resource-name/-namespace, and a replica collects in the members of the
+	// shards it holds. 1: one replica collects in every member (leader election as usual).
+	FleetShards int
 
 	// Leader election: one replica collects; standbys keep their graph warm.
 	LeaderElect                  bool
@@ -173,6 +178,7 @@ func NewOptions() *Options {
 		FleetMemberBurst:             40,
 		FleetMemberWorkers:           1,
 		FleetMemberDiscoveryPeriod:   time.Hour,
+		FleetShards:                  1,
 	}
 }
 
@@ -226,6 +232,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.FleetMemberQPS, "fleet-member-qps", o.FleetMemberQPS, "Fleet mode: each member's client-side queries per second against its own API server.")
 	fs.IntVar(&o.FleetMemberBurst, "fleet-member-burst", o.FleetMemberBurst, "Fleet mode: each member's client-side burst above --fleet-member-qps.")
 	fs.IntVar(&o.FleetMemberWorkers, "fleet-member-workers", o.FleetMemberWorkers, "Fleet mode: each member's workers per queue (deletes, owner checks, finalizers); each of their items also takes one of the --workers every member shares.")
+	fs.IntVar(&o.FleetShards, "fleet-shards", o.FleetShards, "Fleet mode: shards the members are split into, each held by one replica through its Lease (--leader-elect-resource-name-shard-I); every replica collects in the members of the shards it holds, at most its fair share. 1: the one leader collects in every member.")
 	fs.DurationVar(&o.FleetMemberDiscoveryPeriod, "fleet-member-discovery-period", o.FleetMemberDiscoveryPeriod, "Fleet mode: how often each member re-discovers its resources whatever its watches say; a CustomResourceDefinition or APIService created, changed or deleted in a member asks for a round at once.")
 }
 
@@ -454,11 +461,17 @@ func (o *Options) validateFleet() field.ErrorList {
 	if o.FleetMemberQPS <= 0 || o.FleetMemberBurst < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("--fleet-member-qps"), o.FleetMemberQPS, "must be positive, with --fleet-member-burst at least 1: each member's budget against its own API server"))
 	}
+	if o.FleetShards < 1 || o.FleetShards > 1000 {
+		errs = append(errs, field.Invalid(field.NewPath("--fleet-shards"), o.FleetShards, "must be between 1 and 1000"))
+	}
 	if o.FleetMemberDiscoveryPeriod < time.Second {
 		errs = append(errs, field.Invalid(field.NewPath("--fleet-member-discovery-period"), o.FleetMemberDiscoveryPeriod.String(), "must be at least 1s"))
 	}
 	if o.FleetMemberWorkers < 1 || o.FleetMemberWorkers > 100 {
 		errs = append(errs, field.Invalid(field.NewPath("--fleet-member-workers"), o.FleetMemberWorkers, "must be between 1 and 100"))
+	}
+	if o.FleetShards > 1 && !o.Fleet() {
+		errs = append(errs, field.Invalid(field.NewPath("--fleet-shards"), o.FleetShards, "shards split a fleet's members: it needs a --fleet-* provider"))
 	}
 	if o.Fleet() && (o.Mode != client.ModeCollector || o.DryRun) {
 		errs = append(errs, field.Invalid(field.NewPath("--mode"), o.Mode, "fleet mode collects (--mode=collector, without --dry-run): its members are control planes without kube-controller-manager's collector"))

@@ -133,8 +133,8 @@ func TestDryRunEdgeSendsNoWrite(t *testing.T) {
 	}
 }
 
-// TestOnlyTheEdgeWrites: no package of cascade but this one (and internal/leader, for the
-// Lease) builds the options of a client-go write: every Create, Update, Patch, Delete and Apply
+// TestOnlyTheEdgeWrites: no package of cascade but this one (and internal/leader and
+// internal/shard, for their Leases, which decide whether the others may be sent) builds the options of a client-go write: every Create, Update, Patch, Delete and Apply
 // takes metav1's CreateOptions, UpdateOptions, PatchOptions, DeleteOptions or ApplyOptions, and
 // outside this package those appear nowhere (test kits aside), so every write goes to an Edge
 // part.
@@ -152,7 +152,7 @@ func TestOnlyTheEdgeWrites(t *testing.T) {
 		rel, _ := filepath.Rel(root, path)
 		if d.IsDir() {
 			switch {
-			case rel == "e2e" || rel == "internal/client" || rel == "internal/leader" || rel == ".git" || rel == "bin" || rel == "tools":
+			case rel == "e2e" || rel == "internal/client" || rel == "internal/leader" || rel == "internal/shard" || rel == ".git" || rel == "bin" || rel == "tools":
 				return filepath.SkipDir
 			case strings.HasSuffix(rel, "test") && rel != ".": // test kits: gctest, clienttest, worktest
 				return filepath.SkipDir

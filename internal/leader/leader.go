@@ -118,10 +118,15 @@ type Elector struct {
 // New returns an Elector whose identity is the host name and a random suffix (two replicas
 // on one host, or a restarted pod, never share one).
 func New(opts Options) *Elector {
+	return &Elector{opts: opts, id: NewIdentity()}
+}
+
+// NewIdentity is a replica's identity on a Lease: the host name and a random suffix.
+func NewIdentity() string {
 	host, _ := os.Hostname()
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
-	return &Elector{opts: opts, id: fmt.Sprintf("%s_%x", host, suffix)}
+	return fmt.Sprintf("%s_%x", host, suffix)
 }
 
 // Run tries to take the Lease until ctx ends, leads while it holds it, and returns nil when

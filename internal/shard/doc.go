@@ -55,7 +55,8 @@
 //     Free shards come first, then those of no live replica, then those others are expected
 //     to give up.
 //  5. When Run's ctx ends: every Start's ctx ends; once every Start returned, each held
-//     shard Lease is released (holder cleared: free at once) and the replica Lease deleted.
+//     shard Lease is fenced (renewed once more, marked handoff: free LeaseDuration later)
+//     and the replica Lease deleted.
 //
 // # Changing the shard count
 //
@@ -84,8 +85,11 @@
 //     list returned, so after that renewal was written), and its write is conditional on
 //     that unchanged version. So the new holder opens its gate at least LeaseDuration after
 //     the old holder's last renewal was sent, and the old holder refused writes from
-//     RenewDeadline after it: LeaseDuration − RenewDeadline is the margin. A handed-off or
-//     released shard is taken only after its holder's Start returned.
+//     RenewDeadline after it; the new holder opens its gate a further RenewDeadline after its
+//     take, so two replicas' writes to one member are at least LeaseDuration apart (what the
+//     e2e test checks in the members' audit logs). A handed-off shard (given up, or its
+//     replica stopped) is fenced only after its holder's Start returned, and taken
+//     LeaseDuration after the fence: again at least LeaseDuration between the two writers.
 //   - A shard's gate opens only after this replica wrote the Lease naming itself, from the
 //     version it read, and listed the Leases since; it never closes again: a shard lost or given up ends its Start ctx,
 //     and a later take calls Start afresh with a new gate.

@@ -198,11 +198,3 @@ func (s stamp) fenced(held *coordv1.Lease, now time.Time) *coordv1.Lease {
 	l.Annotations[HandoffAnnotation] = "true"
 	return l
 }
-
-// released is held with no holder: its writers stopped, anyone may take it at once.
-func released(held *coordv1.Lease) *coordv1.Lease {
-	l := held.DeepCopy()
-	l.Spec.HolderIdentity = nil
-	delete(l.Annotations, HandoffAnnotation)
-	return l
-}

@@ -59,6 +59,12 @@ type run struct {
 	// renewed is when that write was sent, by our clock: the writers stop RenewDeadline
 	// after it, and no other replica may take the shard before LeaseDuration after it.
 	renewed time.Time
+	// openAt is the earliest its gate may open: RenewDeadline after a take from a holder that
+	// stopped renewing (its writers may have written until RenewDeadline after its last
+	// renewal, and we took it LeaseDuration after that at the earliest: so no member of the
+	// shard is written by two replicas less than LeaseDuration apart). Zero for a Lease that
+	// was free, released or handed off (its writers stopped before its last write).
+	openAt time.Time
 }
 
 func (r *run) returned() bool {
@@ -224,7 +230,9 @@ func (m *Manager) step(ctx context.Context) {
 	m.expire(ctx)
 	m.renewPresence(ctx)
 	m.renew(ctx)
-	if m.observe(ctx) && m.balance(ctx) && m.observe(ctx) {
+	// A shard taken opens after a list made since its take (this loop's second list, or a
+	// later loop's first), and not before its openAt.
+	if m.observe(ctx) && (!m.balance(ctx) || m.observe(ctx)) {
 		m.confirm(ctx)
 	}
 }
@@ -537,8 +545,9 @@ func (m *Manager) releaseLocked(r *run) {
 // count differently cannot both get there, as each lists after its own take. When one is,
 // they are given up before any writer ran. m.mu is held.
 func (m *Manager) confirmLocked(ctx context.Context) {
+	now := m.opts.Clock.Now()
 	for i, r := range m.runs {
-		if r.phase != taken {
+		if r.phase != taken || now.Before(r.openAt) {
 			continue
 		}
 		if m.mixed {
@@ -628,6 +637,9 @@ func (m *Manager) take(ctx context.Context, r *run, read *coordv1.Lease) bool {
 	case err == nil:
 		logger.Info("Took a shard's Lease", "shard", r.shard, "previousHolder", holderOf(read))
 		r.phase, r.lease, r.renewed = taken, got, now
+		if prev := holderOf(read); prev != "" && prev != m.opts.Identity && read.Annotations[HandoffAnnotation] != "true" {
+			r.openAt = now.Add(m.opts.RenewDeadline)
+		}
 		m.signal()
 		return true
 	case apierrors.IsConflict(err):
@@ -648,9 +660,10 @@ func holderOf(l *coordv1.Lease) string {
 	return *l.Spec.HolderIdentity
 }
 
-// shutdown stops every shard, waits for each Start to return, then releases the shard
-// Leases held (their writers have stopped: anyone may take them at once) and deletes the
-// replica Lease.
+// shutdown stops every shard, waits for each Start to return, then fences the shard Leases
+// held (renewed once more and marked handoff, now that their writers have stopped: another
+// replica takes each LeaseDuration later, so that no member is written by two replicas less
+// than LeaseDuration apart) and deletes the replica Lease.
 func (m *Manager) shutdown(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	var held []*coordv1.Lease
@@ -669,10 +682,10 @@ func (m *Manager) shutdown(ctx context.Context) {
 	}
 	for _, l := range held {
 		rctx, cancel := m.request(ctx)
-		_, err := m.leases.Update(rctx, released(l), metav1.UpdateOptions{})
+		_, err := m.leases.Update(rctx, m.stamp.fenced(l, m.opts.Clock.Now()), metav1.UpdateOptions{})
 		cancel()
 		if err != nil {
-			logger.Error(err, "Releasing a shard's Lease failed: it is free once it expires", "lease", l.Name)
+			logger.Error(err, "Fencing a shard's Lease failed: it is free once it expires", "lease", l.Name)
 		}
 	}
 	m.mu.Lock()

@@ -58,8 +58,10 @@ func TestSplitUneven(t *testing.T) {
 }
 
 // TestDeadReplica: a replica dies without releasing; the other takes its shards only once it
-// has seen their Leases unchanged for LeaseDuration by its own clock, and holds every shard
-// within two Lease durations.
+// has seen their Leases unchanged for LeaseDuration by its own clock, opens them RenewDeadline
+// after its take (the dead one may have written until RenewDeadline after its last renewal: no
+// member is written by two replicas less than LeaseDuration apart), and holds every shard
+// within two Lease durations and a renew deadline.
 func TestDeadReplica(t *testing.T) {
 	f := newFleet(t, 6)
 	a, b := f.add("a"), f.add("b")
@@ -67,16 +69,16 @@ func TestDeadReplica(t *testing.T) {
 	lost := b.m.Held()
 	died := f.clk.Now() // b renewed its Leases in this tick, after a had listed them
 	f.kill(b)
-	f.ticks(int(2*leaseDuration/retryPeriod), "held by a alone", func() bool { return len(a.m.Held()) == 6 })
+	f.ticks(int((2*leaseDuration+renewDeadline)/retryPeriod), "held by a alone", func() bool { return len(a.m.Held()) == 6 })
 	t.Logf("a held every shard %s after b died", f.clk.Now().Sub(died))
-	if took := f.clk.Now().Sub(died); took > 2*leaseDuration {
-		t.Errorf("a held every shard %s after b died, want within %s", took, 2*leaseDuration)
+	if took := f.clk.Now().Sub(died); took > 2*leaseDuration+renewDeadline {
+		t.Errorf("a held every shard %s after b died, want within %s", took, 2*leaseDuration+renewDeadline)
 	}
 	// a saw b's last renewal first at the tick after b's death (a steps before b).
 	firstSeen := died.Add(retryPeriod)
 	for _, i := range lost {
 		s := f.opened(a.id, i)
-		if s.openedAt.Before(firstSeen.Add(leaseDuration)) {
+		if s.openedAt.Before(firstSeen.Add(leaseDuration + renewDeadline)) {
 			t.Errorf("a opened shard %d at %s, before it had seen b's Lease unchanged for %s (since %s)",
 				i, s.openedAt.Format(time.TimeOnly), leaseDuration, firstSeen.Format(time.TimeOnly))
 		}
@@ -167,10 +169,10 @@ func TestRenewalFailure(t *testing.T) {
 			}
 		}
 	}
-	f.ticks(int(leaseDuration/retryPeriod), "held by a alone", func() bool { return len(a.m.Held()) == 6 })
+	f.ticks(int((leaseDuration+renewDeadline)/retryPeriod), "held by a alone", func() bool { return len(a.m.Held()) == 6 })
 	for _, i := range lost {
-		if s := f.opened(a.id, i); s.openedAt.Before(renewed.Add(leaseDuration)) {
-			t.Errorf("a opened shard %d at %s, before b's last renewal + LeaseDuration", i, s.openedAt.Format(time.TimeOnly))
+		if s := f.opened(a.id, i); s.openedAt.Before(renewed.Add(leaseDuration + renewDeadline)) {
+			t.Errorf("a opened shard %d at %s, before b's last renewal + LeaseDuration + RenewDeadline (b's writers may have written until its RenewDeadline)", i, s.openedAt.Format(time.TimeOnly))
 		}
 	}
 }
@@ -208,7 +210,8 @@ func TestHandoff(t *testing.T) {
 }
 
 // TestRun: Run holds shards on its ticker and, when ctx ends, stops them (Start returned),
-// releases their Leases (no holder: free at once) and deletes its replica Lease.
+// fences their Leases (renewed once more, marked handoff: free LeaseDuration later) and deletes
+// its replica Lease.
 func TestRun(t *testing.T) {
 	f := newFleet(t, 1)
 	m := New(f.options("a", 1))
@@ -241,8 +244,8 @@ func TestRun(t *testing.T) {
 	}
 	leases := f.api.CoordinationV1().Leases("cascade")
 	l, err := leases.Get(context.Background(), shardLeaseName("cascade", 0), metav1.GetOptions{})
-	if err != nil || l.Spec.HolderIdentity != nil {
-		t.Errorf("the shard's Lease after Run: %v, %v (want released)", l, err)
+	if err != nil || l.Annotations[HandoffAnnotation] != "true" || holderOf(l) != "a" {
+		t.Errorf("the shard's Lease after Run: %v, %v (want fenced: a's, marked handoff)", l, err)
 	}
 	if _, err := leases.Get(context.Background(), replicaLeaseName("cascade", "a"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("replica Lease after Run: %v, want NotFound", err)
