@@ -382,7 +382,7 @@ func TestFleetClusterAPI(t *testing.T) {
 		}
 	}
 	put("workload-kubeconfig", "cluster.x-k8s.io/secret", "workload")
-	put("other-kubeconfig", corev1.SecretTypeOpaque, "other")     // not Cluster API's type
+	put("other-kubeconfig", corev1.SecretTypeOpaque, "other")    // not Cluster API's type
 	put("renamed", "cluster.x-k8s.io/secret", "renamed-cluster") // not CLUSTER-kubeconfig
 	casc := suite.StartCascade(t, "--fleet-cluster-api-namespace="+fleetNS, "--orphan-record-configmap=")
 	framework.WaitForMetric(t, casc, `cascade_member_up{member="workload"}`, 1, collectTimeout)
