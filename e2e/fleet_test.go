@@ -434,8 +434,19 @@ func TestFleetOverlay(t *testing.T) {
 		t.Errorf("Role cascade-fleet-members: %+v, want reading Secrets in cascade-fleet only", members)
 	}
 	dep := into[appsv1.Deployment](t, find(t, objs, "Deployment", "cascade"))
-	if !slices.Contains(dep.Spec.Template.Spec.Containers[0].Args, "--fleet-secrets-namespace=cascade-fleet") {
-		t.Errorf("the Deployment's arguments %v lack --fleet-secrets-namespace=cascade-fleet", dep.Spec.Template.Spec.Containers[0].Args)
+	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--fleet-secrets-namespace=cascade-fleet") || !slices.Contains(args, "--fleet-shards=2") {
+		t.Errorf("the Deployment's arguments %v lack --fleet-secrets-namespace=cascade-fleet or --fleet-shards=2 (its two replicas share the members)", args)
+	}
+	// The shards' and replicas' Leases, named as they come, in the Lease namespace only.
+	election := into[rbacv1.Role](t, find(t, objs, "Role", "cascade-leader-election"))
+	sharded := false
+	for _, r := range election.Rules {
+		if slices.Contains(r.Resources, "leases") && len(r.ResourceNames) == 0 && slices.Contains(r.Verbs, "list") && slices.Contains(r.Verbs, "delete") {
+			sharded = true
+		}
+	}
+	if !sharded || election.Namespace != "cascade-system" {
+		t.Errorf("Role cascade-leader-election %+v: want list, update and delete of the shards' Leases in cascade-system", election)
 	}
 }
 

@@ -35,6 +35,18 @@ fleet.clusterAPINamespace, which the schema keeps to one): fleet mode is on when
 {{- end }}
 {{- end }}
 
+{{/* A fleet's shards (--fleet-shards): fleet.shards, else the replica count; "" when not a fleet or
+one shard. */}}
+{{- define "cascade.fleetShards" -}}
+{{- if include "cascade.fleetNamespace" . }}
+{{- $n := 0 }}
+{{- if not (kindIs "invalid" .Values.fleet.shards) }}{{ $n = int .Values.fleet.shards }}
+{{- else }}{{ $n = int (include "cascade.replicas" .) }}
+{{- end }}
+{{- if gt $n 1 }}{{ $n }}{{ end }}
+{{- end }}
+{{- end }}
+
 {{/* The image: by digest when one is given, else by tag (default: the chart's appVersion). */}}
 {{- define "cascade.image" -}}
 {{- if .Values.image.digest }}{{ printf "%s@%s" .Values.image.repository .Values.image.digest }}
