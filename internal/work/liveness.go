@@ -37,7 +37,7 @@ func (t *tracked) remove(q progress) {
 	defer t.mu.Unlock()
 	for i, p := range t.queues {
 		if p == q {
-			t.queues = append(t.queues[:i], t.queues[i+1:]...)
+			t.queues = slices.Delete(t.queues, i, i+1) // clears the freed slot: no stopped queue stays referenced
 			return
 		}
 	}

@@ -2,6 +2,7 @@ package work
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
@@ -85,19 +86,13 @@ func (s *Share) Acquire(ctx context.Context) bool {
 		return false
 	default:
 	}
-	for i, w := range s.waiters {
-		if w == ch {
-			s.waiters = append(s.waiters[:i], s.waiters[i+1:]...)
-			break
-		}
+	if i := slices.Index(s.waiters, ch); i >= 0 {
+		s.waiters = slices.Delete(s.waiters, i, i+1)
 	}
 	if len(s.waiters) == 0 && s.queued {
 		s.queued = false
-		for i, q := range p.line {
-			if q == s {
-				p.line = append(p.line[:i], p.line[i+1:]...)
-				break
-			}
+		if i := slices.Index(p.line, s); i >= 0 {
+			p.line = slices.Delete(p.line, i, i+1)
 		}
 	}
 	return false
@@ -118,9 +113,9 @@ func (s *Share) Release() {
 func (p *Pool) grant() {
 	for p.free > 0 && len(p.line) > 0 {
 		s := p.line[0]
-		p.line = p.line[1:]
+		p.line = slices.Delete(p.line, 0, 1)
 		ch := s.waiters[0]
-		s.waiters = s.waiters[1:]
+		s.waiters = slices.Delete(s.waiters, 0, 1)
 		p.free--
 		p.inUse++
 		close(ch)
