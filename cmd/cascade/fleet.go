@@ -191,14 +191,16 @@ func (f *fleet) runShard(ctx context.Context, i int, gate *leader.Gate) {
 	f.reconcile() // stops the shard's members and waits for them
 }
 
-// gateOf is the gate and write guard of a member's writers: its shard's, or the process's.
-// Called with f.mu held.
-func (f *fleet) gateOf(name string) (*leader.Gate, func() error) {
+// gateOf is the gate and write guard of a member's writers: its shard's, or the process's;
+// false when its shard stopped here since the list update works from was made (the member is
+// not started). Called with f.mu held.
+func (f *fleet) gateOf(name string) (*leader.Gate, func() error, bool) {
 	if f.shards == nil {
-		return f.gate, nil
+		return f.gate, nil, true
 	}
 	i := shard.Of(name, f.opts.FleetShards)
-	return f.active[i], func() error { return f.shards.Writable(i) }
+	gate, ok := f.active[i]
+	return gate, func() error { return f.shards.Writable(i) }, ok
 }
 
 // elsewhere says where a member that does not run here runs: its shard and that shard's holder.
@@ -249,8 +251,11 @@ func (f *fleet) update(ctx context.Context, set map[string]memberSource) {
 		if _, ok := f.members[name]; ok {
 			continue
 		}
+		gate, writable, ok := f.gateOf(name)
+		if !ok {
+			continue // its shard stopped meanwhile: the next reconcile leaves it out
+		}
 		mctx, cancel := context.WithCancel(ctx)
-		gate, writable := f.gateOf(name)
 		m := &runningMember{name: name, source: src, hash: sha256.Sum256(src.kubeconfig), cancel: cancel, done: make(chan struct{}), reason: "starting", gate: gate, writable: writable}
 		f.members[name] = m
 		f.wg.Add(1)
