@@ -325,19 +325,26 @@ func TestChartLint(t *testing.T) {
 		{[]string{"networkPolicy.enabled=maybe"}, "/networkPolicy/enabled"},
 		{[]string{"replica=2"}, "replica"}, // a key the chart does not have
 	} {
-		args := []string{"template", "cascade", chart, "--namespace", chartNamespace}
-		for _, s := range tc.set {
-			args = append(args, "--set", s)
-		}
-		_, err := helm(t, args...)
-		switch {
-		case err == nil:
-			t.Errorf("--set %v: rendered, want the schema to refuse it", tc.set)
-		case !strings.Contains(err.Error(), "values don't meet the specifications of the schema"):
-			t.Errorf("--set %v: refused, but not by the schema: %v", tc.set, err)
-		case !strings.Contains(err.Error(), tc.path):
-			t.Errorf("--set %v: the error does not name %s: %v", tc.set, tc.path, err)
-		}
+		schemaRefuses(t, chart, tc.set, tc.path)
+	}
+}
+
+// schemaRefuses checks that helm refuses to render chart with the values set, by the chart's
+// schema, naming path.
+func schemaRefuses(t *testing.T, chart string, set []string, path string) {
+	t.Helper()
+	args := []string{"template", "cascade", chart, "--namespace", chartNamespace}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	_, err := helm(t, args...)
+	switch {
+	case err == nil:
+		t.Errorf("--set %v: rendered, want the schema to refuse it", set)
+	case !strings.Contains(err.Error(), "values don't meet the specifications of the schema"):
+		t.Errorf("--set %v: refused, but not by the schema: %v", set, err)
+	case !strings.Contains(err.Error(), path):
+		t.Errorf("--set %v: the error does not name %s: %v", set, path, err)
 	}
 }
 

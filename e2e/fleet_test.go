@@ -532,19 +532,7 @@ fleet:
 		{[]string{"fleet.secretsNamespace=a", "fleet.memberPolicyConfigMap=no-namespace"}, "/fleet/memberPolicyConfigMap"},
 		{[]string{"fleet.kubeconfigDir=/x"}, "/fleet"},
 	} {
-		args := []string{"template", "cascade", chart, "--namespace", chartNamespace}
-		for _, s := range tc.set {
-			args = append(args, "--set", s)
-		}
-		_, err := helm(t, args...)
-		switch {
-		case err == nil:
-			t.Errorf("--set %v: rendered, want the schema to refuse it", tc.set)
-		case !strings.Contains(err.Error(), "values don't meet the specifications of the schema"):
-			t.Errorf("--set %v: refused, but not by the schema: %v", tc.set, err)
-		case !strings.Contains(err.Error(), tc.path):
-			t.Errorf("--set %v: the error does not name %s: %v", tc.set, tc.path, err)
-		}
+		schemaRefuses(t, chart, tc.set, tc.path)
 	}
 }
 
