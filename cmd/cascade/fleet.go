@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -308,6 +309,13 @@ func (f *fleet) runMemberOnce(ctx context.Context, m *runningMember) error {
 	cfg.UserAgent = userAgent + "/" + m.name
 	if f.identity != "" {
 		cfg.UserAgent += " (replica " + f.identity + ")" // the members' audit logs tell the replicas apart
+	}
+	if m.writable != nil {
+		// The shard's write guard once more, as the request leaves: a write that passed the
+		// Edge's guard can wait in the client's rate limiter (or in a process stopped by
+		// SIGSTOP) past the shard's Lease.
+		writable := m.writable
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return writeGuard{rt: rt, writable: writable} })
 	}
 	cfg.QPS, cfg.Burst = f.opts.FleetMemberQPS, f.opts.FleetMemberBurst
 	cfg.Wrap(countRequests(f.ms.requests))
@@ -825,6 +833,25 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(up), "up")
 	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(down), "down")
+}
+
+// writeGuard sends a request that writes (any method but GET, HEAD and OPTIONS: lists and
+// watches are GETs) only while writable says this replica may write, checked as the request
+// leaves the client, after its rate limiter; it refuses the others without a request.
+type writeGuard struct {
+	rt       http.RoundTripper
+	writable func() error
+}
+
+func (g writeGuard) RoundTrip(req *http.Request) (*http.Response, error) {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	default:
+		if err := g.writable(); err != nil {
+			return nil, fmt.Errorf("%s %s not sent: %w: %w", req.Method, req.URL.Path, client.ErrNotWritable, err)
+		}
+	}
+	return g.rt.RoundTrip(req)
 }
 
 // memberDialer gives a member connections of its own: a rest.Config with a Dial is never

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/cascade-gc/cascade/internal/client"
 )
 
 const testKubeconfig = `apiVersion: v1
@@ -206,5 +211,38 @@ func TestFleetFlags(t *testing.T) {
 		if got != tt.bad {
 			t.Errorf("%v: error on %q (%v), want on %q", tt.args, got, errs, tt.bad)
 		}
+	}
+}
+
+// writeGuard refuses every request that writes while the shard may not be written, as the
+// request leaves (after the client's rate limiter), and lets reads (lists and watches too)
+// through; once writable, writes go.
+func TestWriteGuard(t *testing.T) {
+	var sent []string
+	rt := roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		sent = append(sent, req.Method)
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
+	})
+	var allowed error = errors.New("shard 2 not held")
+	g := writeGuard{rt: rt, writable: func() error { return allowed }}
+	for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		req := httptest.NewRequest(method, "https://member.example/api/v1/namespaces/a/configmaps/b", nil)
+		if _, err := g.RoundTrip(req); !errors.Is(err, client.ErrNotWritable) {
+			t.Errorf("%s while not writable: %v, want ErrNotWritable", method, err)
+		}
+	}
+	for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodOptions} {
+		req := httptest.NewRequest(method, "https://member.example/api/v1/configmaps?watch=true", nil)
+		if _, err := g.RoundTrip(req); err != nil {
+			t.Errorf("%s while not writable: %v, want it sent", method, err)
+		}
+	}
+	if !slices.Equal(sent, []string{http.MethodGet, http.MethodHead, http.MethodOptions}) {
+		t.Errorf("sent %v while not writable, want the reads only", sent)
+	}
+	allowed = nil
+	req := httptest.NewRequest(http.MethodDelete, "https://member.example/api/v1/namespaces/a/configmaps/b", nil)
+	if _, err := g.RoundTrip(req); err != nil || sent[len(sent)-1] != http.MethodDelete {
+		t.Errorf("DELETE while writable: %v, sent %v", err, sent)
 	}
 }
