@@ -347,3 +347,17 @@ func TestOracleGoneKind(t *testing.T) {
 		t.Errorf("cluster-scoped dependent: %v, want must exist", v["c"].Fate)
 	}
 }
+
+// An owner that carried the orphan finalizer and went unseen (deleted by the collector between
+// two of the driver's reads: DeletedUnknown, observed) may have been deleted in the foreground
+// (the collector's cycle rule): a dependent whose only reference is to it may be collected, or
+// orphaned and kept, not "must exist".
+func TestOracleUnseenDeletion(t *testing.T) {
+	or := &Oracle{Kinds: map[string]KindInfo{"v1/ConfigMap": {Namespaced: true, Known: true}, "apps/v1/Deployment": {Namespaced: true, Known: true}}, Objs: map[string]*Obj{}, Seed: 9}
+	or.Objs["o"] = &Obj{UID: "o", GK: "apps/v1/Deployment", Namespace: "a", Name: "o", Namespaced: true, Own: "orphan", Deletion: DeletedUnknown, DeletionObserved: true}
+	or.Objs["d"] = &Obj{UID: "d", GK: "v1/ConfigMap", Namespace: "a", Name: "d", Namespaced: true, Own: "orphan",
+		Refs: []Ref{{APIVersion: "apps/v1", Kind: "Deployment", Name: "o", UID: "o", Block: true}}}
+	if f := or.Verdicts()["d"].Fate; f != Either {
+		t.Errorf("dependent of an owner gone unseen: %v, want either", f)
+	}
+}
