@@ -502,8 +502,32 @@ func (c *checker) orphanedByCRD(o *record, t time.Time, surely bool) bool {
 		if ct, ok := c.created[o.UID]; !ok || !ct.Before(td) || !td.Before(t) {
 			continue
 		}
+		if c.deletingBefore(o, td) {
+			continue // the CRD's finalizer found it deleting: its own deletion's propagation holds
+		}
 		maybe, sure := c.ownAt(o.UID, td, metav1.FinalizerOrphanDependents)
 		if sure || !surely && maybe {
+			return true
+		}
+	}
+	return false
+}
+
+// deletingBefore reports whether o's deletion had surely started before t, by the driver or by
+// cascade (answered 2xx), with a propagation other than orphan (orphanedAt judges those). The
+// CRD's finalizer then deletes an object already being deleted: the propagation of its own
+// deletion holds (a foreground deletion replaced its orphan finalizer with foregroundDeletion),
+// whatever orphan finalizer it carried before (found by the chaos suite: a Gadget cascade
+// deleted in the foreground by the cycle rule, its CRD deleted while it waited; its later
+// dependent's rightful collection was judged wrongful).
+func (c *checker) deletingBefore(o *record, t time.Time) bool {
+	for _, e := range c.line(o.UID).deletes {
+		if e.T1.Before(t) && e.Deletion != DeletedOrphan && e.Deletion != DeletedUnknown && e.Deletion != DeletedMaybeOrphan && e.Deletion != NotDeleted {
+			return true
+		}
+	}
+	for _, w := range c.cDel[o.UID] {
+		if w.to.Before(t) && !w.maybe && w.policy != string(metav1.DeletePropagationOrphan) {
 			return true
 		}
 	}
