@@ -230,11 +230,7 @@ func TestExplainURLShortNames(t *testing.T) {
 	api := newFakeAPIServer(t, token)
 	t.Setenv("KUBECONFIG", writeKubeconfig(t, api.URL, token))
 	var query string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		query = r.URL.RawQuery
-		_ = json.NewEncoder(w).Encode(gc.Explanation{Object: gc.ExplainedObject{Kind: "ConfigMap", Namespace: "shop", Name: "x", UID: "u-1"}, State: "Observed"})
-	}))
-	defer srv.Close()
+	srv := shopGraphServer(t, &query)
 	for _, tt := range []struct {
 		args      []string
 		wantQuery string
@@ -386,11 +382,7 @@ func TestExplainMemberFlag(t *testing.T) {
 
 	// --url: /debug/graph with the member.
 	var query string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		query = r.URL.RawQuery
-		_ = json.NewEncoder(w).Encode(gc.Explanation{Object: gc.ExplainedObject{Kind: "ConfigMap", Namespace: "shop", Name: "x", UID: "u-1"}, State: "Observed"})
-	}))
-	defer srv.Close()
+	srv := shopGraphServer(t, &query)
 	for _, tt := range []struct {
 		args            []string
 		query, wantWarn string
@@ -473,4 +465,16 @@ func TestExplainTextCompanion(t *testing.T) {
 	if !strings.Contains(collector, "Decision now: Delete (OwnersGone)") || strings.Contains(collector, "companion") {
 		t.Errorf("collector explanation:\n%s", collector)
 	}
+}
+
+// shopGraphServer is a cascade whose /debug/graph explains ConfigMap shop/x to anyone, and
+// records each request's query in query. It stops at cleanup.
+func shopGraphServer(t *testing.T, query *string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		*query = r.URL.RawQuery
+		_ = json.NewEncoder(w).Encode(gc.Explanation{Object: gc.ExplainedObject{Kind: "ConfigMap", Namespace: "shop", Name: "x", UID: "u-1"}, State: "Observed"})
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }

@@ -288,6 +288,29 @@ func saveProfile(b *testing.B, url, path string) {
 	}
 }
 
+// benchProcess is a process measured side by side: cascade or kube-controller-manager.
+type benchProcess interface {
+	framework.Server
+	Pid() int
+	Stop(grace time.Duration) error
+}
+
+// settledUsage waits until each process has settled, sums what they hold, then stops them.
+func settledUsage[P benchProcess](b *testing.B, procs ...P) usage {
+	b.Helper()
+	var sum usage
+	for _, p := range procs {
+		settle(b, p, 5*time.Minute)
+	}
+	for _, p := range procs {
+		sum = sum.add(measure(b, p.Pid(), p))
+	}
+	for _, p := range procs {
+		_ = p.Stop(30 * time.Second)
+	}
+	return sum
+}
+
 // BenchmarkFleetSideBySide: FLEET_SIDE members (default 10) over FLEET_APISERVERS
 // kube-apiservers, collected three ways one after the other, each measured once settled:
 // one cascade in fleet mode; one cascade process per member; one kube-controller-manager per
@@ -308,24 +331,14 @@ func BenchmarkFleetSideBySide(b *testing.B) {
 		_ = casc.Stop(30 * time.Second)
 
 		// One cascade per member.
-		var single usage
 		var procs []*harness.Cascade
 		for i := range n {
 			c := framework.StartReady(b, ms[i%len(ms)].cp, fmt.Sprintf("single-%02d", i), suite.CascadeBin, "--leader-elect=false", "--orphan-record-configmap=")
 			procs = append(procs, c)
 		}
-		for _, c := range procs {
-			settle(b, c, 5*time.Minute)
-		}
-		for _, c := range procs {
-			single = single.add(measure(b, c.Pid(), c))
-		}
-		for _, c := range procs {
-			_ = c.Stop(30 * time.Second)
-		}
+		single := settledUsage(b, procs...)
 
 		// One kube-controller-manager (garbage collector only) per member.
-		var kcm usage
 		var ks []*harness.KubeControllerManager
 		for i := range n {
 			k, err := ms[i%len(ms)].cp.StartKubeControllerManager(fmt.Sprintf("kcm-%02d", i), harness.KCMOptions{})
@@ -342,15 +355,7 @@ func BenchmarkFleetSideBySide(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		for _, k := range ks {
-			settle(b, k, 5*time.Minute)
-		}
-		for _, k := range ks {
-			kcm = kcm.add(measure(b, k.Pid(), k))
-		}
-		for _, k := range ks {
-			_ = k.Stop(30 * time.Second)
-		}
+		kcm := settledUsage(b, ks...)
 		fmt.Printf("| %d members | RSS MiB | goroutines |\n|---|---|---|\n", n)
 		for _, r := range []struct {
 			name string
