@@ -30,8 +30,11 @@ import (
 // Options are what the controller needs from the outside world.
 type Options struct {
 	Discovery Discoverer
-	// Metadata is the client the reflectors list and watch with.
+	// Metadata is the client the monitors list (and, without Streams, watch) with.
 	Metadata metadata.Interface
+	// Streams, when set, opens the monitors' watches on the cluster's HTTP client, decoded by
+	// the monitor's own goroutine (watchloop.go); nil: through Metadata.
+	Streams *Streams
 	// Dynamic, with Metadata, watches CustomResourceDefinitions and APIServices: a change asks
 	// for a discovery round at once, and a kind whose CRD was seen deleted can own nothing
 	// (apiwatch.go). Nil: discovery is periodic only, and such kinds are kept and retried.
@@ -237,6 +240,9 @@ func New(opts Options) *Controller {
 		c.record.held = nil
 	}
 	c.monitors = newMonitors(opts.Metadata, c)
+	if opts.Streams != nil {
+		c.monitors.open = opts.Streams.open
+	}
 	if opts.Features != nil {
 		c.monitors.lists = func(ctx context.Context, watchList, paged int) {
 			var levels []string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -37,6 +37,8 @@ const listPageSize = 500
 // "list" of cascade_feature_in_use (package internal/features).
 type streamLister struct {
 	client metadata.ResourceInterface
+	// open opens the resource's watches (its streaming lists' too).
+	open   watchOpener
 	store  *graphStore
 	logger klog.Logger
 	// paginate is set once the server refused a watch-list, until retryWatchList clears it
@@ -66,25 +68,6 @@ func (l *streamLister) setMode(ctx context.Context, mode int32) {
 	}
 }
 
-var (
-	_ cache.ListerWatcherWithContext = (*streamLister)(nil)
-	_ cache.ListerWatcher            = (*streamLister)(nil)
-)
-
-// List and Watch are what NewReflectorWithOptions's signature asks for; the reflector calls the
-// WithContext methods of a lister that has them.
-func (l *streamLister) List(opts metav1.ListOptions) (runtime.Object, error) {
-	return l.ListWithContext(context.Background(), opts)
-}
-
-func (l *streamLister) Watch(opts metav1.ListOptions) (watch.Interface, error) {
-	return l.WatchWithContext(context.Background(), opts)
-}
-
-// IsWatchListSemanticsUnSupported tells the reflector to list through ListWithContext, which
-// streams by itself (client-go's own watch-list would buffer the whole list).
-func (l *streamLister) IsWatchListSemanticsUnSupported() bool { return true }
-
 // fail records a list or watch error, and logs the first of a run of them (until a complete
 // list): the resource is then unsynced (/readyz, cascade_resource_unsynced), and its objects'
 // view may be stale until it lists again.
@@ -94,13 +77,16 @@ func (l *streamLister) fail(err error) {
 	}
 }
 
-// WatchWithContext is the resource's watch, from the resourceVersion the last list returned.
-func (l *streamLister) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+// openWatch opens a watch of the resource: through open when set, else the client's.
+func (l *streamLister) openWatch(ctx context.Context, opts metav1.ListOptions) (eventStream, error) {
+	if l.open != nil {
+		return l.open(ctx, l.store.res.GVR, opts)
+	}
 	w, err := l.client.Watch(ctx, opts)
 	if err != nil {
-		l.fail(err)
+		return nil, err
 	}
-	return w, err
+	return &chanStream{ctx: ctx, w: w}, nil
 }
 
 // ListWithContext streams the resource into the graph and returns an empty list at the
@@ -157,7 +143,7 @@ func refusedWatchList(err error) bool {
 // watchList streams the resource's objects at rv or newer (the most recent with rv "") and
 // returns the resourceVersion of the initial-events-end bookmark.
 func (l *streamLister) watchList(ctx context.Context, rv string, seen *graph.UIDSet) (string, error) {
-	w, err := l.client.Watch(ctx, metav1.ListOptions{
+	w, err := l.openWatch(ctx, metav1.ListOptions{
 		ResourceVersion:      rv,
 		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
 		SendInitialEvents:    ptr.To(true),
@@ -166,26 +152,23 @@ func (l *streamLister) watchList(ctx context.Context, rv string, seen *graph.UID
 	if err != nil {
 		return "", err
 	}
-	defer w.Stop()
+	defer w.close()
 	for {
-		var ev watch.Event
-		var ok bool
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case ev, ok = <-w.ResultChan():
-		}
-		if !ok {
+		t, obj, err := w.next()
+		if errors.Is(err, io.EOF) {
 			return "", errors.New("the streaming list ended before its initial-events-end bookmark")
 		}
-		if ev.Type == watch.Error {
-			return "", apierrors.FromObject(ev.Object)
+		if err != nil {
+			return "", err
 		}
-		m, isMeta := ev.Object.(*metav1.PartialObjectMetadata)
+		if t == watch.Error {
+			return "", apierrors.FromObject(obj)
+		}
+		m, isMeta := obj.(*metav1.PartialObjectMetadata)
 		if !isMeta {
-			return "", fmt.Errorf("streaming list: unexpected %T in a %s event", ev.Object, ev.Type)
+			return "", fmt.Errorf("streaming list: unexpected %T in a %s event", obj, t)
 		}
-		switch ev.Type {
+		switch t {
 		case watch.Bookmark:
 			if m.Annotations[metav1.InitialEventsAnnotationKey] == "true" {
 				return m.ResourceVersion, nil

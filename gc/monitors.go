@@ -7,18 +7,16 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
-// monitor watches one resource with a reflector whose store is the graph itself: there is no
-// informer cache, so each object is held once, in the graph's compact form. Stopping it ends
-// the reflector's goroutine; nothing else was registered, so a deleted CRD leaves nothing
-// behind (the in-tree GC leaks a handler and its goroutines per removed resource:
-// kubernetes#114066).
+// monitor watches one resource in a loop of its own (watchloop.go) whose store is the graph
+// itself: there is no informer cache, so each object is held once, in the graph's compact
+// form. Stopping it ends the loop's goroutine; nothing else was registered, so a deleted CRD
+// leaves nothing behind (the in-tree GC leaks a handler and its goroutines per removed
+// resource: kubernetes#114066).
 type monitor struct {
 	res    Resource
 	store  *graphStore
@@ -33,7 +31,9 @@ func (m *monitor) synced() bool { return m.store.synced.Load() }
 // read it (synced checks, resource lookups) under mu.
 type monitors struct {
 	client metadata.Interface
-	graph  graphWriter
+	// open opens the monitors' watches (nil: through client).
+	open  watchOpener
+	graph graphWriter
 
 	mu   sync.RWMutex
 	byR  map[schema.GroupVersionResource]*monitor
@@ -75,17 +75,12 @@ func (ms *monitors) start(ctx context.Context, r Resource) error {
 	// Failures are recorded on the store, so a resource that cannot be listed is named in
 	// /readyz, the metrics and the Events instead of silently holding everything back. Lists
 	// stream into the graph (listing.go).
-	lw := &streamLister{client: ms.client.Resource(r.GVR), store: store, logger: logger, listed: ms.reportLists}
-	refl := cache.NewReflectorWithOptions(lw, &metav1.PartialObjectMetadata{}, store, cache.ReflectorOptions{
-		Logger:          &logger,
-		Name:            "cascade/" + GVRString(r.GVR),
-		TypeDescription: GVRString(r.GVR),
-	})
+	lw := &streamLister{client: ms.client.Resource(r.GVR), open: ms.open, store: store, logger: logger, listed: ms.reportLists}
 	mctx, cancel := context.WithCancel(klog.NewContext(ctx, logger))
 	m := &monitor{res: r, store: store, lister: lw, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
-		refl.RunWithContext(mctx)
+		m.run(mctx)
 	}()
 	ms.byR[r.GVR] = m
 	ms.byGK[schema.GroupKind{Group: r.GVR.Group, Kind: r.Kind}] = m

@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/cascade-gc/cascade/gc"
 )
 
 // userAgent identifies cascade's requests in the API server's logs and metrics.
@@ -27,6 +29,8 @@ type clients struct {
 	metadata metadata.Interface
 	dynamic  dynamic.Interface
 	kube     kubernetes.Interface
+	// streams opens the monitors' watches on the same HTTP client and rate limiter.
+	streams *gc.Streams
 }
 
 // newClients builds the clients on one HTTP client and one client-side rate limiter: one
@@ -58,6 +62,9 @@ func newClients(cfg *rest.Config) (*clients, error) {
 	}
 	if c.kube, err = kubernetes.NewForConfigAndClient(cfg, hc); err != nil {
 		return nil, fmt.Errorf("build client: %w", err)
+	}
+	if c.streams, err = gc.NewStreams(cfg, hc); err != nil {
+		return nil, fmt.Errorf("build watch client: %w", err)
 	}
 	return c, nil
 }

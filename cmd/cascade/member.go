@@ -178,6 +178,7 @@ func buildMember(ctx context.Context, opts *Options, env memberEnv) (*member, er
 		Leader:                 env.gate,
 		Discovery:              cs.disco,
 		Metadata:               cs.metadata,
+		Streams:                cs.streams,
 		Dynamic:                cs.dynamic,
 		Client:                 edge.Objects,
 		Mapper:                 env.mapper(),
