@@ -10,11 +10,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
@@ -93,40 +93,6 @@ func crdInfoOf(u *unstructured.Unstructured) (crdInfo, bool) {
 	return info, group != "" && kind != ""
 }
 
-// trimCRD is the CRD informer's transform: only the fields crdInfoOf reads are stored.
-func trimCRD(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
-	}
-	info, _ := crdInfoOf(u)
-	status := "False"
-	if info.established {
-		status = "True"
-	}
-	out := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": u.GetAPIVersion(),
-		"kind":       u.GetKind(),
-		"metadata": map[string]any{
-			"name": u.GetName(), "uid": string(u.GetUID()), "resourceVersion": u.GetResourceVersion(),
-		},
-		"spec": map[string]any{
-			"group": info.gk.Group,
-			"names": map[string]any{"kind": info.gk.Kind, "plural": info.plural},
-			"scope": scopeName(info.namespaced),
-		},
-		"status": map[string]any{"conditions": []any{map[string]any{"type": "Established", "status": status}}},
-	}}
-	return out, nil
-}
-
-func scopeName(namespaced bool) string {
-	if namespaced {
-		return "Namespaced"
-	}
-	return "Cluster"
-}
-
 // liveAPIs answers, from live reads, which of groups' kinds a CRD serves now and which of
 // groups an aggregated API serves.
 type liveAPIs interface {
@@ -174,33 +140,58 @@ func newAPIWatch(dyn dynamic.Interface, meta metadata.Interface) *apiWatch {
 	return w
 }
 
-// run watches CRDs and APIServices until ctx ends.
+// run watches CRDs until ctx ends. APIServices are not watched here: the monitor of
+// apiservices, which the graph needs anyway, kicks (monitors.kick). The CRDs' reflector keeps
+// no cache of its own (crdStore): what cascade keeps of each CRD is w.crds. An informer would
+// add a cache and five goroutines; a watch and an informer's goroutines fewer per fleet member
+// for APIServices.
 func (w *apiWatch) run(ctx context.Context) {
-	logger := klog.FromContext(ctx)
-	crdInf := dynamicinformer.NewFilteredDynamicInformer(w.dyn, crdGVR, "", 0, cache.Indexers{}, nil).Informer()
-	if err := crdInf.SetTransform(trimCRD); err != nil {
-		logger.Error(err, "Cannot trim CRDs")
+	logger := klog.FromContext(ctx).WithValues("resource", GVRString(crdGVR))
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return w.dyn.Resource(crdGVR).List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return w.dyn.Resource(crdGVR).Watch(ctx, opts)
+		},
 	}
-	if _, err := crdInf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    func(obj any, initial bool) { w.crdSeen(obj, !initial) },
-		UpdateFunc: func(_, obj any) { w.crdSeen(obj, true) },
-		DeleteFunc: w.crdDeleted,
-	}); err != nil {
-		logger.Error(err, "Cannot watch CRDs; new and deleted CRDs are found by the periodic discovery only")
-		return
+	cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, w.dyn), &unstructured.Unstructured{}, &crdStore{w: w}, cache.ReflectorOptions{
+		Logger: &logger, Name: "cascade/crds", TypeDescription: GVRString(crdGVR),
+	}).RunWithContext(ctx)
+}
+
+// crdStore is the CRDs' reflector's store: each notification goes to the apiWatch at once,
+// and nothing is kept but what crdSeen keeps.
+type crdStore struct {
+	w      *apiWatch
+	synced bool // only the reflector's goroutine touches it
+}
+
+var _ cache.ReflectorStore = (*crdStore)(nil)
+
+func (s *crdStore) Add(obj any) error    { s.w.crdSeen(obj, s.synced); return nil }
+func (s *crdStore) Update(obj any) error { s.w.crdSeen(obj, true); return nil }
+func (s *crdStore) Delete(obj any) error { s.w.crdDeleted(obj); return nil }
+func (s *crdStore) Resync() error        { return nil }
+
+// Replace is a complete list: the first is what the first discovery round already covers; a
+// relist is a change for every CRD it holds, and the CRDs it no longer holds were deleted
+// while the watch was down.
+func (s *crdStore) Replace(list []any, _ string) error {
+	listed := make(map[string]struct{}, len(list))
+	for _, obj := range list {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			listed[u.GetName()] = struct{}{}
+			s.w.crdSeen(u, s.synced)
+		}
 	}
-	svcInf := metadatainformer.NewFilteredMetadataInformer(w.meta, apiServiceGVR, "", 0, cache.Indexers{}, nil).Informer()
-	if _, err := svcInf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    func(_ any, initial bool) { w.kickIf(!initial) },
-		UpdateFunc: func(_, _ any) { w.kick() },
-		DeleteFunc: func(any) { w.kick() },
-	}); err != nil {
-		logger.Error(err, "Cannot watch APIServices; aggregated APIs are found by the periodic discovery only")
+	for _, name := range s.w.crdNames() {
+		if _, ok := listed[name]; !ok {
+			s.w.crdGone(name)
+		}
 	}
-	var wg sync.WaitGroup
-	wg.Go(func() { crdInf.RunWithContext(ctx) })
-	wg.Go(func() { svcInf.RunWithContext(ctx) })
-	wg.Wait()
+	s.synced = true
+	return nil
 }
 
 func (w *apiWatch) kick() {
@@ -255,6 +246,30 @@ func (w *apiWatch) crdDeleted(obj any) {
 	}
 	w.mu.Unlock()
 	w.kick()
+}
+
+// crdGone records the CRD name gone, as it was last seen (a relist no longer holds it).
+func (w *apiWatch) crdGone(name string) {
+	w.mu.Lock()
+	info, ok := w.crds[name]
+	delete(w.crds, name)
+	delete(w.expect, name)
+	if ok {
+		w.markGoneLocked(info)
+	}
+	w.mu.Unlock()
+	w.kick()
+}
+
+// crdNames returns the names of the CRDs seen and not deleted.
+func (w *apiWatch) crdNames() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	names := make([]string, 0, len(w.crds))
+	for name := range w.crds {
+		names = append(names, name)
+	}
+	return names
 }
 
 func (w *apiWatch) markGoneLocked(info crdInfo) {

@@ -257,6 +257,7 @@ func New(opts Options) *Controller {
 	}
 	if opts.Dynamic != nil && opts.Metadata != nil {
 		c.api = newAPIWatch(opts.Dynamic, opts.Metadata)
+		c.monitors.kick = c.api.kick
 	}
 	if opts.Member == "" {
 		c.opts.Metrics.registerGraph(c)

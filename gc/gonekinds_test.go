@@ -331,6 +331,50 @@ func TestLiveRoundsStartAfterTheQuestion(t *testing.T) {
 	})
 }
 
+// TestCRDStoreLists: the CRDs' reflector store. Its first list asks for no discovery round and
+// marks nothing gone; a relist asks for one, and a CRD it no longer holds was deleted while the
+// watch was down: its kind is gone (as it was last seen: namespaced), unless another CRD
+// serves it.
+func TestCRDStoreLists(t *testing.T) {
+	w := newAPIWatch(nil, nil)
+	s := &crdStore{w: w}
+	kicked := func() bool {
+		select {
+		case <-w.rediscover:
+			return true
+		default:
+			return false
+		}
+	}
+	if err := s.Replace([]any{crdUnstructured(scGadgets, true), crdUnstructured(scGizmos, true)}, "1"); err != nil {
+		t.Fatal(err)
+	}
+	if kicked() || w.unmet(ResourceSet{}) {
+		t.Fatal("the first list asked for a discovery round, or expects its CRDs in discovery")
+	}
+	if _, g := w.seenGone(gadgetKind); g {
+		t.Fatal("a listed CRD's kind is gone")
+	}
+	if err := s.Replace([]any{crdUnstructured(scGizmos, true)}, "5"); err != nil {
+		t.Fatal(err)
+	}
+	if !kicked() {
+		t.Error("a relist did not ask for a discovery round")
+	}
+	if namespaced, g := w.seenGone(gadgetKind); !g || !namespaced {
+		t.Errorf("the CRD the relist no longer holds: gone %t, namespaced %t; want gone, namespaced", g, namespaced)
+	}
+	if _, g := w.seenGone(schema.GroupKind{Group: scGizmos.GVR.Group, Kind: scGizmos.Kind}); g {
+		t.Error("a CRD the relist holds is gone")
+	}
+	if err := s.Add(crdUnstructured(scGadgets, true)); err != nil {
+		t.Fatal(err)
+	}
+	if _, g := w.seenGone(gadgetKind); g || !kicked() {
+		t.Error("a re-created CRD's kind is still gone, or asked for no discovery round")
+	}
+}
+
 // TestAPIWatchCRDs: the CRD watch's bookkeeping: a change asks for a discovery round (not the
 // initial list), an established CRD is expected in discovery until found, and a deleted CRD's
 // kind is gone unless another CRD serves it.
@@ -393,23 +437,11 @@ func TestAPIWatchCRDs(t *testing.T) {
 	}
 }
 
-func TestTrimCRD(t *testing.T) {
-	full := crdUnstructured(scGadgets, true)
-	full.Object["spec"].(map[string]any)["versions"] = []any{map[string]any{"name": "v1", "schema": map[string]any{"big": "schema"}}}
-	full.SetUID("u-crd")
-	full.SetResourceVersion("7")
-	out, err := trimCRD(full)
-	if err != nil {
-		t.Fatal(err)
+func scopeName(namespaced bool) string {
+	if namespaced {
+		return "Namespaced"
 	}
-	u := out.(*unstructured.Unstructured)
-	if _, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "versions"); found {
-		t.Errorf("the schema was kept")
-	}
-	info, ok := crdInfoOf(u)
-	if !ok || info != (crdInfo{gk: gadgetKind, plural: "gadgets", namespaced: true, established: true}) || u.GetName() != "gadgets.example.com" || u.GetResourceVersion() != "7" {
-		t.Errorf("trimmed CRD %v lost what cascade reads: %+v", u.Object, info)
-	}
+	return "Cluster"
 }
 
 // cacheTombstone is how an informer delivers a deletion it missed (a relist without the object).

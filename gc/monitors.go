@@ -32,7 +32,11 @@ func (m *monitor) synced() bool { return m.store.synced.Load() }
 type monitors struct {
 	client metadata.Interface
 	// open opens the monitors' watches (nil: through client).
-	open  watchOpener
+	open watchOpener
+	// kick, when set, is called on every change the apiservices monitor sees once synced, and
+	// after each of its relists: an APIService added, changed (available or not) or deleted
+	// asks for a discovery round at once (apiwatch.go).
+	kick  func()
 	graph graphWriter
 
 	mu   sync.RWMutex
@@ -70,7 +74,7 @@ func (ms *monitors) start(ctx context.Context, r Resource) error {
 	if _, ok := ms.byR[r.GVR]; ok {
 		return nil
 	}
-	store := &graphStore{res: r, graph: ms.graph}
+	store := ms.newStore(r)
 	logger := klog.FromContext(ctx).WithValues("resource", GVRString(r.GVR))
 	// Failures are recorded on the store, so a resource that cannot be listed is named in
 	// /readyz, the metrics and the Events instead of silently holding everything back. Lists
@@ -85,6 +89,15 @@ func (ms *monitors) start(ctx context.Context, r Resource) error {
 	ms.byR[r.GVR] = m
 	ms.byGK[schema.GroupKind{Group: r.GVR.Group, Kind: r.Kind}] = m
 	return nil
+}
+
+// newStore is the store of r's monitor.
+func (ms *monitors) newStore(r Resource) *graphStore {
+	s := &graphStore{res: r, graph: ms.graph}
+	if r.GVR.GroupResource() == apiServiceGVR.GroupResource() {
+		s.changed = ms.kick
+	}
+	return s
 }
 
 // stop ends the monitor of gvr, removing its handler first so no event arrives after. Its

@@ -7,7 +7,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	clienttesting "k8s.io/client-go/testing"
 )
@@ -26,10 +25,22 @@ func memberResources(widgets bool) []*metav1.APIResourceList {
 	return lists
 }
 
-// memberDiscovery is a member's cached discovery client, and its fake server.
-func memberDiscovery(widgets bool) (discovery.CachedDiscoveryInterface, *clienttesting.Fake) {
+// memberDiscovery is a member's discovery client, and its fake server.
+func memberDiscovery(widgets bool) (discovery.DiscoveryInterface, *clienttesting.Fake) {
 	f := &clienttesting.Fake{Resources: memberResources(widgets)}
-	return memory.NewMemCacheClient(&fakediscovery.FakeDiscovery{Fake: f}), f
+	return &fakediscovery.FakeDiscovery{Fake: f}, f
+}
+
+// fetches counts the discovery document's fetches a fake server answered (each fetch asks for
+// the resources of every group version).
+func fetches(f *clienttesting.Fake) int {
+	n := 0
+	for _, a := range f.Actions() {
+		if a.GetVerb() == "get" && a.GetResource().Resource == "resource" {
+			n++
+		}
+	}
+	return n
 }
 
 // Members with the same discovery document share one mapper; another document has its own; a
@@ -65,7 +76,16 @@ func TestSharedMappers(t *testing.T) {
 	}
 
 	// c's CRD goes (its document is the others' now): reset, c holds their mapper; the widgets'
-	// mapper, held by nobody, is let go.
+	// mapper, held by nobody, is let go. c fetched its document once for all its questions.
+	if _, err := c.RESTMapping(schema.GroupKind{Kind: "ConfigMap"}, "v1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RESTMapping(schema.GroupKind{Group: "example.com", Kind: "Gadget"}, "v1"); err == nil {
+		t.Fatal("an unknown kind mapped")
+	}
+	if n := fetches(cServer); n != 1 {
+		t.Errorf("c fetched its discovery document %d times for three questions (one of an unknown kind), want 1", n)
+	}
 	cServer.Resources = memberResources(false)
 	c.Reset()
 	if _, err := c.RESTMapping(schema.GroupKind{Kind: "ConfigMap"}, "v1"); err != nil {
@@ -73,6 +93,9 @@ func TestSharedMappers(t *testing.T) {
 	}
 	if c.(*deferredShared).cur != a.(*deferredShared).cur {
 		t.Fatal("after a reset to the same document as the others, c holds a mapper of its own")
+	}
+	if n := fetches(cServer); n != 1+1 {
+		t.Errorf("c fetched its discovery document %d times in all, want 2 (once more after the reset)", n)
 	}
 	for range 5 {
 		runtime.GC()

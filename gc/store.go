@@ -31,6 +31,16 @@ type graphStore struct {
 	// time, for the Replace that completes its list: that list arrives empty. Only the
 	// reflector's goroutine touches it.
 	streamed *graph.UIDSet
+	// changed, when set, is called on every event once the resource has synced, and after every
+	// relist (monitors.kick).
+	changed func()
+}
+
+// tell calls changed, once the first list is complete.
+func (s *graphStore) tell() {
+	if s.changed != nil && s.synced.Load() {
+		s.changed()
+	}
 }
 
 // failed records a list or watch error; the next complete list clears it. It reports whether
@@ -57,6 +67,7 @@ func (s *graphStore) Update(obj any) error { s.observe(obj); return nil }
 func (s *graphStore) Delete(obj any) error {
 	if m, ok := unwrapTombstone(obj); ok {
 		s.graph.apply(graph.Event{Type: graph.EventDeleted, Object: graph.Object{Ref: s.ref(m)}})
+		s.tell()
 	}
 	return nil
 }
@@ -76,8 +87,11 @@ func (s *graphStore) Replace(list []any, _ string) error {
 	for _, ref := range s.graph.observedExcept(s.res.GVR.GroupVersion().String(), s.res.Kind, seen) {
 		s.graph.apply(graph.Event{Type: graph.EventDeleted, Object: graph.Object{Ref: ref}})
 	}
-	s.synced.Store(true)
+	relist := s.synced.Swap(true)
 	s.failure.Store(nil)
+	if relist {
+		s.tell()
+	}
 	return nil
 }
 
@@ -87,6 +101,7 @@ func (s *graphStore) Resync() error { return nil }
 func (s *graphStore) observe(obj any) {
 	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
 		s.graph.apply(graph.Event{Type: graph.EventObserved, Object: toGraphObject(s.res, m)})
+		s.tell()
 	}
 }
 

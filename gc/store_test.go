@@ -48,3 +48,44 @@ func TestGraphStoreRelistDeletesWhatVanished(t *testing.T) {
 		t.Errorf("dep still in the graph after its delete")
 	}
 }
+
+// TestAPIServicesMonitorKicksDiscovery: the apiservices monitor asks for a discovery round on
+// every change once its first list is complete, and after each relist (changes may have been
+// missed meanwhile); its first list asks nothing (the first round comes by itself), and other
+// resources never ask.
+func TestAPIServicesMonitorKicksDiscovery(t *testing.T) {
+	c := New(Options{Metrics: NewMetrics(prometheus.NewRegistry())})
+	kicks := 0
+	ms := newMonitors(nil, c)
+	ms.kick = func() { kicks++ }
+	s := ms.newStore(Resource{GVR: apiServiceGVR, Kind: "APIService"})
+	other := ms.newStore(cmResource)
+	svc := func(name, uid, rv string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid), ResourceVersion: rv}}
+	}
+	s.observe(svc("v1.example.com", "u1", "1")) // streamed by the first list
+	if err := s.Replace(nil, "1"); err != nil {
+		t.Fatal(err)
+	}
+	if kicks != 0 {
+		t.Fatalf("%d rounds asked by the first list, want 0", kicks)
+	}
+	s.observe(svc("v1.example.com", "u1", "2"))    // available or not
+	_ = s.Delete(svc("v1.example.com", "u1", "3")) // unregistered
+	if kicks != 2 {
+		t.Fatalf("%d rounds asked by a change and a deletion, want 2", kicks)
+	}
+	if err := s.Replace(nil, "9"); err != nil {
+		t.Fatal(err)
+	}
+	if kicks != 3 {
+		t.Fatalf("%d rounds asked after a relist, want 3", kicks)
+	}
+	other.observe(cm("a", "u2", "1"))
+	_ = other.Replace(nil, "1")
+	other.observe(cm("a", "u2", "2"))
+	_ = other.Replace(nil, "2")
+	if kicks != 3 {
+		t.Fatalf("ConfigMaps asked for %d discovery rounds, want none", kicks-3)
+	}
+}

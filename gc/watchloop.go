@@ -259,7 +259,7 @@ func (m *monitor) run(ctx context.Context) {
 // server ends the watch (nil) or something fails (errExpired when rv is too old).
 func (m *monitor) follow(ctx context.Context, rv *string) error {
 	timeout := int64((minWatchTimeout + rand.N(minWatchTimeout)).Seconds())
-	s, err := m.lister.open(ctx, m.res.GVR, metav1.ListOptions{
+	s, err := m.lister.openWatch(ctx, metav1.ListOptions{
 		ResourceVersion:     *rv,
 		AllowWatchBookmarks: true,
 		TimeoutSeconds:      &timeout,

@@ -100,7 +100,12 @@ func buildMember(ctx context.Context, opts *Options, env memberEnv) (*member, er
 	}
 	// Events about this cluster's objects go to this cluster's API server.
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartStructuredLogging(3)
+	if env.name == "" {
+		// The single cluster also logs its Events (-v=3). A fleet member does not: that watcher
+		// is a goroutine and a 1,000-event buffer per member, and its Events are in its API
+		// server.
+		broadcaster.StartStructuredLogging(3)
+	}
 	broadcaster.StartRecordingToSink(edge.Events)
 	m.stop = broadcaster.Shutdown
 	events := client.NewHeldRecorder(broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: gc.EventComponent}), env.gate)
@@ -268,9 +273,8 @@ func (env memberEnv) discoveryPeriod(opts *Options) time.Duration {
 // mapper is the member's REST mapper: the fleet's shared one for its discovery document, or
 // its own.
 func (env memberEnv) mapper() meta.ResettableRESTMapper {
-	cached := memory.NewMemCacheClient(env.cs.disco)
 	if env.mappers != nil {
-		return env.mappers.Mapper(cached)
+		return env.mappers.Mapper(env.cs.disco)
 	}
-	return restmapper.NewDeferredDiscoveryRESTMapper(cached)
+	return restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.cs.disco))
 }

@@ -155,22 +155,29 @@ func (q *Queue[T]) serving() bool    { return q.progress.workers.Load() > 0 }
 func (q *Queue[T]) ShutDown() { q.q.ShutDown() }
 
 // Run serves the queue with workers goroutines calling process until ctx ends, then shuts the
-// queue down and returns once every worker has finished its item.
+// queue down and returns once every worker has finished its item. The calling goroutine is
+// one of the workers (a fleet runs four queues per member: a goroutine each saved).
 func (q *Queue[T]) Run(ctx context.Context, workers int, process Func[T]) {
 	q.metrics.queues.add(q) // for the liveness check while it is served
 	defer q.metrics.queues.remove(q)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			q.progress.workers.Add(1)
-			defer q.progress.workers.Add(-1)
-			for q.ProcessNext(ctx, process) {
-			}
-		})
+	stop := context.AfterFunc(ctx, q.q.ShutDown)
+	defer stop()
+	work := func() {
+		q.progress.workers.Add(1)
+		defer q.progress.workers.Add(-1)
+		for q.ProcessNext(ctx, process) {
+		}
 	}
-	<-ctx.Done()
-	q.q.ShutDown()
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	if workers > 0 {
+		work()
+	}
 	wg.Wait()
+	<-ctx.Done() // shut down early (ShutDown): Run still returns with ctx
+	q.q.ShutDown()
 }
 
 // ProcessNext takes one item (blocking until there is one), processes it and files its

@@ -13,10 +13,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -168,30 +169,37 @@ func (w *Watcher) Loaded() <-chan struct{} { return w.firstRead }
 // error naming why: running on without the policy an operator configured could collect what
 // the policy keeps.
 func (w *Watcher) Start(ctx context.Context, timeout time.Duration) error {
-	factory := informers.NewSharedInformerFactoryWithOptions(w.opts.Client, 0,
-		informers.WithNamespace(w.opts.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", w.opts.Name).String()
-		}))
-	inf := factory.Core().V1().ConfigMaps().Informer()
-	if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-		w.listErr.Store(&err)
-		cache.DefaultWatchErrorHandler(ctx, r, err)
-	}); err != nil {
-		return err
+	sel := fields.OneTermEqualSelector("metadata.name", w.opts.Name).String()
+	cms := w.opts.Client.CoreV1().ConfigMaps(w.opts.Namespace)
+	failed := func(err error) {
+		if err != nil {
+			w.listErr.Store(&err)
+		}
 	}
-	reg, err := inf.AddEventHandlerWithOptions(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { w.observe(ctx, obj) },
-		UpdateFunc: func(_, obj any) { w.observe(ctx, obj) },
-		DeleteFunc: func(obj any) { w.gone(ctx, obj) },
-	}, cache.HandlerOptions{})
-	if err != nil {
-		return err
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			l, err := cms.List(ctx, o)
+			failed(err)
+			return l, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (apiwatch.Interface, error) {
+			o.FieldSelector = sel
+			wi, err := cms.Watch(ctx, o)
+			failed(err)
+			return wi, err
+		},
 	}
-	factory.Start(ctx.Done())
-	go func() { <-ctx.Done(); factory.Shutdown() }()
-	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		return reg.HasSynced(), nil
+	// A reflector whose store hands each version to the Watcher at once: an informer would keep
+	// a copy of the ConfigMap and five goroutines more, per fleet member.
+	store := &cmStore{ctx: ctx, w: w}
+	logger := klog.FromContext(ctx).WithValues("configmap", w.Name())
+	refl := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, w.opts.Client), &corev1.ConfigMap{}, store, cache.ReflectorOptions{
+		Logger: &logger, Name: "cascade/policy", TypeDescription: "policy ConfigMap " + w.Name(),
+	})
+	go refl.RunWithContext(ctx)
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return store.synced.Load(), nil
 	})
 	if err != nil {
 		why := "no answer"
@@ -206,6 +214,37 @@ func (w *Watcher) Start(ctx context.Context, timeout time.Duration) error {
 	if absent {
 		w.missing(ctx, "not found")
 	}
+	return nil
+}
+
+// cmStore is the reflector's store: Add and Update load a version, Delete and a list without
+// the ConfigMap report it gone (a list that finds it absent the first time is Start's to
+// report).
+type cmStore struct {
+	ctx    context.Context
+	w      *Watcher
+	synced atomic.Bool
+}
+
+var _ cache.ReflectorStore = (*cmStore)(nil)
+
+func (s *cmStore) Add(obj any) error    { s.w.observe(s.ctx, obj); return nil }
+func (s *cmStore) Update(obj any) error { s.w.observe(s.ctx, obj); return nil }
+func (s *cmStore) Delete(obj any) error { s.w.gone(s.ctx, obj); return nil }
+func (s *cmStore) Resync() error        { return nil }
+
+func (s *cmStore) Replace(list []any, _ string) error {
+	found := false
+	for _, obj := range list {
+		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name == s.w.opts.Name {
+			found = true
+			s.w.observe(s.ctx, cm)
+		}
+	}
+	if !found && s.synced.Load() && s.w.Present() {
+		s.w.missing(s.ctx, "deleted") // while the watch was down
+	}
+	s.synced.Store(true)
 	return nil
 }
 

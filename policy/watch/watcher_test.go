@@ -394,3 +394,31 @@ func TestSource(t *testing.T) {
 	}
 	check("deleted", 2, "built-in: ConfigMap cascade-system/cascade-policy not found")
 }
+
+// TestDeletedWhileUnwatched: a relist that no longer holds the ConfigMap (deleted while the
+// watch was down) puts the built-in policy back in force, as a watched deletion does; a first
+// list without it is Start's to report, and a relist that holds it changes nothing.
+func TestDeletedWhileUnwatched(t *testing.T) {
+	w := New(Options{Client: fake.NewClientset(), Namespace: "cascade-system", Name: "cascade-policy", Events: record.NewFakeRecorder(20)})
+	s := &cmStore{ctx: context.Background(), w: w}
+	cm := policyCM(goodDoc)
+	cm.ResourceVersion = "3"
+	if err := s.Replace([]any{cm}, "3"); err != nil {
+		t.Fatal(err)
+	}
+	if !w.Present() || w.Policy().Rules() != 1 {
+		t.Fatalf("after the first list: present %t, %d rules; want the ConfigMap's rule in force", w.Present(), w.Policy().Rules())
+	}
+	if err := s.Replace([]any{cm}, "5"); err != nil {
+		t.Fatal(err)
+	}
+	if gen, _ := w.Source(); gen != 1 || !w.Present() {
+		t.Fatalf("a relist holding the same ConfigMap: generation %d, present %t; want 1, present", gen, w.Present())
+	}
+	if err := s.Replace(nil, "9"); err != nil {
+		t.Fatal(err)
+	}
+	if gen, src := w.Source(); w.Present() || w.Policy().Rules() != 0 || gen != 2 || !strings.HasPrefix(src, "built-in") || !w.Authoritative() {
+		t.Errorf("after a relist without it: present %t, %d rules, generation %d, source %q, authoritative %t; want the built-in policy, authoritatively", w.Present(), w.Policy().Rules(), gen, src, w.Authoritative())
+	}
+}
