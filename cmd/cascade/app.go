@@ -40,7 +40,6 @@ type app struct {
 	// always run from the start, standbys too (watches, servers, the Lease, held Events);
 	// writers run once the gate opens.
 	always, writers []part
-	stop            func() // after every part has returned
 }
 
 // newApp builds every part: clients, metrics, the API edge (where --dry-run is decided), the
@@ -103,7 +102,7 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.policy, a.stop = m.policy, m.stop
+	a.policy = m.policy
 	if elect != nil {
 		var policySource func() (int, string)
 		if m.policy != nil {
@@ -155,7 +154,6 @@ func detectAdmission(ctx context.Context, disco features.GroupVersionResources, 
 func (a *app) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	defer a.stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	start := func(p part, gated bool) {

@@ -520,9 +520,6 @@ func memberRESTConfig(src memberSource) (*rest.Config, error) {
 func runParts(ctx context.Context, gate *leader.Gate, m *member) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	if m.stop != nil {
-		defer m.stop()
-	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	start := func(p part, gated bool) {
@@ -711,12 +708,10 @@ func mapsEqual(a, b map[string][32]byte) bool {
 // addFleet adds fleet mode's parts to a: the host's Events and policy (the members' fallback),
 // the provider the flags name, the fleet, its metrics and the servers.
 func (a *app) addFleet(ctx context.Context, opts *Options, cfg *rest.Config, cs *clients, ms metricSet, reg *prometheus.Registry, live liveness) error {
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartStructuredLogging(3)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.kube.CoreV1().Events("")})
-	a.stop = broadcaster.Shutdown
-	events := client.NewHeldRecorder(broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: gc.EventComponent}), a.gate)
-	a.always = append(a.always, part{"host events", events})
+	recorder := client.NewRecorder(ctx, scheme.Scheme, corev1.EventSource{Component: gc.EventComponent},
+		&typedcorev1.EventSinkImpl{Interface: cs.kube.CoreV1().Events("")})
+	events := client.NewHeldRecorder(recorder, a.gate)
+	a.always = append(a.always, part{"host event writer", recorder}, part{"host events", events})
 
 	builtin := policy.Builtin()
 	hostPolicy, hostAuthoritative := func() *policy.Compiled { return builtin }, func() bool { return true }

@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/cascade-gc/cascade/finalizers"
@@ -70,7 +69,6 @@ type member struct {
 	// always run from the start, standbys too (watches, held Events); writers once the gate
 	// opens.
 	always, writers []part
-	stop            func() // after every part has returned
 }
 
 // buildMember builds the parts that collect in one cluster: its API edge (where --dry-run is
@@ -99,16 +97,9 @@ func buildMember(ctx context.Context, opts *Options, env memberEnv) (*member, er
 		logger.Info("Dry run: deciding everything, writing nothing", "divergenceAfter", opts.DryRunDivergenceAfter)
 	}
 	// Events about this cluster's objects go to this cluster's API server.
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	if env.name == "" {
-		// The single cluster also logs its Events (-v=3). A fleet member does not: that watcher
-		// is a goroutine and a 1,000-event buffer per member, and its Events are in its API
-		// server.
-		broadcaster.StartStructuredLogging(3)
-	}
-	broadcaster.StartRecordingToSink(edge.Events)
-	m.stop = broadcaster.Shutdown
-	events := client.NewHeldRecorder(broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: gc.EventComponent}), env.gate)
+	recorder := client.NewRecorder(ctx, scheme.Scheme, corev1.EventSource{Component: gc.EventComponent}, edge.Events)
+	m.always = append(m.always, part{"event writer", recorder})
+	events := client.NewHeldRecorder(recorder, env.gate)
 	m.always = append(m.always, part{"events", events})
 
 	// The policy in force: one pointer until it changes (the stamping pass syncs the admission

@@ -545,8 +545,10 @@ func collectGarbage(b *testing.B, casc *harness.Cascade) {
 	saveProfile(b, strings.TrimSuffix(casc.MetricsURL, "/metrics")+"/debug/pprof/heap?gc=1", filepath.Join(b.TempDir(), "heap.pprof"))
 }
 
-// liveUsage is cascade's goroutines and live heap (after a garbage collection), once settled.
-func liveUsage(b *testing.B, casc *harness.Cascade) (goroutines, heap float64) {
+// liveUsage is cascade's goroutines, live heap (the bytes of reachable objects after a garbage
+// collection: what removed members could leave behind) and heap in use (the spans holding
+// them, which counts fragmentation too), once settled.
+func liveUsage(b *testing.B, casc *harness.Cascade) (goroutines, heap, inuse float64) {
 	b.Helper()
 	settle(b, casc, 5*time.Minute)
 	// Twice, a second apart: what a collection frees can hold more until the cleanups it
@@ -556,8 +558,9 @@ func liveUsage(b *testing.B, casc *harness.Cascade) (goroutines, heap float64) {
 	collectGarbage(b, casc)
 	m := framework.Scrape(b, casc)
 	goroutines, _ = m.Value("go_goroutines")
-	heap, _ = m.Value("go_memstats_heap_inuse_bytes")
-	return goroutines, heap
+	heap, _ = m.Value("go_memstats_heap_alloc_bytes")
+	inuse, _ = m.Value("go_memstats_heap_inuse_bytes")
+	return goroutines, heap, inuse
 }
 
 // BenchmarkFleetChurn (issue 33.1): members added and removed FLEET_CYCLES times (default
@@ -573,7 +576,7 @@ func BenchmarkFleetChurn(b *testing.B) {
 		register(b, dir, "steady", ms[0])
 		casc := suite.StartCascade(b, "--fleet-kubeconfig-dir="+dir, "--orphan-record-configmap=", "--enable-profiling")
 		waitMembers(b, casc, 1, 2*time.Minute)
-		g0, h0 := liveUsage(b, casc)
+		g0, h0, i0 := liveUsage(b, casc)
 		profiles := os.Getenv("FLEET_PROFILE") // a directory: live heap profiles before and after
 		if profiles != "" {
 			saveProfile(b, strings.TrimSuffix(casc.MetricsURL, "/metrics")+"/debug/pprof/heap?gc=1", filepath.Join(profiles, "churn-before.pprof"))
@@ -600,12 +603,12 @@ func BenchmarkFleetChurn(b *testing.B) {
 				return up+down == 1, nil
 			})
 		}
-		g1, h1 := liveUsage(b, casc)
+		g1, h1, i1 := liveUsage(b, casc)
 		if profiles != "" {
 			saveProfile(b, strings.TrimSuffix(casc.MetricsURL, "/metrics")+"/debug/pprof/heap?gc=1", filepath.Join(profiles, "churn-after.pprof"))
 		}
-		fmt.Printf("fleet-churn: %d add/remove cycles (%d at a time) in %.0fs: goroutines %.0f -> %.0f (%+.1f%%), live heap %.1f -> %.1f MiB (%+.1f%%)\n",
-			cycles, batch, time.Since(start).Seconds(), g0, g1, 100*(g1-g0)/g0, h0/(1<<20), h1/(1<<20), 100*(h1-h0)/h0)
+		fmt.Printf("fleet-churn: %d add/remove cycles (%d at a time) in %.0fs: goroutines %.0f -> %.0f (%+.1f%%), live heap %.1f -> %.1f MiB (%+.1f%%), heap in use %.1f -> %.1f MiB (%+.1f%%)\n",
+			cycles, batch, time.Since(start).Seconds(), g0, g1, 100*(g1-g0)/g0, h0/(1<<20), h1/(1<<20), 100*(h1-h0)/h0, i0/(1<<20), i1/(1<<20), 100*(i1-i0)/i0)
 		b.ReportMetric(100*(g1-g0)/g0, "goroutines-%")
 		b.ReportMetric(100*(h1-h0)/h0, "heap-%")
 		_ = casc.Stop(30 * time.Second)
