@@ -151,7 +151,7 @@ type OrphanRecords interface {
 // resource and collects dependents whose owners are gone.
 //
 // Concurrency: the graph is written only under mu's write lock, through apply (apply.go) by
-// the monitors' reflectors (graphStore), the owner-verification workers' answers, the orphan
+// the monitors' loops (graphStore), the owner-verification workers' answers, the orphan
 // record's load (orphanrecords.go) and the discovery loop's unwatched resources (ghosts.go),
 // and by the discovery loop's once-a-round Compact (sync.go). Everything else (the delete
 // workers, View, Explain, metrics) reads it under the read lock. The discovery loop alone

@@ -1,6 +1,6 @@
 // Package gc is cascade's garbage collector around the pure graph: it owns
-// discovery of deletable resources, one metadata-only reflector per resource
-// whose store is the graph itself (no informer cache), the work queues of
+// discovery of deletable resources, one metadata-only list-and-watch loop per
+// resource whose store is the graph itself (watchloop.go; no informer cache), the work queues of
 // dependents to decide on and owner claims to verify, and the cache of owners
 // verified absent.
 //

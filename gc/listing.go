@@ -21,8 +21,8 @@ import (
 // listPageSize is the page size of paginated lists, where the server refuses a watch-list.
 const listPageSize = 500
 
-// streamLister is a monitor's ListerWatcher. Its lists never hold the resource's objects: each
-// object goes into the graph as it arrives, and the list the reflector gets is empty but for
+// streamLister lists and opens the watches of a monitor's resource. Its lists never hold the
+// resource's objects: each object goes into the graph as it arrives, and the list returns only
 // its resourceVersion; graphStore.Replace then completes it with the UIDs seen (what vanished
 // since the last list is deleted from the graph, and the resource counts as synced). So
 // cascade's memory while listing is the graph plus one object, plus 16 bytes per UID seen,

@@ -24,7 +24,9 @@ const userAgent = "cascade"
 
 // clients are the API clients cascade builds from one rest.Config.
 type clients struct {
-	host     string
+	host string
+	// hc is the one HTTP client every client here uses.
+	hc       *http.Client
 	disco    *discovery.DiscoveryClient
 	metadata metadata.Interface
 	dynamic  dynamic.Interface
@@ -50,7 +52,7 @@ func newClients(cfg *rest.Config) (*clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build HTTP client: %w", err)
 	}
-	c := &clients{host: cfg.Host}
+	c := &clients{host: cfg.Host, hc: hc}
 	if c.disco, err = discovery.NewDiscoveryClientForConfigAndClient(cfg, hc); err != nil {
 		return nil, fmt.Errorf("build discovery client: %w", err)
 	}

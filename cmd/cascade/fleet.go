@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -329,6 +330,9 @@ func (f *fleet) runMemberOnce(ctx context.Context, m *runningMember) error {
 	if err != nil {
 		return err
 	}
+	// Then (deferred calls run last first) the idle connections the transport still pools,
+	// before the dialer closes whatever is left.
+	defer utilnet.CloseIdleConnectionsFor(cs.hc.Transport)
 	if _, err := cs.disco.ServerVersion(); err != nil {
 		return fmt.Errorf("cannot reach the member's API server %s: %w", cfg.Host, err)
 	}
@@ -837,6 +841,9 @@ type writeGuard struct {
 	rt       http.RoundTripper
 	writable func() error
 }
+
+// WrappedRoundTripper lets client-go reach the transport under it (utilnet.CloseIdleConnectionsFor).
+func (g writeGuard) WrappedRoundTripper() http.RoundTripper { return g.rt }
 
 func (g writeGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch req.Method {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,10 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 
 	"github.com/cascade-gc/cascade/internal/client"
 )
@@ -244,5 +248,39 @@ func TestWriteGuard(t *testing.T) {
 	req := httptest.NewRequest(http.MethodDelete, "https://member.example/api/v1/namespaces/a/configmaps/b", nil)
 	if _, err := g.RoundTrip(req); err != nil || sent[len(sent)-1] != http.MethodDelete {
 		t.Errorf("DELETE while writable: %v, sent %v", err, sent)
+	}
+}
+
+// TestRemovedMemberClosesItsConnections: a member's HTTP client, built as runMemberOnce builds it
+// (its dialer, the request counter and the write guard wrapped around client-go's transport),
+// lets utilnet.CloseIdleConnectionsFor reach the transport under every wrapper, so the idle
+// connection a stopped member leaves is closed at once (a wrapper that hid it kept the
+// connection, its buffers and its transport for the transport's 90 s idle timeout).
+func TestRemovedMemberClosesItsConnections(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "{}") }))
+	defer srv.Close()
+	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return writeGuard{rt: rt, writable: func() error { return nil }}
+	})
+	cfg.Wrap(countRequests(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x"}, []string{"method", "code"})))
+	dialer := newMemberDialer()
+	cfg.Dial = dialer.DialContext
+	cs, err := newClients(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cs.hc.Get(srv.URL + "/version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if n := dialer.open(); n != 1 {
+		t.Fatalf("%d connections open after a request, want 1", n)
+	}
+	utilnet.CloseIdleConnectionsFor(cs.hc.Transport)
+	if n := dialer.open(); n != 0 {
+		t.Errorf("%d connections open after closing the idle ones, want 0: a wrapper hides the transport", n)
 	}
 }

@@ -606,18 +606,26 @@ func readyz(r readiness) http.HandlerFunc {
 
 // countRequests wraps the client transport to count every request by verb and status code.
 func countRequests(c *prometheus.CounterVec) func(http.RoundTripper) http.RoundTripper {
-	return func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			resp, err := rt.RoundTrip(req)
-			code := "error"
-			if err == nil {
-				code = strconv.Itoa(resp.StatusCode)
-			}
-			c.WithLabelValues(req.Method, code).Inc()
-			return resp, err
-		})
-	}
+	return func(rt http.RoundTripper) http.RoundTripper { return countingRoundTripper{rt: rt, c: c} }
 }
+
+type countingRoundTripper struct {
+	rt http.RoundTripper
+	c  *prometheus.CounterVec
+}
+
+func (t countingRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.rt.RoundTrip(req)
+	code := "error"
+	if err == nil {
+		code = strconv.Itoa(resp.StatusCode)
+	}
+	t.c.WithLabelValues(req.Method, code).Inc()
+	return resp, err
+}
+
+// WrappedRoundTripper lets client-go reach the transport under it (utilnet.CloseIdleConnectionsFor).
+func (t countingRoundTripper) WrappedRoundTripper() http.RoundTripper { return t.rt }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
