@@ -331,6 +331,16 @@ func TestLiveRoundsStartAfterTheQuestion(t *testing.T) {
 	})
 }
 
+// askedRound reports (and takes) a pending request of w for a discovery round.
+func askedRound(w *apiWatch) bool {
+	select {
+	case <-w.rediscover:
+		return true
+	default:
+		return false
+	}
+}
+
 // TestCRDStoreLists: the CRDs' reflector store. Its first list asks for no discovery round and
 // marks nothing gone; a relist asks for one, and a CRD it no longer holds was deleted while the
 // watch was down: its kind is gone (as it was last seen: namespaced), unless another CRD
@@ -338,14 +348,7 @@ func TestLiveRoundsStartAfterTheQuestion(t *testing.T) {
 func TestCRDStoreLists(t *testing.T) {
 	w := newAPIWatch(nil, nil)
 	s := &crdStore{w: w}
-	kicked := func() bool {
-		select {
-		case <-w.rediscover:
-			return true
-		default:
-			return false
-		}
-	}
+	kicked := func() bool { return askedRound(w) }
 	if err := s.Replace([]any{crdUnstructured(scGadgets, true), crdUnstructured(scGizmos, true)}, "1"); err != nil {
 		t.Fatal(err)
 	}
@@ -380,14 +383,7 @@ func TestCRDStoreLists(t *testing.T) {
 // kind is gone unless another CRD serves it.
 func TestAPIWatchCRDs(t *testing.T) {
 	w := newAPIWatch(nil, nil)
-	kicked := func() bool {
-		select {
-		case <-w.rediscover:
-			return true
-		default:
-			return false
-		}
-	}
+	kicked := func() bool { return askedRound(w) }
 	gone := func() bool {
 		_, g := w.seenGone(gadgetKind)
 		return g
