@@ -1,5 +1,5 @@
 // Package watch keeps cascade's policy in force: it watches the one policy ConfigMap
-// (--policy-configmap NAMESPACE/NAME, key policy.yaml) with an informer narrowed to its name,
+// (--policy-configmap NAMESPACE/NAME, key policy.yaml) with a reflector narrowed to its name,
 // parses every version of it with package policy, and swaps the compiled policy in whole.
 //
 // Invariants:

@@ -70,8 +70,8 @@ type Options struct {
 
 // Watcher keeps the policy of one ConfigMap in force.
 //
-// Concurrency: the informer's handlers run on one goroutine; mu guards the bookkeeping they
-// and Start share. The policy in force is an atomic pointer, read by any goroutine.
+// Concurrency: the reflector's store (cmStore) is called on one goroutine; mu guards the
+// bookkeeping it and Start share. The policy in force is an atomic pointer, read by any goroutine.
 type Watcher struct {
 	opts    Options
 	current atomic.Pointer[policy.Compiled]
