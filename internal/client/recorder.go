@@ -128,8 +128,12 @@ func (r *Recorder) Run(ctx context.Context) error {
 // and writes it, retrying transport errors.
 func (r *Recorder) write(ctx context.Context, ev *corev1.Event) {
 	result, err := r.correlator.EventCorrelate(ev)
+	if result == nil {
+		r.logger.Error(err, "Cannot correlate the Event; dropped", "reason", ev.Reason)
+		return
+	}
 	if err != nil {
-		r.logger.Error(err, "Cannot correlate the Event; writing it as it is", "reason", ev.Reason)
+		r.logger.Error(err, "Cannot correlate the Event fully; writing it as correlated so far", "reason", ev.Reason)
 	}
 	if result.Skip {
 		return
