@@ -9,7 +9,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
 	"k8s.io/klog/v2"
@@ -89,28 +88,24 @@ func (l *streamLister) openWatch(ctx context.Context, opts metav1.ListOptions) (
 	return &chanStream{ctx: ctx, w: w}, nil
 }
 
-// ListWithContext streams the resource into the graph and returns an empty list at the
-// resourceVersion the stream reached.
-func (l *streamLister) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	rv, err := l.stream(ctx, opts.ResourceVersion)
-	if err != nil {
+// list streams the resource into the graph, at its most recent version (a consistent read:
+// a streamed list served from kube-apiserver's watch cache is as cheap either way), and returns
+// the resourceVersion it reached. A failure while ctx lasts is recorded on the store.
+func (l *streamLister) list(ctx context.Context) (string, error) {
+	rv, err := l.stream(ctx)
+	if err != nil && ctx.Err() == nil {
 		l.fail(err)
-		return nil, err
 	}
-	return &metav1.PartialObjectMetadataList{ListMeta: metav1.ListMeta{ResourceVersion: rv}}, nil
+	return rv, err
 }
 
 // stream applies every object of the resource to the graph and hands the UIDs seen to the
-// store for the Replace that follows. rv is the reflector's: "0" (any) or "" (the most recent)
-// on a first list, the last one synced on a relist. Objects applied before a failure stay in
-// the graph: each was observed at its resourceVersion.
-func (l *streamLister) stream(ctx context.Context, rv string) (string, error) {
-	if rv == "0" {
-		rv = "" // a consistent read: a streamed list served from cache is as cheap either way
-	}
+// store for the Replace that follows. Objects applied before a failure stay in the graph: each
+// was observed at its resourceVersion.
+func (l *streamLister) stream(ctx context.Context) (string, error) {
 	if !l.paginate.Load() {
 		seen := graph.NewUIDSet(0)
-		got, err := l.watchList(ctx, rv, seen)
+		got, err := l.watchList(ctx, seen)
 		if err == nil {
 			l.store.streamed = seen
 			l.setMode(ctx, listWatchList)
@@ -140,11 +135,10 @@ func refusedWatchList(err error) bool {
 	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsMethodNotSupported(err)
 }
 
-// watchList streams the resource's objects at rv or newer (the most recent with rv "") and
-// returns the resourceVersion of the initial-events-end bookmark.
-func (l *streamLister) watchList(ctx context.Context, rv string, seen *graph.UIDSet) (string, error) {
+// watchList streams the resource's objects at its most recent version and returns the
+// resourceVersion of the initial-events-end bookmark.
+func (l *streamLister) watchList(ctx context.Context, seen *graph.UIDSet) (string, error) {
 	w, err := l.openWatch(ctx, metav1.ListOptions{
-		ResourceVersion:      rv,
 		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
 		SendInitialEvents:    ptr.To(true),
 		AllowWatchBookmarks:  true,

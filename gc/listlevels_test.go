@@ -32,7 +32,7 @@ func TestListLevelsReported(t *testing.T) {
 	}
 	list := func(l *streamLister) {
 		t.Helper()
-		if _, err := l.ListWithContext(ctx, metav1.ListOptions{}); err != nil {
+		if _, err := l.list(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -16,8 +16,8 @@ type graphWriter interface {
 	observedExcept(apiVersion, kind string, seen *graph.UIDSet) []graph.Ref
 }
 
-// graphStore is a reflector's store that keeps nothing itself: every notification becomes a
-// graph event. A relist (Replace) also deletes from the graph the objects of this resource the
+// graphStore is a monitor's store (it has a reflector store's methods, which tests feed) that
+// keeps nothing itself: every notification becomes a graph event. A relist (Replace) also deletes from the graph the objects of this resource the
 // list no longer holds — their delete events were missed, and absence in a complete list is
 // as authoritative as a watched delete.
 type graphStore struct {
@@ -29,7 +29,7 @@ type graphStore struct {
 	failure atomic.Pointer[string]
 	// streamed is what the lister (streamLister) applied to the graph itself, one object at a
 	// time, for the Replace that completes its list: that list arrives empty. Only the
-	// reflector's goroutine touches it.
+	// monitor's loop touches it.
 	streamed *graph.UIDSet
 	// changed, when set, is called on every event once the resource has synced, and after every
 	// relist (monitors.kick).
@@ -44,8 +44,8 @@ func (s *graphStore) tell() {
 }
 
 // failed records a list or watch error; the next complete list clears it. It reports whether
-// the error is the first since the last complete list (client-go's reflector retries a failed
-// watch silently, so the first error of a run is the one to log).
+// the error is the first since the last complete list (the monitor's loop retries a failed list
+// or watch after a backoff, so the first error of a run is the one to log).
 func (s *graphStore) failed(err error) bool {
 	msg := err.Error()
 	return s.failure.Swap(&msg) == nil

@@ -125,15 +125,14 @@ func resourcePath(gvr schema.GroupVersionResource) []string {
 func (s *Streams) open(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (eventStream, error) {
 	opts.Watch = true
 	req := s.rest.Get().AbsPath(resourcePath(gvr)...).VersionedParams(&opts, metav1.ParameterCodec)
+	u := req.URL()
 	if rl := s.rest.GetRateLimiter(); rl != nil {
 		start := time.Now()
 		if err := rl.Wait(ctx); err != nil {
 			return nil, err
 		}
-		u := req.URL()
 		clientmetrics.RateLimiterLatency.Observe(ctx, http.MethodGet, *u, time.Since(start))
 	}
-	u := req.URL()
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err
@@ -187,10 +186,7 @@ type bodyStream struct {
 	dec  *restwatch.Decoder
 }
 
-func (s *bodyStream) next() (watch.EventType, runtime.Object, error) {
-	t, obj, err := s.dec.Decode()
-	return t, obj, err
-}
+func (s *bodyStream) next() (watch.EventType, runtime.Object, error) { return s.dec.Decode() }
 
 func (s *bodyStream) close() { _ = s.body.Close() }
 
@@ -229,12 +225,9 @@ var errExpired = errors.New("the watch's resourceVersion expired")
 func (m *monitor) run(ctx context.Context) {
 	bo := backoff{clock: clock.RealClock{}}
 	for ctx.Err() == nil {
-		rv, err := m.lister.stream(ctx, "")
+		rv, err := m.lister.list(ctx)
 		if err != nil {
-			if ctx.Err() == nil {
-				m.lister.fail(err)
-				bo.wait(ctx)
-			}
+			bo.wait(ctx)
 			continue
 		}
 		_ = m.store.Replace(nil, rv)
