@@ -45,6 +45,7 @@ type cascadeWrite struct {
 	ns, name string
 	uid      string // from the UID precondition (DELETE) or metadata.uid (strategic merge patch)
 	policy   string // DELETE: propagationPolicy
+	rv       string // DELETE: the resourceVersion precondition
 	// PATCH of owner references: removed UIDs ($patch: delete), or the full new list (merge
 	// patch, which carries resourceVersion instead of uid).
 	removed []string
@@ -313,6 +314,9 @@ func (c *checker) write(e auditEvent) (cascadeWrite, bool) {
 			if opts.Preconditions != nil && opts.Preconditions.UID != nil {
 				w.uid = string(*opts.Preconditions.UID)
 			}
+			if opts.Preconditions != nil && opts.Preconditions.ResourceVersion != nil {
+				w.rv = *opts.Preconditions.ResourceVersion
+			}
 			if opts.PropagationPolicy != nil {
 				w.policy = string(*opts.PropagationPolicy)
 			}
@@ -423,6 +427,19 @@ func (c *checker) refsAt(uid string, from, to time.Time) [][]Ref {
 		}
 	}
 	return out
+}
+
+// versionAt returns the version of uid the driver wrote or read at resourceVersion rv.
+func (c *checker) versionAt(uid, rv string) (event, bool) {
+	if rv == "" {
+		return event{}, false
+	}
+	for _, v := range c.line(uid).versions {
+		if v.RV == rv {
+			return v, true
+		}
+	}
+	return event{}, false
 }
 
 // holdAt reports whether uid may have carried the foreign finalizer at t (true if any version
@@ -586,9 +603,17 @@ func (c *checker) deadFrom(o *record) (time.Time, bool) {
 		}
 	}
 	for _, t := range c.crdDel[o.GK] {
-		if ct, ok := c.created[o.UID]; ok && ct.Before(t) {
-			afterHold(t)
+		if ct, ok := c.created[o.UID]; !ok || !ct.Before(t) {
+			continue
 		}
+		if maybe, _ := c.ownAt(o.UID, t, metav1.FinalizerDeleteDependents); maybe && !c.deletingBefore(o, t) {
+			// The CRD's finalizer deletes with default options, so the foregroundDeletion
+			// finalizer o carried (stamped while it lived) makes it a deletion in the
+			// foreground: its dependents go first, its foreign finalizer notwithstanding.
+			consider(t)
+			continue
+		}
+		afterHold(t)
 	}
 	return best, found
 }
@@ -652,7 +677,14 @@ func (c *checker) kindByGK(gk string) *kindDef {
 func (c *checker) checkDelete(w cascadeWrite) {
 	x := c.d.recs[w.uid]
 	var why []string
-	for _, refs := range c.refsAt(w.uid, w.from, w.to) {
+	cands := c.refsAt(w.uid, w.from, w.to)
+	if v, ok := c.versionAt(w.uid, w.rv); ok {
+		// The DELETE's resourceVersion precondition: it can act on that version only, whatever
+		// the driver wrote since (a DELETE decided on a stale cache is refused, or, during an
+		// etcd restart, answered 504 and judged as perhaps applied).
+		cands = [][]Ref{v.Refs}
+	}
+	for _, refs := range cands {
 		p := c.problem(x, refs, w.to)
 		if p == "" {
 			return

@@ -334,7 +334,7 @@ func TestAuditCRDDeletion(t *testing.T) {
 		}
 	})
 
-	t.Run("an owner deleted with its CRD while it carried the orphan finalizer", func(t *testing.T) {
+	t.Run("an owner deleted with its CRD while it carried a GC finalizer", func(t *testing.T) {
 		ref := Ref{APIVersion: gadKind.apiVersion, Kind: "Gadget", Name: gad.Name, UID: gad.UID}
 		rc := &record{Obj: &Obj{UID: "u-rc", GK: rcKind.gk(), Namespace: "chaos-a", Name: "rc-160", Refs: []Ref{ref}, Namespaced: true}, k: rcKind}
 		remove := auditLine(t, at(1500), "patch", "replicationcontrollers", "chaos-a", rc.Name, 200,
@@ -349,6 +349,13 @@ func TestAuditCRDDeletion(t *testing.T) {
 			{"orphan: the reference removed", "orphan", []string{remove}, 0, 0},
 			{"orphan: the dependent deleted instead", "orphan", []string{deleteRC(1500, rc.UID)}, 0, 1},
 			{"no GC finalizer, held by a foreign one: the reference removed", "", []string{remove}, 1, 0},
+			// The CI form, seed 1 (a local run): gad-317 carried foregroundDeletion (stamped)
+			// and its foreign finalizer when its CRD was deleted; the default options kept the
+			// finalizer, so it was deleted in the foreground and cascade rightly deleted its
+			// blocking dependent while the foreign finalizer still held it. The check waited
+			// for the foreign finalizer's removal, as for a deletion in the background.
+			{"foregroundDeletion: the dependent deleted", "foregroundDeletion", []string{deleteRC(1500, rc.UID)}, 0, 0},
+			{"no GC finalizer, held by a foreign one: the dependent deleted", "", []string{deleteRC(1500, rc.UID)}, 0, 1},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				d := &driver{recs: map[string]*record{gad.UID: gad, rc.UID: rc}, order: []string{gad.UID, rc.UID}}
@@ -449,5 +456,56 @@ func TestAuditMaybeDeleteJudged(t *testing.T) {
 	res := checkLines(t, d, []string{auditLine(t, at(500), "patch", "secrets", "chaos-b", dep.Name, 504, smp)})
 	if res.refRemovals != 0 || len(res.wrongRefRemovals) != 1 {
 		t.Errorf("removal answered 504: %d counted as applied, wrongful %v; want 0 and the removal of the reference to a live owner", res.refRemovals, res.wrongRefRemovals)
+	}
+}
+
+// TestAuditDeletePrecondition: the CI form, seed 1. cascade sent DELETEs of a ReplicaSet and a
+// Gadget during an etcd restart, answered 504, each with the resourceVersion precondition of the
+// version it had judged; the driver had changed their references since (a reference to a live
+// owner added, or every reference removed). The check judged each DELETE on the newer
+// references, which the precondition would have refused. A DELETE with a resourceVersion
+// precondition is judged on the version at that resourceVersion where the driver knows it;
+// where it does not, on every version it may have met, as before.
+func TestAuditDeletePrecondition(t *testing.T) {
+	secKind := kinds[1]
+	if secKind.kind != "Secret" {
+		t.Fatal("kinds reordered")
+	}
+	t0 := time.Date(2026, 11, 28, 1, 35, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	mk := func(name, uid string) *record {
+		return &record{Obj: &Obj{UID: uid, GK: secKind.gk(), Namespace: "chaos-b", Name: name, Namespaced: true}, k: secKind}
+	}
+	gone, live, dep := mk("sec-1", "uid-gone"), mk("sec-2", "uid-live"), mk("sec-3", "uid-dep")
+	refGone := Ref{APIVersion: "v1", Kind: "Secret", Name: gone.Name, UID: gone.UID}
+	refLive := Ref{APIVersion: "v1", Kind: "Secret", Name: live.Name, UID: live.UID}
+	d := &driver{recs: map[string]*record{gone.UID: gone, live.UID: live, dep.UID: dep}, order: []string{gone.UID, live.UID, dep.UID}}
+	base := []event{
+		{T0: at(0), T1: at(3), Op: "create", UID: gone.UID, RV: "1"},
+		{T0: at(5), T1: at(8), Op: "create", UID: live.UID, RV: "2"},
+		{T0: at(10), T1: at(13), Op: "create", UID: dep.UID, Refs: []Ref{refGone}, RV: "3"},
+		{T0: at(20), T1: at(23), Op: "delete", UID: gone.UID, Deletion: DeletedBackground},
+	}
+	for _, tc := range []struct {
+		name   string
+		change []Ref
+		rv     string
+		code   int
+		wrong  bool
+	}{
+		{"a live owner added since, judged at the precondition's version", []Ref{refGone, refLive}, "3", 504, false},
+		{"every reference removed since, judged at the precondition's version", []Ref{}, "3", 504, false},
+		{"a live owner added, the DELETE at the newer version", []Ref{refGone, refLive}, "4", 504, true},
+		{"every reference removed, the DELETE at the newer version, applied", []Ref{}, "4", 200, true},
+		{"a version the driver never saw: every version it may have met", []Ref{refGone, refLive}, "9", 504, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d.events = append(slices.Clone(base), event{T0: at(400), T1: at(410), Op: "refs", UID: dep.UID, Refs: tc.change, RV: "4"})
+			del := map[string]any{"kind": "DeleteOptions", "preconditions": map[string]any{"uid": dep.UID, "resourceVersion": tc.rv}, "propagationPolicy": "Background"}
+			res := checkLines(t, d, []string{auditLine(t, at(500), "delete", "secrets", "chaos-b", dep.Name, tc.code, del)})
+			if got := len(res.wrongDeletes) == 1; got != tc.wrong {
+				t.Errorf("wrongful deletes %q; want wrongful: %v", res.wrongDeletes, tc.wrong)
+			}
+		})
 	}
 }

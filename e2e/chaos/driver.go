@@ -21,7 +21,8 @@ import (
 type record struct {
 	*Obj
 	k    *kindDef
-	hold bool // carries holdFinalizer, as last known
+	hold bool   // carries holdFinalizer, as last known
+	rv   string // its resourceVersion, as last known
 	// gone: the driver saw it gone (deleted at once, or a later request answered 404).
 	gone bool
 }
@@ -40,6 +41,10 @@ type event struct {
 	Own      string
 	Deletion Deletion
 	GK       string // crd-delete, crd-create: the kind whose CRD was deleted or created again
+	// RV: the resourceVersion of the object a create, refs or unhold event describes (the
+	// apiserver's answer, or the read that settled a lost one): the audit check judges a DELETE
+	// with that resourceVersion precondition on exactly this version.
+	RV string `json:",omitempty"`
 }
 
 // driver applies random operations and keeps the oracle's view of what it applied.
@@ -253,6 +258,7 @@ func (d *driver) randomRefs(k *kindDef, ns string) []Ref {
 
 // adopt takes in what the apiserver answered about r.
 func (d *driver) adopt(r *record, u *unstructured.Unstructured, t0, t1 time.Time) {
+	r.rv = u.GetResourceVersion()
 	r.Refs = refsOf(u)
 	r.hold = slices.Contains(u.GetFinalizers(), holdFinalizer)
 	if u.GetDeletionTimestamp() == nil {
@@ -354,7 +360,7 @@ func (d *driver) createWith(k *kindDef, ns, name, op string, refs []Ref, hold bo
 	d.alive = append(d.alive, r.UID)
 	d.current[coordKey(k, ns, name)] = r.UID
 	d.adopt(r, got, t0, t1)
-	d.note(event{T0: t0, T1: t1, Op: "create", UID: r.UID, Refs: r.Refs, Hold: r.hold, Own: r.Own})
+	d.note(event{T0: t0, T1: t1, Op: "create", UID: r.UID, Refs: r.Refs, Hold: r.hold, Own: r.Own, RV: r.rv})
 	if !d.kindByCRDOK(k) {
 		// Created in the moment after its CRD's deletion was accepted, before the CRD turned
 		// Terminating: the CRD's finalizer deletes it too (unaudited), as every object of the
@@ -521,7 +527,7 @@ func (d *driver) update(r *record, op string, change func(u *unstructured.Unstru
 		switch {
 		case err == nil:
 			d.adopt(r, got, t0, t1)
-			e := event{T0: t0, T1: t1, Op: "refs", UID: r.UID, Refs: r.Refs, Hold: r.hold, Own: r.Own}
+			e := event{T0: t0, T1: t1, Op: "refs", UID: r.UID, Refs: r.Refs, Hold: r.hold, Own: r.Own, RV: r.rv}
 			if op == "unhold" {
 				e.Op = "unhold"
 			}
@@ -540,7 +546,7 @@ func (d *driver) update(r *record, op string, change func(u *unstructured.Unstru
 			// there as a write spanning the whole window (the audit check takes both sides).
 			d.uncertain++
 			if u, _ := d.getSettled(r); u != nil {
-				d.note(event{T0: t0, T1: time.Now(), Op: "refs", UID: r.UID, Refs: r.Refs, Hold: r.hold, Own: r.Own})
+				d.note(event{T0: t0, T1: time.Now(), Op: "refs", UID: r.UID, Refs: r.Refs, Hold: r.hold, Own: r.Own, RV: r.rv})
 			}
 			return ""
 		}
