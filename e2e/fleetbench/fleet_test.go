@@ -549,9 +549,10 @@ func collectGarbage(b *testing.B, casc *harness.Cascade) {
 }
 
 // liveUsage is cascade's goroutines, live heap (the bytes of reachable objects after a garbage
-// collection: what removed members could leave behind) and heap in use (the spans holding
-// them, which counts fragmentation too), once settled.
-func liveUsage(b *testing.B, casc *harness.Cascade) (goroutines, heap, inuse float64) {
+// collection: what removed members could leave behind), heap in use (the spans holding them,
+// which counts fragmentation too) and, of the live heap, the goroutine descriptors
+// (goroutineDescriptors), once settled.
+func liveUsage(b *testing.B, casc *harness.Cascade) (goroutines, heap, inuse, descriptors float64) {
 	b.Helper()
 	settle(b, casc, 5*time.Minute)
 	// Twice, a second apart: what a collection frees can hold more until the cleanups it
@@ -563,14 +564,41 @@ func liveUsage(b *testing.B, casc *harness.Cascade) (goroutines, heap, inuse flo
 	goroutines, _ = m.Value("go_goroutines")
 	heap, _ = m.Value("go_memstats_heap_alloc_bytes")
 	inuse, _ = m.Value("go_memstats_heap_inuse_bytes")
-	return goroutines, heap, inuse
+	return goroutines, heap, inuse, goroutineDescriptors(b, casc)
+}
+
+// goroutineDescriptors estimates, from cascade's heap profile (text form, after a collection),
+// the live heap held by goroutine descriptors: the runtime's g structures (runtime.malg) and
+// its list of them (runtime.allgadd). Go never frees a goroutine's descriptor once the
+// goroutine ended (golang/go#9869): it keeps it for the next goroutine, so they stay at the
+// process's high-water mark of goroutines, however many are left. Each record is scaled by
+// its sampling probability, as pprof does; the benchmark runs cascade with
+// GODEBUG=memprofilerate=512, so that nearly every descriptor is sampled.
+func goroutineDescriptors(b *testing.B, casc *harness.Cascade) float64 {
+	b.Helper()
+	resp, err := http.Get(strings.TrimSuffix(casc.MetricsURL, "/metrics") + "/debug/pprof/heap?gc=1&debug=1") //nolint:gosec,noctx // the benchmark's own cascade on loopback
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	v, err := framework.GoroutineDescriptorBytes(string(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return v
 }
 
 // BenchmarkFleetChurn (issue 33.1): members added and removed FLEET_CYCLES times (default
 // 1,000), FLEET_BATCH at a time (default 10), each a registration of one kube-apiserver; the
 // process's goroutines and live heap (after a garbage collection) before the first cycle and
 // after the last, right after it and FLEET_CHURN_QUIET seconds later (default 120), with one
-// member registered throughout. Goal: both back within 2%.
+// member registered throughout. Goal: both back within 2%. The live heap is also given without
+// the goroutine descriptors (goroutineDescriptors), which the runtime keeps at the process's
+// high-water mark of goroutines: what is left beyond them is what churn leaves.
 func BenchmarkFleetChurn(b *testing.B) {
 	cycles := envInt(b, "FLEET_CYCLES", 1000)
 	batch := envInt(b, "FLEET_BATCH", 10)
@@ -578,9 +606,11 @@ func BenchmarkFleetChurn(b *testing.B) {
 	for b.Loop() {
 		dir := b.TempDir()
 		register(b, dir, "steady", ms[0])
-		casc := suite.StartCascade(b, "--fleet-kubeconfig-dir="+dir, "--orphan-record-configmap=", "--enable-profiling")
+		casc := framework.StartReadyWith(b, suite.CP, fmt.Sprintf("churn-%d", time.Now().UnixNano()), suite.CascadeBin,
+			harness.ProcessOptions{Env: []string{"GODEBUG=memprofilerate=512"}},
+			"--fleet-kubeconfig-dir="+dir, "--orphan-record-configmap=", "--enable-profiling")
 		waitMembers(b, casc, 1, 2*time.Minute)
-		g0, h0, i0 := liveUsage(b, casc)
+		g0, h0, i0, d0 := liveUsage(b, casc)
 		profiles := os.Getenv("FLEET_PROFILE") // a directory: live heap profiles before and after
 		if profiles != "" {
 			saveProfile(b, strings.TrimSuffix(casc.MetricsURL, "/metrics")+"/debug/pprof/heap?gc=1", filepath.Join(profiles, "churn-before.pprof"))
@@ -607,20 +637,23 @@ func BenchmarkFleetChurn(b *testing.B) {
 				return up+down == 1, nil
 			})
 		}
-		ga, ha, ia := liveUsage(b, casc)
-		fmt.Printf("fleet-churn: right after the last removal: goroutines %.0f, live heap %.1f MiB, heap in use %.1f MiB\n", ga, ha/(1<<20), ia/(1<<20))
+		ga, ha, ia, da := liveUsage(b, casc)
+		fmt.Printf("fleet-churn: right after the last removal: goroutines %.0f, live heap %.2f MiB (goroutine descriptors %.2f MiB), heap in use %.1f MiB\n", ga, ha/(1<<20), da/(1<<20), ia/(1<<20))
 		// The last members' connections are held by their transports' timers for a while after
 		// they are closed (x/net/http2's health check after its 30 s read-idle timeout, client-go's
 		// 90 s idle-connection timeout): what is left after them is what churn leaves.
 		framework.MeasurementPause(time.Duration(envInt(b, "FLEET_CHURN_QUIET", 120)) * time.Second)
-		g1, h1, i1 := liveUsage(b, casc)
+		g1, h1, i1, d1 := liveUsage(b, casc)
 		if profiles != "" {
 			saveProfile(b, strings.TrimSuffix(casc.MetricsURL, "/metrics")+"/debug/pprof/heap?gc=1", filepath.Join(profiles, "churn-after.pprof"))
 		}
-		fmt.Printf("fleet-churn: %d add/remove cycles (%d at a time) in %.0fs: goroutines %.0f -> %.0f (%+.1f%%), live heap %.1f -> %.1f MiB (%+.1f%%), heap in use %.1f -> %.1f MiB (%+.1f%%)\n",
-			cycles, batch, time.Since(start).Seconds(), g0, g1, 100*(g1-g0)/g0, h0/(1<<20), h1/(1<<20), 100*(h1-h0)/h0, i0/(1<<20), i1/(1<<20), 100*(i1-i0)/i0)
-		b.ReportMetric(100*(g1-g0)/g0, "goroutines-%")
-		b.ReportMetric(100*(h1-h0)/h0, "heap-%")
+		pct := func(before, after float64) float64 { return 100 * (after - before) / before }
+		fmt.Printf("fleet-churn: %d add/remove cycles (%d at a time) in %.0fs: goroutines %.0f -> %.0f (%+.1f%%), live heap %.2f -> %.2f MiB (%+.1f%%), of which goroutine descriptors %.2f -> %.2f MiB; without them %.2f -> %.2f MiB (%+.1f%%); heap in use %.1f -> %.1f MiB (%+.1f%%)\n",
+			cycles, batch, time.Since(start).Seconds(), g0, g1, pct(g0, g1), h0/(1<<20), h1/(1<<20), pct(h0, h1),
+			d0/(1<<20), d1/(1<<20), (h0-d0)/(1<<20), (h1-d1)/(1<<20), pct(h0-d0, h1-d1), i0/(1<<20), i1/(1<<20), pct(i0, i1))
+		b.ReportMetric(pct(g0, g1), "goroutines-%")
+		b.ReportMetric(pct(h0, h1), "heap-%")
+		b.ReportMetric(pct(h0-d0, h1-d1), "heap-without-descriptors-%")
 		_ = casc.Stop(30 * time.Second)
 	}
 }

@@ -143,7 +143,13 @@ func (s *Suite) StartCascade(t testing.TB, extra ...string) *harness.Cascade {
 // minute at most until it is ready: for tests on a control plane of their own.
 func StartReady(t testing.TB, cp *harness.ControlPlane, name, bin string, flags ...string) *harness.Cascade {
 	t.Helper()
-	c, err := cp.StartCascade(name, bin, nil, flags...)
+	return StartReadyWith(t, cp, name, bin, harness.ProcessOptions{}, flags...)
+}
+
+// StartReadyWith is StartReady with the process's options (its environment).
+func StartReadyWith(t testing.TB, cp *harness.ControlPlane, name, bin string, opt harness.ProcessOptions, flags ...string) *harness.Cascade {
+	t.Helper()
+	c, err := cp.StartCascadeWith(name, bin, opt, flags...)
 	return ready(t, c, err)
 }
 
