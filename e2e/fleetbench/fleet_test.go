@@ -549,9 +549,10 @@ func collectGarbage(b *testing.B, casc *harness.Cascade) {
 }
 
 // liveUsage is cascade's goroutines, live heap (the bytes of reachable objects after a garbage
-// collection: what removed members could leave behind), heap in use (the spans holding them,
-// which counts fragmentation too) and, of the live heap, the goroutine descriptors
-// (goroutineDescriptors), once settled.
+// collection, from its heap profile: what removed members could leave behind; the heap_alloc
+// gauge read after that collection also counts what was allocated since, the profile's own
+// writing included), heap in use (the spans holding them, which counts fragmentation too) and,
+// of the live heap, the goroutine descriptors (goroutineDescriptors), once settled.
 func liveUsage(b *testing.B, casc *harness.Cascade) (goroutines, heap, inuse, descriptors float64) {
 	b.Helper()
 	settle(b, casc, 5*time.Minute)
@@ -562,9 +563,9 @@ func liveUsage(b *testing.B, casc *harness.Cascade) (goroutines, heap, inuse, de
 	collectGarbage(b, casc)
 	m := framework.Scrape(b, casc)
 	goroutines, _ = m.Value("go_goroutines")
-	heap, _ = m.Value("go_memstats_heap_alloc_bytes")
 	inuse, _ = m.Value("go_memstats_heap_inuse_bytes")
-	return goroutines, heap, inuse, goroutineDescriptors(b, casc)
+	descriptors, heap = goroutineDescriptors(b, casc)
+	return goroutines, heap, inuse, descriptors
 }
 
 // goroutineDescriptors estimates, from cascade's heap profile (text form, after a collection),
@@ -574,7 +575,7 @@ func liveUsage(b *testing.B, casc *harness.Cascade) (goroutines, heap, inuse, de
 // process's high-water mark of goroutines, however many are left. Each record is scaled by
 // its sampling probability, as pprof does; the benchmark runs cascade with
 // GODEBUG=memprofilerate=512, so that nearly every descriptor is sampled.
-func goroutineDescriptors(b *testing.B, casc *harness.Cascade) float64 {
+func goroutineDescriptors(b *testing.B, casc *harness.Cascade) (descriptors, live float64) {
 	b.Helper()
 	resp, err := http.Get(strings.TrimSuffix(casc.MetricsURL, "/metrics") + "/debug/pprof/heap?gc=1&debug=1") //nolint:gosec,noctx // the benchmark's own cascade on loopback
 	if err != nil {
@@ -585,11 +586,11 @@ func goroutineDescriptors(b *testing.B, casc *harness.Cascade) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	v, err := framework.GoroutineDescriptorBytes(string(body))
+	descriptors, live, err = framework.GoroutineDescriptorBytes(string(body))
 	if err != nil {
 		b.Fatal(err)
 	}
-	return v
+	return descriptors, live
 }
 
 // BenchmarkFleetChurn (issue 33.1): members added and removed FLEET_CYCLES times (default
@@ -598,7 +599,8 @@ func goroutineDescriptors(b *testing.B, casc *harness.Cascade) float64 {
 // after the last, right after it and FLEET_CHURN_QUIET seconds later (default 120), with one
 // member registered throughout. Goal: both back within 2%. The live heap is also given without
 // the goroutine descriptors (goroutineDescriptors), which the runtime keeps at the process's
-// high-water mark of goroutines: what is left beyond them is what churn leaves.
+// high-water mark of goroutines: what is left beyond them is what churn leaves. Both from the
+// heap profile, after a collection.
 func BenchmarkFleetChurn(b *testing.B) {
 	cycles := envInt(b, "FLEET_CYCLES", 1000)
 	batch := envInt(b, "FLEET_BATCH", 10)

@@ -226,24 +226,29 @@ func ObjectRequests(before, after RequestCounts, resource string) (float64, stri
 // GoroutineDescriptorBytes estimates, from a heap profile in text form (debug=1), the in-use
 // bytes allocated by runtime.malg and runtime.allgadd: goroutine descriptors, which Go never
 // frees once their goroutine ended (golang/go#9869) and keeps at the process's high-water mark
-// of goroutines. Each record is scaled by its sampling probability, as pprof does.
-func GoroutineDescriptorBytes(profile string) (float64, error) {
+// of goroutines; and the in-use bytes of every record (the live heap as of the last collection).
+// Each record is scaled by its sampling probability, as pprof does.
+func GoroutineDescriptorBytes(profile string) (descriptors, live float64, err error) {
 	lines := strings.Split(profile, "\n")
 	// "heap profile: N: B [N: B] @ heap/R", R twice the sampling rate
 	i := strings.LastIndex(lines[0], "@ heap/")
 	if !strings.HasPrefix(lines[0], "heap profile:") || i < 0 {
-		return 0, fmt.Errorf("not a heap profile in text form: %.80q", profile)
+		return 0, 0, fmt.Errorf("not a heap profile in text form: %.80q", profile)
 	}
 	twice, err := strconv.ParseFloat(strings.TrimSpace(lines[0][i+len("@ heap/"):]), 64)
 	if err != nil || twice <= 0 {
-		return 0, fmt.Errorf("no sampling rate in %q", lines[0])
+		return 0, 0, fmt.Errorf("no sampling rate in %q", lines[0])
 	}
 	rate := twice / 2
-	var sum, count, size float64
+	var count, size float64
 	descriptor := false
 	flush := func() {
-		if descriptor && count > 0 {
-			sum += size / (1 - math.Exp(-size/count/rate))
+		if count > 0 {
+			scaled := size / (1 - math.Exp(-size/count/rate))
+			live += scaled
+			if descriptor {
+				descriptors += scaled
+			}
 		}
 		descriptor, count, size = false, 0, 0
 	}
@@ -257,10 +262,10 @@ func GoroutineDescriptorBytes(profile string) (float64, error) {
 			flush()
 			// "inuse_objects: inuse_bytes [alloc_objects: alloc_bytes] @ addresses"
 			if _, err := fmt.Sscanf(l, "%g: %g [", &count, &size); err != nil {
-				return 0, fmt.Errorf("record %q: %w", l, err)
+				return 0, 0, fmt.Errorf("record %q: %w", l, err)
 			}
 		}
 	}
 	flush()
-	return sum, nil
+	return descriptors, live, nil
 }

@@ -137,7 +137,7 @@ func TestGoroutineDescriptorBytes(t *testing.T) {
 	if err := pprof.Lookup("heap").WriteTo(&buf, 1); err != nil {
 		t.Fatal(err)
 	}
-	got, err := GoroutineDescriptorBytes(buf.String())
+	got, live, err := GoroutineDescriptorBytes(buf.String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,10 @@ func TestGoroutineDescriptorBytes(t *testing.T) {
 	if got < n*400 || got > 2*n*600 {
 		t.Errorf("goroutine descriptors: %.0f bytes, want about %d x 480", got, n)
 	}
-	if _, err := GoroutineDescriptorBytes("goroutine profile: total 3\n"); err == nil {
+	if live < got {
+		t.Errorf("live heap %.0f bytes, less than its goroutine descriptors (%.0f)", live, got)
+	}
+	if _, _, err := GoroutineDescriptorBytes("goroutine profile: total 3\n"); err == nil {
 		t.Error("no error for a profile of another kind")
 	}
 }
