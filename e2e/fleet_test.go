@@ -186,10 +186,6 @@ func (m *fleetMember) keeps(t *testing.T, ns, prefix string, wait time.Duration)
 //     and removed five times more, it leaves cascade's goroutines and connections at their
 //     baseline.
 func TestFleet(t *testing.T) {
-	// Its members are API servers of its own and its host objects are in a namespace of its
-	// own: it runs beside the tests on control planes of their own (t.Parallel), as
-	// TestFleetShards does, so that its waits on its members overlap theirs.
-	t.Parallel()
 	cs := suite.Clients(t)
 	ctx := context.Background()
 	fleetNS := cs.NewNamespace(t)
@@ -370,7 +366,6 @@ func TestFleet(t *testing.T) {
 // (another type, a name that is not CLUSTER-kubeconfig) makes none; the member's Secret deleted,
 // it leaves.
 func TestFleetClusterAPI(t *testing.T) {
-	t.Parallel() // as TestFleet
 	cs := suite.Clients(t)
 	ctx := context.Background()
 	fleetNS := cs.NewNamespace(t)
