@@ -271,8 +271,8 @@ func BenchmarkFleetCost(b *testing.B) {
 	}
 }
 
-// saveProfile writes the pprof profile at url to path.
-func saveProfile(b *testing.B, url, path string) {
+// fetch returns the body served at url (the benchmark's own cascade's profiles).
+func fetch(b *testing.B, url string) []byte {
 	b.Helper()
 	resp, err := http.Get(url) //nolint:gosec,noctx // the benchmark's own cascade on loopback
 	if err != nil {
@@ -283,6 +283,13 @@ func saveProfile(b *testing.B, url, path string) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return body
+}
+
+// saveProfile writes the pprof profile at url to path.
+func saveProfile(b *testing.B, url, path string) {
+	b.Helper()
+	body := fetch(b, url)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		b.Fatal(err)
 	}
@@ -577,16 +584,8 @@ func liveUsage(b *testing.B, casc *harness.Cascade) (goroutines, heap, inuse, de
 // GODEBUG=memprofilerate=512, so that nearly every descriptor is sampled.
 func goroutineDescriptors(b *testing.B, casc *harness.Cascade) (descriptors, live float64) {
 	b.Helper()
-	resp, err := http.Get(strings.TrimSuffix(casc.MetricsURL, "/metrics") + "/debug/pprof/heap?gc=1&debug=1") //nolint:gosec,noctx // the benchmark's own cascade on loopback
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		b.Fatal(err)
-	}
-	descriptors, live, err = framework.GoroutineDescriptorBytes(string(body))
+	body := fetch(b, strings.TrimSuffix(casc.MetricsURL, "/metrics")+"/debug/pprof/heap?gc=1&debug=1")
+	descriptors, live, err := framework.GoroutineDescriptorBytes(string(body))
 	if err != nil {
 		b.Fatal(err)
 	}
