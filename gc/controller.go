@@ -118,6 +118,9 @@ type Options struct {
 	// AfterDiscovery, when set, is called after every discovery round, failed ones too: cascade
 	// detects the server's other feature levels there (the admission policy's).
 	AfterDiscovery func(ctx context.Context)
+	// ErrorText, when set, is how an error from the API server is shown in an explanation
+	// (a fleet member's: bounded, escaped, server URLs without credentials); as it is when nil.
+	ErrorText func(string) string
 }
 
 const (

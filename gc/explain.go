@@ -213,7 +213,11 @@ func (c *Controller) Explain(ctx context.Context, uid types.UID) (Explanation, b
 	// watched resource.
 	if res, ok := c.monitors.resourceFor(n.APIVersion, n.Kind); ok && !n.Virtual && !n.Absent && len(owners) > 0 {
 		if _, d, err := c.decide(ctx, res, n, owners); err != nil {
-			e.Decision = &ExplainedDecision{Error: err.Error()}
+			msg := err.Error()
+			if c.opts.ErrorText != nil {
+				msg = c.opts.ErrorText(msg)
+			}
+			e.Decision = &ExplainedDecision{Error: msg}
 		} else {
 			e.Decision = &ExplainedDecision{Action: d.Action.String(), Reason: string(d.Reason), Owners: d.Owners,
 				Propagation: string(d.Propagation), Unmapped: d.Unmapped}

@@ -25,6 +25,7 @@ var mayImport = map[string][]string{
 	"internal/work/worktest":     {"internal/work"},
 	"internal/leader":            {},
 	"internal/shard":             {"internal/leader"},
+	"internal/fleet":             {"gc", "internal/client", "internal/leader", "internal/shard", "internal/work"},
 	"internal/features":          {},
 	"deploy":                     {"deploy/monitoring", "policy"},
 	"deploy/monitoring":          {},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,9 +42,6 @@ type memberEnv struct {
 	// gate opens when this process leads (a sharded fleet's member: when its shard is held):
 	// the member's writers wait for it.
 	gate *leader.Gate
-	// writable, when set, is asked before every write (client.Edge.Guarded): a sharded fleet's
-	// member writes only while its shard's Lease is held and renewed.
-	writable func() error
 	// mappers, in a fleet, holds the REST mappers the members share (one per discovery
 	// document); nil: the member's own mapper (the single cluster).
 	mappers *gc.SharedMappers
@@ -59,6 +57,9 @@ type memberEnv struct {
 	// own takes the host's).
 	fallback              func() *policy.Compiled
 	fallbackAuthoritative func() bool
+	// errorText, when set, is how the member's API errors are shown to those who explain its
+	// objects (a fleet member's: internal/fleet's SafeText).
+	errorText func(string) string
 }
 
 // member is one collected cluster's parts, ready to run (runParts).
@@ -67,8 +68,13 @@ type member struct {
 	// policy is read first: nothing decides before the policy ConfigMap was (nil: none).
 	policy *watch.Watcher
 	// always run from the start, standbys too (watches, held Events); writers once the gate
-	// opens.
+	// opens, the stamping pass among them.
 	always, writers []part
+	// stamping is the default-propagation pass, which a fleet member that leaves the fleet
+	// stops first (memberUnit.Leave): it would put back what leaving removes.
+	stamping *stoppable
+	// edge is the cluster's API edge, every write of its parts goes through it.
+	edge client.Edge
 }
 
 // buildMember builds the parts that collect in one cluster: its API edge (where --dry-run is
@@ -79,9 +85,6 @@ func buildMember(ctx context.Context, opts *Options, env memberEnv) (*member, er
 	cs, ms := env.cs, env.ms
 	m := &member{}
 	edge := client.NewEdge(cs.metadata, cs.kube)
-	if env.writable != nil {
-		edge = edge.Guarded(env.writable)
-	}
 	companion := opts.Mode == client.ModeCompanion
 	if companion {
 		edge = edge.Companion(env.reg)
@@ -202,6 +205,7 @@ func buildMember(ctx context.Context, opts *Options, env memberEnv) (*member, er
 		AfterDiscovery: func(ctx context.Context) {
 			detectAdmission(ctx, cs.disco, env.features)
 		},
+		ErrorText: env.errorText,
 	})
 	m.ctrl = ctrl
 	fin = finalizers.New(finalizers.Options{
@@ -220,7 +224,8 @@ func buildMember(ctx context.Context, opts *Options, env memberEnv) (*member, er
 		Companion:    companion,
 	})
 	m.always = append(m.always, part{"collector", ctrl})
-	m.writers = append(m.writers, part{"finalizers", fin}, part{"default propagation", stamp.New(stamp.Options{
+	m.edge = edge
+	m.stamping = newStoppable(stamp.New(stamp.Options{
 		Client:        edge.Objects,
 		Admission:     edge.Admission,
 		View:          ctrl,
@@ -234,7 +239,8 @@ func buildMember(ctx context.Context, opts *Options, env memberEnv) (*member, er
 		Metrics:     ms.defaults,
 		WorkMetrics: ms.work,
 		Events:      events,
-	})})
+	}))
+	m.writers = append(m.writers, part{"finalizers", fin}, part{"default propagation", m.stamping})
 	if records != nil {
 		m.writers = append(m.writers, part{"orphan record pruning", records})
 	}
@@ -268,4 +274,47 @@ func (env memberEnv) mapper() meta.ResettableRESTMapper {
 		return env.mappers.Mapper(env.cs.disco)
 	}
 	return restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.cs.disco))
+}
+
+// stoppable runs a part until its context ends or Stop is called, whichever comes first.
+type stoppable struct {
+	c    component
+	stop chan struct{}
+	once sync.Once
+	done chan struct{} // closed when Run has returned
+}
+
+func newStoppable(c component) *stoppable {
+	return &stoppable{c: c, stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (s *stoppable) Run(ctx context.Context) error {
+	defer close(s.done)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	select {
+	case <-s.stop:
+		return nil // stopped before it started
+	default:
+	}
+	return s.c.Run(ctx)
+}
+
+// Stop stops the part and waits, at most until ctx ends, for it to return (a part whose writers
+// never started, its gate closed, is waited for until ctx ends: Stop is for a running one).
+func (s *stoppable) Stop(ctx context.Context) error {
+	s.once.Do(func() { close(s.stop) })
+	select {
+	case <-s.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

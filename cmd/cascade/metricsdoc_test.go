@@ -41,11 +41,11 @@ func cascadeMetrics(t *testing.T) []metricDoc {
 	t.Helper()
 	r := &recorder{}
 	ms := newMetricSet(r)
-	gc.New(gc.Options{Metrics: ms.gc}) // the graph's scrape-time collector
-	client.NewDryRun(nil, r)           // --dry-run only
-	client.Edge{}.Companion(r)         // --mode=companion only
-	newRefusedRequests(r)              // secure serving only
-	r.MustRegister(&fleetCollector{})  // fleet mode only: Describe reads no member
+	gc.New(gc.Options{Metrics: ms.gc})    // the graph's scrape-time collector
+	client.NewDryRun(nil, r)              // --dry-run only
+	client.Edge{}.Companion(r)            // --mode=companion only
+	newRefusedRequests(r)                 // secure serving only
+	r.MustRegister(fleetCollectors(t)...) // fleet mode only: Describe reads no member
 	var out []metricDoc
 	for _, c := range r.cs {
 		typ := "gauge" // scrape-time collectors (the graph's) export gauges

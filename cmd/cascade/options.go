@@ -123,6 +123,12 @@ type Options struct {
 	// --leader-elect-resource-name/-namespace, and a replica collects in the members of the
 	// shards it holds. 1: one replica collects in every member (leader election as usual).
 	FleetShards int
+	// FleetInsecureKubeconfigExec is the exec credential plugins a member's kubeconfig may run
+	// (its command exactly; none by default: a kubeconfig is a tenant's data, and exec runs
+	// code in cascade's pod); FleetInsecureKubeconfigTLS lets a member's kubeconfig skip TLS
+	// verification or name an http:// server (internal/fleet: RESTConfig).
+	FleetInsecureKubeconfigExec []string
+	FleetInsecureKubeconfigTLS  bool
 
 	// Leader election: one replica collects; standbys keep their graph warm.
 	LeaderElect                  bool
@@ -233,6 +239,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.FleetMemberBurst, "fleet-member-burst", o.FleetMemberBurst, "Fleet mode: each member's client-side burst above --fleet-member-qps.")
 	fs.IntVar(&o.FleetMemberWorkers, "fleet-member-workers", o.FleetMemberWorkers, "Fleet mode: each member's workers per queue (deletes, owner checks, finalizers); each of their items also takes one of the --workers every member shares.")
 	fs.IntVar(&o.FleetShards, "fleet-shards", o.FleetShards, "Fleet mode: shards the members are split into, each held by one replica through its Lease (--leader-elect-resource-name-shard-I); every replica collects in the members of the shards it holds, at most its fair share. 1: the one leader collects in every member.")
+	fs.StringSliceVar(&o.FleetInsecureKubeconfigExec, "fleet-insecure-kubeconfig-exec", o.FleetInsecureKubeconfigExec, "Fleet mode, insecure: the exec credential plugins a member's kubeconfig may run, by their command exactly as the kubeconfig writes it (comma-separated). Whoever writes a member's kubeconfig then runs that command, with the arguments and environment they choose, in cascade's pod. Empty (the default): a kubeconfig with exec is refused and the member is down (docs/security.md).")
+	fs.BoolVar(&o.FleetInsecureKubeconfigTLS, "fleet-insecure-kubeconfig-tls", o.FleetInsecureKubeconfigTLS, "Fleet mode, insecure: accept member kubeconfigs with insecure-skip-tls-verify or an http:// server. Whoever is on the network path to such a member can then answer cascade's lists with forged objects, which it deletes for real. Off by default: such a kubeconfig is refused and the member is down (docs/security.md).")
 	fs.DurationVar(&o.FleetMemberDiscoveryPeriod, "fleet-member-discovery-period", o.FleetMemberDiscoveryPeriod, "Fleet mode: how often each member re-discovers its resources whatever its watches say; a CustomResourceDefinition or APIService created, changed or deleted in a member asks for a round at once.")
 }
 
@@ -472,6 +480,15 @@ func (o *Options) validateFleet() field.ErrorList {
 	}
 	if o.FleetShards > 1 && !o.Fleet() {
 		errs = append(errs, field.Invalid(field.NewPath("--fleet-shards"), o.FleetShards, "shards split a fleet's members: it needs a --fleet-* provider"))
+	}
+	for _, c := range o.FleetInsecureKubeconfigExec {
+		if strings.TrimSpace(c) == "" {
+			errs = append(errs, field.Invalid(field.NewPath("--fleet-insecure-kubeconfig-exec"), o.FleetInsecureKubeconfigExec, "an empty command"))
+			break
+		}
+	}
+	if !o.Fleet() && (len(o.FleetInsecureKubeconfigExec) > 0 || o.FleetInsecureKubeconfigTLS) {
+		errs = append(errs, field.Invalid(field.NewPath("--fleet-insecure-kubeconfig-exec"), o.FleetInsecureKubeconfigExec, "the --fleet-insecure-kubeconfig-* flags are about members' kubeconfigs: they need a --fleet-* provider"))
 	}
 	if o.Fleet() && (o.Mode != client.ModeCollector || o.DryRun) {
 		errs = append(errs, field.Invalid(field.NewPath("--mode"), o.Mode, "fleet mode collects (--mode=collector, without --dry-run): its members are control planes without kube-controller-manager's collector"))

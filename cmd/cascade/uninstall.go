@@ -52,6 +52,7 @@ func newUninstallCommand() *cobra.Command {
 		stop   string
 		wait   time.Duration
 		format string
+		member bool
 	)
 	cmd := &cobra.Command{
 		Use:   "uninstall [--dry-run] [-o text|json|yaml] [--kubeconfig PATH] [--context NAME]",
@@ -65,7 +66,7 @@ func newUninstallCommand() *cobra.Command {
 			"deleted is left alone (its finalizers belong to its deletion). Prints what it did, per resource\n" +
 			"(-o json|yaml: one document, docs/cli.md). Stop cascade first (it would put them back); see\n" +
 			"docs/uninstall.md.",
-		Example: "  cascade uninstall --dry-run\n  cascade uninstall --context prod",
+		Example: "  cascade uninstall --dry-run\n  cascade uninstall --context prod\n  cascade uninstall --fleet-member --kubeconfig member-a.kubeconfig",
 		Args:    noArgs,
 	}
 	kf.add(cmd.Flags(), false)
@@ -73,11 +74,18 @@ func newUninstallCommand() *cobra.Command {
 	cmd.Flags().StringVar(&lease, "lease", "cascade", "The Lease of cascade's leader election: NAME, looked for in every namespace, or NAMESPACE/NAME. While a holder renews it, cascade is running and uninstall refuses to start (with --wait, it waits for it to be released or to expire). No such Lease is an error too (fail closed: cascade may run without leader election), unless --stop-deployment stopped the Deployment first. Empty: no check.")
 	cmd.Flags().BoolVar(&force, "force", false, "Run even while the Lease is held or when it is not found (a running cascade puts back what this removes).")
 	cmd.Flags().StringVar(&stop, "stop-deployment", "", "NAMESPACE/NAME of cascade's Deployment to stop first: scaled to zero replicas, then uninstall waits (--wait) until none of its pods is left and its Lease is free. What the Helm chart's pre-delete hook runs.")
+	cmd.Flags().BoolVar(&member, "fleet-member", false, "The cluster is a fleet member (docs/fleet.md): a fleet's Leases are in its host cluster, none in a member, so no Lease is looked for. Run it once the member has left the fleet (its Secret deleted or unlabelled, its file removed): a cascade still collecting in it puts back what this removes, which uninstall then reports as incomplete.")
 	cmd.Flags().StringVarP(&format, "output", "o", "text", "text, json or yaml.")
 	cmd.Flags().DurationVar(&wait, "wait", 0, "How long to wait for cascade to stop (its pods gone, its Lease released or expired) before refusing. 0: do not wait (2m with --stop-deployment).")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if !slices.Contains(outputFormats, format) {
 			return &usageError{err: fmt.Errorf("invalid -o %q: text, json or yaml", format)}
+		}
+		if member {
+			if cmd.Flags().Changed("lease") || stop != "" {
+				return &usageError{err: errors.New("--fleet-member takes neither --lease nor --stop-deployment: a member has no Lease nor Deployment of cascade's (they are in the fleet's host)")}
+			}
+			lease = ""
 		}
 		var leaseNS, leaseName string
 		switch {
@@ -120,7 +128,7 @@ func newUninstallCommand() *cobra.Command {
 			resources: cs.disco.ServerPreferredResources, meta: cs.metadata, kube: cs.kube, edge: client.NewEdge(cs.metadata, cs.kube),
 			admission: func() (features.Admission, error) { return features.DetectAdmission(ctx, cs.disco) },
 			dryRun:    dryRun, leaseNamespace: leaseNS, leaseName: leaseName, force: force, now: time.Now,
-			stopNamespace: stopNS, stopName: stopName, wait: wait, sleep: sleepCtx, format: format,
+			stopNamespace: stopNS, stopName: stopName, wait: wait, sleep: sleepCtx, format: format, fleetMember: member,
 		}
 		return u.run(ctx, cmd.OutOrStdout())
 	}
@@ -153,6 +161,8 @@ type uninstaller struct {
 	now   func() time.Time
 	// format is -o: text ("" too) is printed as it goes, json and yaml once at the end.
 	format string
+	// fleetMember: the cluster is a fleet member (--fleet-member), which has no Lease.
+	fleetMember bool
 }
 
 // sleepCtx waits d, or less when ctx ends (its error then).
@@ -239,6 +249,9 @@ func (u *uninstaller) run(ctx context.Context, out io.Writer) error {
 	if u.dryRun {
 		u.edge, _ = u.edge.DryRun(prometheus.NewRegistry(), time.Hour) // never Run: nothing to compare
 		_, _ = fmt.Fprintln(say, "Dry run: nothing is changed; every line says what would be done.")
+	}
+	if u.fleetMember {
+		_, _ = fmt.Fprintln(say, "Fleet member: no Lease looked for (a fleet's Leases are in its host); cascade must no longer collect in this member.")
 	}
 	if err := u.stopDeployment(ctx, say); err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"regexp"
 	"slices"
 	"strings"
@@ -521,4 +522,35 @@ func TestUninstallStopsTheDeployment(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestUninstallFleetMember: on a fleet member, which has no Lease of cascade's (a fleet's Leases
+// are in its host), `cascade uninstall` refuses by default (fail closed) and runs with
+// --fleet-member, saying why no Lease was looked for; --fleet-member with --lease or
+// --stop-deployment is a usage error that touches nothing.
+func TestUninstallFleetMember(t *testing.T) {
+	member := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "other"}}
+	f := newUninstallFixture(t, true, member)
+	if err := f.u.run(context.Background(), io.Discard); err == nil || !strings.Contains(err.Error(), "no Lease") {
+		t.Fatalf("on a member without --fleet-member: %v, want the refusal", err)
+	}
+	f = newUninstallFixture(t, true, member)
+	f.u.fleetMember, f.u.leaseName = true, "" // what --fleet-member sets
+	var out strings.Builder
+	if err := f.u.run(context.Background(), &out); err != nil {
+		t.Fatalf("with --fleet-member: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "Fleet member: no Lease looked for") || len(f.writes()) == 0 {
+		t.Errorf("with --fleet-member: writes %q, output\n%s", f.writes(), out.String())
+	}
+	for _, args := range [][]string{{"--fleet-member", "--lease=ns/cascade"}, {"--fleet-member", "--stop-deployment=ns/cascade"}} {
+		cmd := newUninstallCommand()
+		cmd.SetArgs(args)
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		var usage *usageError
+		if err := cmd.Execute(); !errors.As(err, &usage) || !strings.Contains(err.Error(), "--fleet-member takes neither") {
+			t.Errorf("%v: %v, want the usage error", args, err)
+		}
+	}
 }

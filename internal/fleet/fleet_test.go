@@ -1,0 +1,325 @@
+package fleet
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/rest"
+
+	"github.com/cascade-gc/cascade/gc"
+	"github.com/cascade-gc/cascade/internal/leader"
+)
+
+// testProvider hands the fleet the sets the test sends.
+type testProvider struct{ sets chan map[string]Source }
+
+func (p *testProvider) Run(ctx context.Context, update func(map[string]Source)) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case s := <-p.sets:
+			update(s)
+		}
+	}
+}
+
+// journal is what the members' units did, in order.
+type journal struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (j *journal) add(format string, args ...any) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.events = append(j.events, fmt.Sprintf(format, args...))
+}
+
+func (j *journal) has(e string) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Contains(j.events, e)
+}
+
+func (j *journal) count(e string) int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	n := 0
+	for _, x := range j.events {
+		if x == e {
+			n++
+		}
+	}
+	return n
+}
+
+func (j *journal) String() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return strings.Join(j.events, ", ")
+}
+
+// testUnit is a member's unit that records its runs, stops and leaves; a leave waits for
+// release (when set) or its context.
+type testUnit struct {
+	name    string
+	j       *journal
+	release chan struct{}
+}
+
+func (u *testUnit) Run(ctx context.Context) error {
+	u.j.add("run %s", u.name)
+	<-ctx.Done()
+	u.j.add("stop %s", u.name)
+	return nil
+}
+
+func (u *testUnit) Controller() *gc.Controller { return nil }
+
+func (u *testUnit) Leave(ctx context.Context) error {
+	u.j.add("leave %s", u.name)
+	if u.release == nil {
+		return nil
+	}
+	select {
+	case <-u.release:
+		u.j.add("left %s", u.name)
+		return nil
+	case <-ctx.Done():
+		u.j.add("leave cut %s", u.name)
+		return ctx.Err()
+	}
+}
+
+// testFleet runs a fleet whose members are testUnits (down, Build fails, when down says so).
+type testFleet struct {
+	f       *Fleet
+	j       *journal
+	p       *testProvider
+	release chan struct{}
+	mu      sync.Mutex
+	down    map[string]bool
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+func startTestFleet(t *testing.T, gate *leader.Gate, release chan struct{}) *testFleet {
+	t.Helper()
+	tf := &testFleet{j: &journal{}, p: &testProvider{sets: make(chan map[string]Source)}, release: release, down: map[string]bool{}, done: make(chan error, 1)}
+	f, err := New(Options{
+		Provider: tf.p, Gate: gate, Workers: 2, UserAgent: "test",
+		Build: func(_ context.Context, m Member) (Unit, error) {
+			tf.mu.Lock()
+			down := tf.down[m.Name]
+			tf.mu.Unlock()
+			if down {
+				return nil, errors.New("connection refused")
+			}
+			tf.j.add("build %s", m.Name)
+			return &testUnit{name: m.Name, j: tf.j, release: tf.release}, nil
+		},
+		LeaveTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf.f = f
+	ctx, cancel := context.WithCancel(context.Background())
+	tf.cancel = cancel
+	go func() { tf.done <- f.Run(ctx) }()
+	t.Cleanup(tf.stop)
+	return tf
+}
+
+func (tf *testFleet) stop() {
+	tf.cancel()
+	<-tf.done
+	tf.done <- nil // stop is idempotent
+}
+
+func (tf *testFleet) set(members ...string) {
+	s := map[string]Source{}
+	for _, m := range members {
+		s[m] = Source{Kubeconfig: []byte(testKubeconfig), Origin: "test"}
+	}
+	tf.p.sets <- s
+}
+
+func (tf *testFleet) waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if ok() {
+			return
+		}
+	}
+	t.Fatalf("%s: journal %s", what, tf.j)
+}
+
+// TestMemberLeavesClean: a member removed from the fleet while it runs is cleaned (Leave) while
+// its unit still runs, then stopped, and counted clean; the other members go on.
+func TestMemberLeavesClean(t *testing.T) {
+	tf := startTestFleet(t, leader.Open(), nil)
+	tf.set("a", "b")
+	tf.waitFor(t, "both run", func() bool { return tf.j.has("run a") && tf.j.has("run b") })
+	tf.set("b")
+	tf.waitFor(t, "a stopped", func() bool { return tf.j.has("stop a") })
+	if !tf.j.has("leave a") {
+		t.Errorf("a removed member was not cleaned: %s", tf.j)
+	}
+	if tf.j.has("stop b") || tf.j.has("leave b") {
+		t.Errorf("another member was stopped or cleaned: %s", tf.j)
+	}
+	// The leave came before the stop: the collector finishes the deletions under way.
+	tf.j.mu.Lock()
+	leave, stop := slices.Index(tf.j.events, "leave a"), slices.Index(tf.j.events, "stop a")
+	tf.j.mu.Unlock()
+	if leave > stop {
+		t.Errorf("a stopped before it was cleaned: %s", tf.j)
+	}
+	if n := testutil.ToFloat64(tf.f.cleanups.WithLabelValues(cleanupClean)); n != 1 {
+		t.Errorf("clean cleanups %v, want 1", n)
+	}
+}
+
+// TestRotationMoveAndShutdownRemoveNothing: a member whose kubeconfig changed is stopped and
+// started again, and one still in the fleet when the process stops is stopped: neither is
+// cleaned.
+func TestRotationMoveAndShutdownRemoveNothing(t *testing.T) {
+	tf := startTestFleet(t, leader.Open(), nil)
+	tf.set("a")
+	tf.waitFor(t, "a runs", func() bool { return tf.j.has("run a") })
+	rotated := map[string]Source{"a": {Kubeconfig: []byte(testKubeconfig + "# rotated\n"), Origin: "test"}}
+	tf.p.sets <- rotated
+	tf.waitFor(t, "a restarted", func() bool { return tf.j.count("run a") == 2 })
+	tf.stop()
+	if tf.j.has("leave a") {
+		t.Errorf("a rotation or a shutdown cleaned the member: %s", tf.j)
+	}
+	if tf.j.count("stop a") != 2 {
+		t.Errorf("journal %s, want a stopped twice", tf.j)
+	}
+}
+
+// TestStandbyRemovesNothing: a replica whose gate is closed (a standby) stops a removed member
+// without cleaning it: the replica that runs its writers does.
+func TestStandbyRemovesNothing(t *testing.T) {
+	tf := startTestFleet(t, &leader.Gate{}, nil)
+	tf.set("a")
+	tf.waitFor(t, "a runs", func() bool { return tf.j.has("run a") })
+	tf.set()
+	tf.waitFor(t, "a stopped", func() bool { return tf.j.has("stop a") })
+	if tf.j.has("leave a") {
+		t.Errorf("a standby cleaned a removed member: %s", tf.j)
+	}
+}
+
+// TestDownMemberLeavesUnreachable: a member that is down when it leaves is counted unreachable,
+// and nothing is tried in it.
+func TestDownMemberLeavesUnreachable(t *testing.T) {
+	tf := startTestFleet(t, leader.Open(), nil)
+	tf.mu.Lock()
+	tf.down["a"] = true
+	tf.mu.Unlock()
+	tf.set("a")
+	tf.waitFor(t, "a down", func() bool {
+		s := tf.f.States()
+		return len(s) == 1 && s[0].Reason != "" && s[0].Reason != "starting"
+	})
+	tf.set()
+	tf.waitFor(t, "counted", func() bool { return testutil.ToFloat64(tf.f.cleanups.WithLabelValues(cleanupUnreachable)) == 1 })
+	if tf.j.has("leave a") || tf.j.has("build a") {
+		t.Errorf("journal %s", tf.j)
+	}
+}
+
+// TestLeavingBlocksNoOtherMember: while a removed member cleans up (its Leave waits), another
+// member is added and runs; the removed member added back ends its leaving first (never two
+// units of one member), then runs again.
+func TestLeavingBlocksNoOtherMember(t *testing.T) {
+	release := make(chan struct{})
+	tf := startTestFleet(t, leader.Open(), release)
+	tf.set("a")
+	tf.waitFor(t, "a runs", func() bool { return tf.j.has("run a") })
+	tf.set()
+	tf.waitFor(t, "a leaving", func() bool { return tf.j.has("leave a") })
+	tf.set("b")
+	tf.waitFor(t, "b runs while a leaves", func() bool { return tf.j.has("run b") })
+	if tf.j.has("stop a") {
+		t.Fatalf("a stopped before its leave ended: %s", tf.j)
+	}
+	tf.set("a", "b")
+	tf.waitFor(t, "a back", func() bool { return tf.j.count("run a") == 2 })
+	tf.j.mu.Lock()
+	cut, stop := slices.Index(tf.j.events, "leave cut a"), slices.Index(tf.j.events, "stop a")
+	again := slices.Index(tf.j.events[slices.Index(tf.j.events, "build a")+1:], "build a") + slices.Index(tf.j.events, "build a") + 1
+	tf.j.mu.Unlock()
+	if cut < 0 || stop < 0 || cut > again || stop > again {
+		t.Errorf("the leaving a was not ended (its leave cut short, its unit stopped) before a came back: %s", tf.j)
+	}
+	if n := testutil.ToFloat64(tf.f.cleanups.WithLabelValues(cleanupIncomplete)); n != 1 {
+		t.Errorf("incomplete cleanups %v, want 1 (the leave cut short)", n)
+	}
+}
+
+// TestSummarizeMembers is the log's members line: reasons bounded.
+func TestSummarizeMembers(t *testing.T) {
+	got := SummarizeMembers([]MemberState{{Name: "a", Up: true}, {Name: "b", Reason: "connection refused"}, {Name: "c", Up: true}})
+	if want := "members: 2 synced, 1 not: b (connection refused)"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	if got := SummarizeMembers([]MemberState{{Name: "a", Up: true}}); got != "members: 1 synced" {
+		t.Errorf("%q", got)
+	}
+}
+
+// TestRemovedMemberClosesItsConnections: a member's HTTP client, built on the configuration
+// the fleet makes (its dialer, the write guard wrapped around client-go's transport), lets
+// utilnet.CloseIdleConnectionsFor reach the transport under every wrapper, so the idle
+// connection a stopped member leaves is closed at once (a wrapper that hid it kept the
+// connection, its buffers and its transport for the transport's 90 s idle timeout).
+func TestRemovedMemberClosesItsConnections(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "{}") }))
+	defer srv.Close()
+	f, err := New(Options{Provider: &testProvider{}, Build: func(context.Context, Member) (Unit, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
+	kubeconfig := strings.Replace(strings.Replace(testKubeconfig, "https://127.0.0.1:6443", srv.URL, 1), "Y2E=", ca, 1)
+	d := newDialer()
+	cfg, err := f.config(&runningMember{name: "a", source: Source{Kubeconfig: []byte(kubeconfig)}, writable: func() error { return nil }}, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Get(srv.URL + "/version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if n := d.open(); n != 1 {
+		t.Fatalf("%d connections open after a request, want 1", n)
+	}
+	utilnet.CloseIdleConnectionsFor(hc.Transport)
+	if n := d.open(); n != 0 {
+		t.Errorf("%d connections open after closing the idle ones, want 0: a wrapper hides the transport", n)
+	}
+}
