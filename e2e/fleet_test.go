@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"syscall"
@@ -401,8 +402,10 @@ func TestFleetClusterAPI(t *testing.T) {
 }
 
 // TestFleetOverlay (issue 33.6): deploy/overlays/fleet passes a server dry run; its host
-// ClusterRole reads no resource at all (cascade collects nothing in the host), Secrets are read
-// in the fleet namespace alone, and the Deployment names that namespace as its provider.
+// ClusterRole reads no resource at all (cascade collects nothing in the host), Secrets are
+// listed and watched (never got) in the fleet namespace alone, where cascade also writes its
+// Events, and the Deployment names that namespace as its provider. deploy's TestFleetRBAC checks
+// each rule against what fleet mode uses.
 func TestFleetOverlay(t *testing.T) {
 	chartNamespaceExists(t)
 	dir := filepath.Join(deployDir(t), "overlays", "fleet")
@@ -430,8 +433,11 @@ func TestFleetOverlay(t *testing.T) {
 		}
 	}
 	members := into[rbacv1.Role](t, find(t, objs, "Role", "cascade-fleet-members"))
-	if members.Namespace != "cascade-fleet" || len(members.Rules) != 1 || !slices.Equal(members.Rules[0].Resources, []string{"secrets"}) {
-		t.Errorf("Role cascade-fleet-members: %+v, want reading Secrets in cascade-fleet only", members)
+	if want := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}; members.Namespace != "cascade-fleet" || !reflect.DeepEqual(members.Rules, want) {
+		t.Errorf("Role cascade-fleet-members: %+v, want in cascade-fleet only %+v", members, want)
 	}
 	dep := into[appsv1.Deployment](t, find(t, objs, "Deployment", "cascade"))
 	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--fleet-secrets-namespace=cascade-fleet") || !slices.Contains(args, "--fleet-shards=2") {
@@ -497,8 +503,13 @@ fleet:
 	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--fleet-secrets-") }) {
 		t.Errorf("the Cluster API values' arguments %v name the Secrets provider", args)
 	}
-	if r := into[rbacv1.Role](t, find(t, capi, "Role", "cascade-fleet-members")); r.Namespace != "capi" || len(r.Rules) != 1 || !slices.Equal(r.Rules[0].Resources, []string{"secrets"}) {
-		t.Errorf("Role cascade-fleet-members %+v: want reading Secrets in capi", r)
+	// Cluster API: the kubeconfig Secrets are also got, each by name.
+	capiRole := into[rbacv1.Role](t, find(t, capi, "Role", "cascade-fleet-members"))
+	if want := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}; capiRole.Namespace != "capi" || !reflect.DeepEqual(capiRole.Rules, want) {
+		t.Errorf("Role cascade-fleet-members %+v: want in capi %+v", capiRole, want)
 	}
 	for _, r := range into[rbacv1.ClusterRole](t, find(t, capi, "ClusterRole", "cascade")).Rules {
 		if slices.ContainsFunc(r.Verbs, func(v string) bool { return v == "get" || v == "list" || v == "watch" || v == "delete" || v == "*" }) {
