@@ -365,23 +365,30 @@ type MemberState struct {
 	Reason string // why it is not up ("" when it is): bounded and escaped
 }
 
-// running is the members that run here now.
-func (f *Fleet) running() []*runningMember {
+// running is the members that run here now, those leaving the fleet among them (last).
+func (f *Fleet) running() (members, leaving []*runningMember) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ms := make([]*runningMember, 0, len(f.members))
+	members = make([]*runningMember, 0, len(f.members))
 	for _, m := range f.members {
-		ms = append(ms, m)
+		members = append(members, m)
 	}
-	return ms
+	for _, m := range f.leaving {
+		leaving = append(leaving, m)
+	}
+	return members, leaving
 }
 
-// States is every member's state, by name.
+// States is every member's state, by name: a member that left the fleet is listed, down,
+// until it has been cleaned and stopped.
 func (f *Fleet) States() []MemberState {
-	ms := f.running()
-	out := make([]MemberState, 0, len(ms))
+	ms, leaving := f.running()
+	out := make([]MemberState, 0, len(ms)+len(leaving))
 	for _, m := range ms {
 		out = append(out, m.state())
+	}
+	for _, m := range leaving {
+		out = append(out, MemberState{Name: m.name, Reason: "left the fleet: removing what cascade wrote in it, then stopping"})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -390,7 +397,8 @@ func (f *Fleet) States() []MemberState {
 // Connections is the number of connections open to the members' API servers.
 func (f *Fleet) Connections() int {
 	n := 0
-	for _, m := range f.running() {
+	ms, leaving := f.running()
+	for _, m := range append(ms, leaving...) {
 		m.mu.Lock()
 		if m.dialer != nil {
 			n += m.dialer.open()
@@ -450,7 +458,7 @@ func (f *Fleet) Members() string {
 }
 
 // SummarizeMembers is the members line of the log: "members: 48 synced, 2 not: a (connection
-// refused), b (discovery: ...)", at most 10 named, each reason at most 120 bytes.
+// refused), b (discovery: ...)", at most 10 named, each reason at most 240 bytes.
 func SummarizeMembers(states []MemberState) string {
 	up := 0
 	var down []string
@@ -459,7 +467,7 @@ func SummarizeMembers(states []MemberState) string {
 			up++
 			continue
 		}
-		down = append(down, fmt.Sprintf("%s (%s)", s.Name, SafeText(s.Reason, 120)))
+		down = append(down, fmt.Sprintf("%s (%s)", s.Name, SafeText(s.Reason, 240)))
 	}
 	line := fmt.Sprintf("members: %d synced", up)
 	if len(down) == 0 {

@@ -196,8 +196,8 @@ func TestMemberLeavesClean(t *testing.T) {
 }
 
 // TestRotationMoveAndShutdownRemoveNothing: a member whose kubeconfig changed is stopped and
-// started again, and one still in the fleet when the process stops is stopped: neither is
-// cleaned.
+// started again, one whose shard moved to another replica (still listed, no longer run here) is
+// stopped, and one still in the fleet when the process stops is stopped: none is cleaned.
 func TestRotationMoveAndShutdownRemoveNothing(t *testing.T) {
 	tf := startTestFleet(t, leader.Open(), nil)
 	tf.set("a")
@@ -205,12 +205,24 @@ func TestRotationMoveAndShutdownRemoveNothing(t *testing.T) {
 	rotated := map[string]Source{"a": {Kubeconfig: []byte(testKubeconfig + "# rotated\n"), Origin: "test"}}
 	tf.p.sets <- rotated
 	tf.waitFor(t, "a restarted", func() bool { return tf.j.count("run a") == 2 })
+	// a's shard stops here (it moves to another replica): still listed by the provider, no
+	// longer wanted here, as runShard's reconcile sees it.
+	tf.f.updateMu.Lock()
+	tf.f.update(tf.f.base, map[string]Source{})
+	tf.f.updateMu.Unlock()
+	if tf.j.count("stop a") != 2 {
+		t.Errorf("journal %s, want a stopped when its shard moved", tf.j)
+	}
+	tf.f.updateMu.Lock()
+	tf.f.update(tf.f.base, rotated)
+	tf.f.updateMu.Unlock()
+	tf.waitFor(t, "a back", func() bool { return tf.j.count("run a") == 3 })
 	tf.stop()
 	if tf.j.has("leave a") {
-		t.Errorf("a rotation or a shutdown cleaned the member: %s", tf.j)
+		t.Errorf("a rotation, a shard's move or a shutdown cleaned the member: %s", tf.j)
 	}
-	if tf.j.count("stop a") != 2 {
-		t.Errorf("journal %s, want a stopped twice", tf.j)
+	if tf.j.count("stop a") != 3 {
+		t.Errorf("journal %s, want a stopped three times", tf.j)
 	}
 }
 
