@@ -626,7 +626,3 @@ func (t countingRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 
 // WrappedRoundTripper lets client-go reach the transport under it (utilnet.CloseIdleConnectionsFor).
 func (t countingRoundTripper) WrappedRoundTripper() http.RoundTripper { return t.rt }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -147,8 +147,8 @@ func startTestFleet(t *testing.T, gate *leader.Gate, release chan struct{}) *tes
 
 func (tf *testFleet) stop() {
 	tf.cancel()
-	<-tf.done
-	tf.done <- nil // stop is idempotent
+	err := <-tf.done
+	tf.done <- err // stop is idempotent
 }
 
 func (tf *testFleet) set(members ...string) {

@@ -142,7 +142,9 @@ func (f *Fleet) runMemberOnce(ctx context.Context, m *runningMember) error {
 	case <-m.leave:
 		f.leaveMember(ctx, m, u)
 		stop()
-		<-errc
+		if err := <-errc; err != nil {
+			klog.FromContext(ctx).V(2).Info("Member's parts ended with an error as it left the fleet", "err", SafeError(err))
+		}
 		return nil
 	}
 }

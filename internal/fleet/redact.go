@@ -36,7 +36,7 @@ func RedactURL(u string) string {
 // urlPattern finds what SafeText treats as a URL: a scheme, "://", and everything up to
 // whitespace, a control character, a quote or an angle bracket (the characters that end a URL
 // in Go's and the API server's error texts: `Get "https://h/x": ...`).
-var urlPattern = regexp.MustCompile("[A-Za-z][A-Za-z0-9+.-]*://[^\\s\\x00-\\x1f\\x7f\"'`<>]*")
+var urlPattern = regexp.MustCompile("[A-Za-z][A-Za-z0-9+.-]*://[^ \\x00-\\x1f\\x7f\"'`<>]*")
 
 // SafeText bounds and escapes text that came from a member's API server or a tenant (error
 // messages): every URL in it (scheme://...) passed through RedactURL, control characters and
