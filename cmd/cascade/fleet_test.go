@@ -30,6 +30,7 @@ func TestFleetFlags(t *testing.T) {
 		{[]string{"--fleet-secrets-namespace=fleet", "--fleet-insecure-kubeconfig-exec=aws", "--fleet-insecure-kubeconfig-tls"}, ""},
 		{[]string{"--fleet-secrets-namespace=fleet", "--fleet-insecure-kubeconfig-exec=aws,"}, "--fleet-insecure-kubeconfig-exec"},
 		{[]string{"--fleet-insecure-kubeconfig-tls"}, "--fleet-insecure-kubeconfig-exec"},
+		{[]string{"--fleet-secrets-namespace=fleet", "--fleet-member-request-timeout=10ms"}, "--fleet-member-request-timeout"},
 	} {
 		o := NewOptions()
 		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)

@@ -18,6 +18,7 @@ import (
 	"github.com/cascade-gc/cascade/finalizers/orphanrecord"
 	"github.com/cascade-gc/cascade/finalizers/stamp"
 	"github.com/cascade-gc/cascade/internal/client"
+	"github.com/cascade-gc/cascade/internal/fleet"
 	"github.com/cascade-gc/cascade/policy"
 	"github.com/cascade-gc/cascade/policy/watch"
 )
@@ -129,6 +130,9 @@ type Options struct {
 	// verification or name an http:// server (internal/fleet: RESTConfig).
 	FleetInsecureKubeconfigExec []string
 	FleetInsecureKubeconfigTLS  bool
+	// FleetMemberRequestTimeout bounds each of a member's requests but its watches
+	// (internal/fleet: DefaultRequestTimeout says why 30 s).
+	FleetMemberRequestTimeout time.Duration
 
 	// Leader election: one replica collects; standbys keep their graph warm.
 	LeaderElect                  bool
@@ -185,6 +189,7 @@ func NewOptions() *Options {
 		FleetMemberWorkers:           1,
 		FleetMemberDiscoveryPeriod:   time.Hour,
 		FleetShards:                  1,
+		FleetMemberRequestTimeout:    fleet.DefaultRequestTimeout,
 	}
 }
 
@@ -240,6 +245,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.FleetMemberWorkers, "fleet-member-workers", o.FleetMemberWorkers, "Fleet mode: each member's workers per queue (deletes, owner checks, finalizers); each of their items also takes one of the --workers every member shares.")
 	fs.IntVar(&o.FleetShards, "fleet-shards", o.FleetShards, "Fleet mode: shards the members are split into, each held by one replica through its Lease (--leader-elect-resource-name-shard-I); every replica collects in the members of the shards it holds, at most its fair share. 1: the one leader collects in every member.")
 	fs.StringSliceVar(&o.FleetInsecureKubeconfigExec, "fleet-insecure-kubeconfig-exec", o.FleetInsecureKubeconfigExec, "Fleet mode, insecure: the exec credential plugins a member's kubeconfig may run, by their command exactly as the kubeconfig writes it (comma-separated). Whoever writes a member's kubeconfig then runs that command, with the arguments and environment they choose, in cascade's pod. Empty (the default): a kubeconfig with exec is refused and the member is down (docs/security.md).")
+	fs.DurationVar(&o.FleetMemberRequestTimeout, "fleet-member-request-timeout", o.FleetMemberRequestTimeout, "Fleet mode: how long each request to a member may take, its answer read (watches keep their own timeouts); a member that does not answer in time fails that request alone. Answers above 16 MiB are refused.")
 	fs.BoolVar(&o.FleetInsecureKubeconfigTLS, "fleet-insecure-kubeconfig-tls", o.FleetInsecureKubeconfigTLS, "Fleet mode, insecure: accept member kubeconfigs with insecure-skip-tls-verify or an http:// server. Whoever is on the network path to such a member can then answer cascade's lists with forged objects, which it deletes for real. Off by default: such a kubeconfig is refused and the member is down (docs/security.md).")
 	fs.DurationVar(&o.FleetMemberDiscoveryPeriod, "fleet-member-discovery-period", o.FleetMemberDiscoveryPeriod, "Fleet mode: how often each member re-discovers its resources whatever its watches say; a CustomResourceDefinition or APIService created, changed or deleted in a member asks for a round at once.")
 }
@@ -486,6 +492,9 @@ func (o *Options) validateFleet() field.ErrorList {
 			errs = append(errs, field.Invalid(field.NewPath("--fleet-insecure-kubeconfig-exec"), o.FleetInsecureKubeconfigExec, "an empty command"))
 			break
 		}
+	}
+	if o.FleetMemberRequestTimeout < time.Second {
+		errs = append(errs, field.Invalid(field.NewPath("--fleet-member-request-timeout"), o.FleetMemberRequestTimeout.String(), "must be at least 1s"))
 	}
 	if !o.Fleet() && (len(o.FleetInsecureKubeconfigExec) > 0 || o.FleetInsecureKubeconfigTLS) {
 		errs = append(errs, field.Invalid(field.NewPath("--fleet-insecure-kubeconfig-exec"), o.FleetInsecureKubeconfigExec, "the --fleet-insecure-kubeconfig-* flags are about members' kubeconfigs: they need a --fleet-* provider"))

@@ -53,6 +53,9 @@ type Options struct {
 	Shards shard.Options
 	// LeaveTimeout bounds Unit.Leave (DefaultLeaveTimeout when 0).
 	LeaveTimeout time.Duration
+	// RequestTimeout bounds each of a member's requests but its watches
+	// (DefaultRequestTimeout when 0); their answers' bodies are bounded by MaxResponseBytes.
+	RequestTimeout time.Duration
 }
 
 // Member is what Options.Build builds a member's collector from.
@@ -120,6 +123,9 @@ func New(opts Options) (*Fleet, error) {
 	}
 	if opts.LeaveTimeout <= 0 {
 		opts.LeaveTimeout = DefaultLeaveTimeout
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
 	}
 	if opts.Gate == nil {
 		opts.Gate = leader.Open()

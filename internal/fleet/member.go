@@ -86,7 +86,8 @@ func (f *Fleet) runMember(ctx context.Context, m *runningMember) {
 }
 
 // config is member m's client configuration: its kubeconfig's allowed fields only
-// (RESTConfig), its user agent, budget, write guard and dialer.
+// (RESTConfig), its user agent, budget, write guard, the bounds of its requests
+// (boundRequests) and dialer.
 func (f *Fleet) config(m *runningMember, d *dialer) (*rest.Config, error) {
 	if m.source.Err != nil {
 		return nil, fmt.Errorf("kubeconfig from %s: %w", m.source.Origin, m.source.Err)
@@ -103,6 +104,8 @@ func (f *Fleet) config(m *runningMember, d *dialer) (*rest.Config, error) {
 		writable := m.writable
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return client.GuardWrites(rt, writable) })
 	}
+	timeout := f.opts.RequestTimeout
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return boundRequests(rt, timeout, MaxResponseBytes) })
 	cfg.QPS, cfg.Burst = f.opts.QPS, f.opts.Burst
 	cfg.Dial = d.DialContext
 	return cfg, nil
