@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
 	"time"
@@ -12,10 +13,14 @@ import (
 // transport, as if their API servers were one), and CloseAll ends the member's connections when
 // it stops, so that a removed member leaves no connection, and no goroutine reading one, behind.
 type dialer struct {
-	d     net.Dialer
-	mu    sync.Mutex
-	conns map[*memberConn]struct{}
+	d      net.Dialer
+	mu     sync.Mutex
+	conns  map[*memberConn]struct{}
+	closed bool // Close was called: no connection is dialled any more
 }
+
+// errDialerClosed is the dial of a member that has stopped.
+var errDialerClosed = errors.New("the member has stopped: no connection to its API server is opened any more")
 
 func newDialer() *dialer {
 	return &dialer{d: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}, conns: map[*memberConn]struct{}{}}
@@ -28,9 +33,23 @@ func (md *dialer) DialContext(ctx context.Context, network, addr string) (net.Co
 	}
 	mc := &memberConn{Conn: c, md: md}
 	md.mu.Lock()
+	if md.closed {
+		md.mu.Unlock()
+		_ = c.Close()
+		return nil, errDialerClosed
+	}
 	md.conns[mc] = struct{}{}
 	md.mu.Unlock()
 	return mc, nil
+}
+
+// Close closes every connection and refuses new ones: what a request still in flight (an Event
+// write made with no context of the member's) waits on fails at once.
+func (md *dialer) Close() {
+	md.mu.Lock()
+	md.closed = true
+	md.mu.Unlock()
+	md.CloseAll()
 }
 
 // CloseAll closes every connection still open.

@@ -335,3 +335,76 @@ func TestRemovedMemberClosesItsConnections(t *testing.T) {
 		t.Errorf("%d connections open after closing the idle ones, want 0: a wrapper hides the transport", n)
 	}
 }
+
+// hungUnit is a member's unit whose run is stuck in a request made without the member's
+// context (as client-go's Event sink writes), to an API server that never answers.
+type hungUnit struct {
+	testUnit
+	hc  *http.Client
+	url string
+}
+
+func (u *hungUnit) Run(ctx context.Context) error {
+	u.j.add("run %s", u.name)
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, u.url+"/api/v1/namespaces/a/events", strings.NewReader("{}"))
+	if err != nil {
+		return err
+	}
+	if resp, err := u.hc.Do(req); err == nil {
+		_ = resp.Body.Close()
+	}
+	u.j.add("stop %s", u.name)
+	return nil
+}
+
+// TestStopNeverWaitsOnAMember: a member whose unit is stuck writing to an API server that never
+// answers, in a request without the member's context, stops as soon as it is removed (its
+// connections closed), long before the request deadline (30 s), and another member is added
+// meanwhile, without waiting for it.
+func TestStopNeverWaitsOnAMember(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	defer srv.Close()
+	defer close(release)
+	ca := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
+	kubeconfig := strings.Replace(strings.Replace(testKubeconfig, "https://127.0.0.1:6443", srv.URL, 1), "Y2E=", ca, 1)
+	j := &journal{}
+	p := &testProvider{sets: make(chan map[string]Source)}
+	f, err := New(Options{
+		Provider: p, Gate: &leader.Gate{}, // a standby: a removed member is only stopped
+		Build: func(_ context.Context, m Member) (Unit, error) {
+			hc, err := rest.HTTPClientFor(m.Config)
+			if err != nil {
+				return nil, err
+			}
+			return &hungUnit{testUnit: testUnit{name: m.Name, j: j}, hc: hc, url: srv.URL}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	src := Source{Kubeconfig: []byte(kubeconfig), Origin: "test"}
+	p.sets <- map[string]Source{"a": src}
+	tf := &testFleet{j: j}
+	tf.waitFor(t, "a stuck in its write", func() bool { return j.has("run a") })
+	time.Sleep(100 * time.Millisecond) // the write is under way
+	start := time.Now()
+	p.sets <- map[string]Source{"b": src}
+	tf.waitFor(t, "b runs", func() bool { return j.has("run b") })
+	tf.waitFor(t, "a stopped", func() bool { return j.has("stop a") })
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("removing a member stuck in a write took %s, want it at once (its connections closed)", d)
+	}
+	// A rotation of b, stuck in its write too: stopped (its context ended) and started again.
+	time.Sleep(100 * time.Millisecond)
+	start = time.Now()
+	p.sets <- map[string]Source{"b": {Kubeconfig: []byte(kubeconfig + "# rotated\n"), Origin: "test"}}
+	tf.waitFor(t, "b restarted", func() bool { return j.count("run b") == 2 })
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("rotating a member stuck in a write took %s, want it at once", d)
+	}
+}

@@ -115,7 +115,11 @@ func (f *Fleet) config(m *runningMember, d *dialer) (*rest.Config, error) {
 // or it leaves the fleet (then it cleans the member first: leaveMember).
 func (f *Fleet) runMemberOnce(ctx context.Context, m *runningMember) error {
 	d := newDialer()
-	defer d.CloseAll()
+	defer d.Close()
+	// Stopping never waits on the member's API server: once ctx ends, its connections close,
+	// so that a write in flight without the member's context (client-go's Event sink uses
+	// none) fails at once instead of waiting for the request deadline.
+	defer context.AfterFunc(ctx, d.Close)()
 	cfg, err := f.config(m, d)
 	if err != nil {
 		return err
@@ -145,6 +149,7 @@ func (f *Fleet) runMemberOnce(ctx context.Context, m *runningMember) error {
 	case <-m.leave:
 		f.leaveMember(ctx, m, u)
 		stop()
+		d.Close() // nothing of it waits on its API server any more
 		if err := <-errc; err != nil {
 			klog.FromContext(ctx).V(2).Info("Member's parts ended with an error as it left the fleet", "err", SafeError(err))
 		}
