@@ -3,9 +3,11 @@ package gc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -178,5 +180,42 @@ func TestIgnoredResourceKeptUntilFinished(t *testing.T) {
 	c.syncResources(ctx)
 	if watched(gizmosGVR) {
 		t.Error("gizmos still watched after its deletion finished")
+	}
+}
+
+// TestMembersShareNoPerResourceSeries: two fleet members on one set of metrics: neither sets
+// cascade_resource_watched (one's round would delete the other's series, and their number
+// would follow what tenants serve), and a member's failed groups are counted under
+// group_version="fleet-member", whatever groups it serves; the single cluster's are its own.
+func TestMembersShareNoPerResourceSeries(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	failing := func(groups ...string) *fakeDiscoverer {
+		failed := map[schema.GroupVersion]error{}
+		for _, g := range groups {
+			failed[schema.GroupVersion{Group: g, Version: "v1"}] = errors.New("service unavailable")
+		}
+		return &fakeDiscoverer{
+			lists: []*metav1.APIResourceList{resourceList("v1", metav1.APIResource{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: allVerbs})},
+			err:   &discovery.ErrGroupDiscoveryFailed{Groups: failed},
+		}
+	}
+	ctx := context.Background()
+	for i, member := range []string{"a", "b"} {
+		c := New(Options{Member: member, Discovery: failing(fmt.Sprintf("tenant-%d-1.example.com", i), fmt.Sprintf("tenant-%d-2.example.com", i)), Metrics: m})
+		c.syncResources(ctx)
+	}
+	if n := testutil.CollectAndCount(m.ResourceWatched); n != 0 {
+		t.Errorf("cascade_resource_watched has %d series from fleet members, want none", n)
+	}
+	if n := testutil.CollectAndCount(m.DiscoveryErrors); n != 1 {
+		t.Errorf("discovery_errors_total has %d series from two members failing four groups, want 1", n)
+	}
+	if v := testutil.ToFloat64(m.DiscoveryErrors.WithLabelValues(memberGroupVersion)); v != 4 {
+		t.Errorf("discovery_errors_total{group_version=fleet-member} = %v, want 4", v)
+	}
+	single := NewMetrics(prometheus.NewRegistry())
+	New(Options{Discovery: failing("x.example.com"), Metrics: single}).syncResources(ctx)
+	if testutil.ToFloat64(single.ResourceWatched.WithLabelValues("", "v1", "configmaps")) != 1 || testutil.ToFloat64(single.DiscoveryErrors.WithLabelValues("x.example.com/v1")) != 1 {
+		t.Error("the single cluster's per-resource and per-group series are missing")
 	}
 }

@@ -40,12 +40,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ResourceWatched: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: MetricsNamespace,
 			Name:      "resource_watched",
-			Help:      "1 for every deletable resource cascade watches (preferred version).",
+			Help:      "1 for every deletable resource cascade watches (preferred version); the single cluster's only (fleet members export cascade_member_* instead).",
 		}, []string{"group", "version", "resource"}),
 		DiscoveryErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: MetricsNamespace,
 			Name:      "discovery_errors_total",
-			Help:      "Discovery failures: group_version is the API group that failed, or \"all\" when discovery failed as a whole.",
+			Help:      "Discovery failures: group_version is the API group that failed, or \"all\" when discovery failed as a whole; in fleet mode, a member's failed groups are counted under \"fleet-member\".",
 		}, []string{"group_version"}),
 		Collected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: MetricsNamespace,

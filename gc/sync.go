@@ -93,7 +93,7 @@ func (c *Controller) syncResources(ctx context.Context) {
 	old := c.Resources()
 	next := res.Resources
 	for gv, gerr := range res.FailedGroups {
-		c.opts.Metrics.DiscoveryErrors.WithLabelValues(gv.String()).Inc()
+		c.opts.Metrics.DiscoveryErrors.WithLabelValues(c.groupVersionLabel(gv.String())).Inc()
 		logger.Error(gerr, "Failed to discover API group; keeping its resources and collecting the others", "groupVersion", gv.String())
 		for gvr, r := range old {
 			if gvr.Group == gv.Group {
@@ -112,7 +112,9 @@ func (c *Controller) syncResources(ctx context.Context) {
 	}
 	for _, gvr := range removed {
 		c.monitors.stop(gvr, c.opts.Clock.Now())
-		c.opts.Metrics.ResourceWatched.DeleteLabelValues(gvr.Group, gvr.Version, gvr.Resource)
+		if c.opts.Member == "" {
+			c.opts.Metrics.ResourceWatched.DeleteLabelValues(gvr.Group, gvr.Version, gvr.Resource)
+		}
 		logger.Info("Stopped watching resource", "resource", GVRString(gvr))
 	}
 	for _, gvr := range added {
@@ -124,7 +126,9 @@ func (c *Controller) syncResources(ctx context.Context) {
 				continue
 			}
 		}
-		c.opts.Metrics.ResourceWatched.WithLabelValues(gvr.Group, gvr.Version, gvr.Resource).Set(1)
+		if c.opts.Member == "" { // a fleet's members share the series: see memberGroupVersion
+			c.opts.Metrics.ResourceWatched.WithLabelValues(gvr.Group, gvr.Version, gvr.Resource).Set(1)
+		}
 		logger.V(2).Info("Watching resource", "resource", GVRString(gvr), "kind", r.Kind, "namespaced", r.Namespaced)
 	}
 	// The objects of resources stopped now or in an earlier round (ghosts.go).
@@ -178,4 +182,21 @@ func (c *Controller) keepUnfinished(ctx context.Context, old, next, ignored Reso
 		next[r.GVR] = r
 		klog.FromContext(ctx).Info("Keeping the watch of an ignored resource until cascade's stamps on its objects are lifted and their GC finalizers finished", "resource", GVRString(r.GVR), "objects", n)
 	}
+}
+
+// memberGroupVersion is the group_version under which a fleet member's failed API groups are
+// counted. A fleet's members share the process's series, and what a member serves is its
+// tenant's choice: per-resource and per-group series of members would be as many as the
+// members' APIs, and one member's round would delete another's. So a member sets no
+// cascade_resource_watched, and its failed groups are counted under this one value (the log
+// names them); the fleet's own series are per member (internal/fleet).
+const memberGroupVersion = "fleet-member"
+
+// groupVersionLabel is discovery_errors_total's group_version for gv: gv's own for the single
+// cluster, memberGroupVersion for a fleet member.
+func (c *Controller) groupVersionLabel(gv string) string {
+	if c.opts.Member != "" {
+		return memberGroupVersion
+	}
+	return gv
 }

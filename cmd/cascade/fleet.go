@@ -70,7 +70,7 @@ func (a *app) addFleet(ctx context.Context, opts *Options, cfg *rest.Config, cs 
 		Provider: p, Build: build, Workers: opts.Workers, Gate: a.gate, Events: events,
 		Kubeconfig: fleet.KubeconfigOptions{ExecCommands: opts.FleetInsecureKubeconfigExec, InsecureTLS: opts.FleetInsecureKubeconfigTLS},
 		QPS:        opts.FleetMemberQPS, Burst: opts.FleetMemberBurst, UserAgent: userAgent,
-		RequestTimeout: opts.FleetMemberRequestTimeout,
+		RequestTimeout: opts.FleetMemberRequestTimeout, ForgetHost: ms.rest.Forget,
 	}
 	if opts.FleetShards > 1 {
 		fo.Shards = shard.Options{

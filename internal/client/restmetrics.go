@@ -46,6 +46,16 @@ func NewRESTMetrics(reg prometheus.Registerer) *RESTMetrics {
 	return m
 }
 
+// Forget deletes every series of host (host:port, as the hooks label them): a fleet member's
+// API server once the member is gone, so that the series follow the members, not every member
+// there ever was.
+func (m *RESTMetrics) Forget(host string) {
+	l := prometheus.Labels{"host": host}
+	m.Latency.DeletePartialMatch(l)
+	m.RateLimiter.DeletePartialMatch(l)
+	m.Results.DeletePartialMatch(l)
+}
+
 var hookOnce sync.Once
 
 // Hook makes client-go report to m. client-go takes one set of hooks per process: the first

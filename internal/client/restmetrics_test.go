@@ -56,3 +56,19 @@ func TestRESTMetricsHook(t *testing.T) {
 		t.Errorf("lint: %v %v", problems, err)
 	}
 }
+
+// TestForgetHost: Forget deletes every series of one host, and only its.
+func TestForgetHost(t *testing.T) {
+	m := NewRESTMetrics(prometheus.NewRegistry())
+	for _, h := range []string{"a:6443", "b:6443"} {
+		m.Latency.WithLabelValues("GET", h).Observe(1)
+		m.RateLimiter.WithLabelValues("GET", h).Observe(1)
+		m.Results.WithLabelValues("200", "GET", h).Inc()
+	}
+	m.Forget("a:6443")
+	for name, c := range map[string]prometheus.Collector{"latency": m.Latency, "rate limiter": m.RateLimiter, "results": m.Results} {
+		if n := testutil.CollectAndCount(c); n != 1 {
+			t.Errorf("%s: %d series after forgetting a, want b's only", name, n)
+		}
+	}
+}

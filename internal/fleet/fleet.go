@@ -53,6 +53,10 @@ type Options struct {
 	Shards shard.Options
 	// LeaveTimeout bounds Unit.Leave (DefaultLeaveTimeout when 0).
 	LeaveTimeout time.Duration
+	// ForgetHost, when set, is called with a member's API server (host:port) once the member
+	// stopped and no other member here has that server: its per-host series (rest_client_*)
+	// go with it.
+	ForgetHost func(host string)
 	// RequestTimeout bounds each of a member's requests but its watches
 	// (DefaultRequestTimeout when 0); their answers' bodies are bounded by MaxResponseBytes.
 	RequestTimeout time.Duration
@@ -349,10 +353,30 @@ func (f *Fleet) update(ctx context.Context, set map[string]Source) {
 			defer f.wg.Done()
 			defer close(m.done)
 			defer f.forget(m)
+			defer func() { f.forgetHost(m, m.hostOf()) }()
 			f.runMember(klog.NewContext(mctx, logger.WithValues("member", name)), m)
 		}()
 		logger.Info("Member added", "member", name, "origin", src.Origin)
 	}
+}
+
+// forgetHost calls Options.ForgetHost with m's API server once m has stopped, unless another
+// member here has the same one.
+func (f *Fleet) forgetHost(m *runningMember, host string) {
+	if f.opts.ForgetHost == nil || host == "" {
+		return
+	}
+	f.mu.Lock()
+	for _, set := range []map[string]*runningMember{f.members, f.leaving} {
+		for _, o := range set {
+			if o != m && o.hostOf() == host {
+				f.mu.Unlock()
+				return
+			}
+		}
+	}
+	f.mu.Unlock()
+	f.opts.ForgetHost(host)
 }
 
 // forget drops m from the leaving members once it has stopped.

@@ -408,3 +408,46 @@ func TestStopNeverWaitsOnAMember(t *testing.T) {
 		t.Errorf("rotating a member stuck in a write took %s, want it at once", d)
 	}
 }
+
+// TestSeriesGoWithTheirMember: a member's per-host series (rest_client_*) are forgotten once
+// it stopped, unless another member has the same API server: they follow the members.
+func TestSeriesGoWithTheirMember(t *testing.T) {
+	var mu sync.Mutex
+	var forgotten []string
+	j := &journal{}
+	p := &testProvider{sets: make(chan map[string]Source)}
+	f, err := New(Options{
+		Provider: p, Gate: &leader.Gate{},
+		Build: func(_ context.Context, m Member) (Unit, error) { return &testUnit{name: m.Name, j: j}, nil },
+		ForgetHost: func(host string) {
+			mu.Lock()
+			defer mu.Unlock()
+			forgotten = append(forgotten, host)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	tf := &testFleet{j: j}
+	src := Source{Kubeconfig: []byte(testKubeconfig), Origin: "test"}
+	p.sets <- map[string]Source{"a": src, "b": src}
+	tf.waitFor(t, "both run", func() bool { return j.has("run a") && j.has("run b") })
+	p.sets <- map[string]Source{"b": src}
+	tf.waitFor(t, "a stopped", func() bool { return j.has("stop a") })
+	time.Sleep(50 * time.Millisecond)
+	mu.Lock()
+	if len(forgotten) != 0 {
+		t.Errorf("forgot %v while b still has that server", forgotten)
+	}
+	mu.Unlock()
+	p.sets <- map[string]Source{}
+	tf.waitFor(t, "b's server forgotten", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Equal(forgotten, []string{"127.0.0.1:6443"})
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -32,9 +33,17 @@ type runningMember struct {
 	writable func() error
 
 	mu     sync.Mutex
+	host   string  // its API server, host:port, once its configuration is made
 	unit   Unit    // nil until built
 	dialer *dialer // its connections, while it runs
 	reason string  // why it is not running ("" when it runs)
+}
+
+// hostOf is m's API server (host:port), "" before its configuration is made.
+func (m *runningMember) hostOf() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.host
 }
 
 // left reports whether the member left the fleet.
@@ -124,8 +133,12 @@ func (f *Fleet) runMemberOnce(ctx context.Context, m *runningMember) error {
 	if err != nil {
 		return err
 	}
+	host := ""
+	if u, err := url.Parse(cfg.Host); err == nil {
+		host = u.Host
+	}
 	m.mu.Lock()
-	m.dialer = d
+	m.dialer, m.host = d, host
 	m.mu.Unlock()
 	u, err := f.opts.Build(ctx, Member{Name: m.name, Config: cfg, Gate: m.gate, Slots: f.pool.Share(), Mappers: f.mappers})
 	if err != nil {
