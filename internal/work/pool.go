@@ -13,22 +13,26 @@ import (
 // their workers.
 //
 // Fairness is round robin over the shares that wait: a slot given back goes to the first share
-// in line, which then goes to the back of the line if it still waits. A member that waits for
+// in line that holds less than its fair share (the slots over the shares that hold or wait,
+// rounded up; the first in line when none does), which then goes to the back of the line if it
+// still waits. So a share whose items hold their slots for long (a member whose API server
+// hangs, up to the request deadline) gathers no more than its fair share while others wait. A member that waits for
 // a slot waits for at most one slot given back per other waiting member, never for another's
 // backlog (a busy member's thousands of items wait in its own queue, not in the line).
 type Pool struct {
 	size int
 
-	mu    sync.Mutex
-	free  int      // guarded by mu
-	line  []*Share // guarded by mu: the shares with waiters, in the order they are served
-	inUse int      // guarded by mu: slots held
+	mu      sync.Mutex
+	free    int                 // guarded by mu
+	line    []*Share            // guarded by mu: the shares with waiters, in the order they are served
+	inUse   int                 // guarded by mu: slots held
+	holders map[*Share]struct{} // guarded by mu: the shares that hold a slot
 }
 
 // NewPool returns a pool of size slots (at least one).
 func NewPool(size int) *Pool {
 	size = max(size, 1)
-	return &Pool{size: size, free: size}
+	return &Pool{size: size, free: size, holders: map[*Share]struct{}{}}
 }
 
 // Size is the number of slots.
@@ -46,6 +50,7 @@ type Share struct {
 	pool    *Pool
 	waiters []chan struct{} // guarded by pool.mu
 	queued  bool            // guarded by pool.mu: in the pool's line
+	held    int             // guarded by pool.mu: slots it holds
 }
 
 // Share returns a new party of the pool.
@@ -59,6 +64,7 @@ func (s *Share) Acquire(ctx context.Context) bool {
 	if p.free > 0 && len(p.line) == 0 {
 		p.free--
 		p.inUse++
+		s.took()
 		p.mu.Unlock()
 		return true
 	}
@@ -82,6 +88,7 @@ func (s *Share) Acquire(ctx context.Context) bool {
 	case <-ch: // granted meanwhile: give it to the next in line
 		p.inUse--
 		p.free++
+		s.gave()
 		p.grant()
 		return false
 	default:
@@ -98,6 +105,34 @@ func (s *Share) Acquire(ctx context.Context) bool {
 	return false
 }
 
+// next is the place in line of the share to serve: the first that holds less than its fair
+// share, else the first. The fair share is the slots over the shares that want them (those in
+// line and those that hold a slot), rounded up: a share whose items hold their slots for long
+// (they wait on a hung API server, or its rate limit) gathers no more than that while others
+// wait; slots nobody else wants still go to it.
+func (p *Pool) next() int {
+	wanting := len(p.line) + p.holdersOutOfLine()
+	fair := (p.size + wanting - 1) / max(wanting, 1)
+	for i, s := range p.line {
+		if s.held < fair {
+			return i
+		}
+	}
+	return 0
+}
+
+// holdersOutOfLine is the number of shares that hold slots and wait for none. Called with mu
+// held.
+func (p *Pool) holdersOutOfLine() int {
+	n := 0
+	for s := range p.holders {
+		if !s.queued {
+			n++
+		}
+	}
+	return n
+}
+
 // Release gives back a slot taken with Acquire.
 func (s *Share) Release() {
 	p := s.pool
@@ -105,19 +140,35 @@ func (s *Share) Release() {
 	defer p.mu.Unlock()
 	p.inUse--
 	p.free++
+	s.gave()
 	p.grant()
 }
 
-// grant hands free slots to the shares in line, one slot per share per turn. Called with mu
-// held.
+// took and gave count a slot taken and given back by s. Called with pool.mu held.
+func (s *Share) took() {
+	s.held++
+	s.pool.holders[s] = struct{}{}
+}
+
+func (s *Share) gave() {
+	s.held--
+	if s.held == 0 {
+		delete(s.pool.holders, s)
+	}
+}
+
+// grant hands free slots to the shares in line, one slot per share per turn, a share below
+// its fair share before those at or above it (next). Called with mu held.
 func (p *Pool) grant() {
 	for p.free > 0 && len(p.line) > 0 {
-		s := p.line[0]
-		p.line = slices.Delete(p.line, 0, 1)
+		i := p.next()
+		s := p.line[i]
+		p.line = slices.Delete(p.line, i, i+1)
 		ch := s.waiters[0]
 		s.waiters = slices.Delete(s.waiters, 0, 1)
 		p.free--
 		p.inUse++
+		s.took()
 		close(ch)
 		if len(s.waiters) > 0 {
 			p.line = append(p.line, s)

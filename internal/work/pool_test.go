@@ -272,3 +272,54 @@ func BenchmarkPoolFairness(b *testing.B) {
 	b.ReportMetric(float64(b99/n)/1e3, "burst-p99-µs")
 	b.ReportMetric(float64(b99)/float64(q99), "p99-ratio")
 }
+
+// TestPoolFairShareCap (issue 40.3): a share that holds its fair share of the slots (the size
+// over the shares that hold or wait) is served after the shares below theirs, so a share whose
+// items wait on a hung API server cannot gather the pool while others wait: with 4 slots all
+// held by a, and a and b both waiting, the slots a gives back go to b until both hold 2.
+func TestPoolFairShareCap(t *testing.T) {
+	p := NewPool(4)
+	a, b := p.Share(), p.Share()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range 4 {
+		if !a.Acquire(ctx) {
+			t.Fatal("a could not take a free slot")
+		}
+	}
+	b1, b2 := acquired(ctx, b), acquired(ctx, b)
+	waitLine(t, p, 2)
+	aGot := make(chan struct{}, 2)
+	for range 2 {
+		go func() {
+			if a.Acquire(ctx) {
+				aGot <- struct{}{}
+			}
+		}()
+	}
+	waitLine(t, p, 4)
+	a.Release() // a: 3 held
+	<-b1
+	a.Release() // a: 2 held; b, with 1, is below the fair share of 2, a at it
+	select {
+	case <-b2:
+	case <-aGot:
+		t.Fatal("a, at its fair share, was served before b, below it")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no slot handed out")
+	}
+	p.mu.Lock()
+	ha, hb := a.held, b.held
+	p.mu.Unlock()
+	if ha != 2 || hb != 2 {
+		t.Errorf("held: a %d, b %d; want 2 and 2", ha, hb)
+	}
+	// Once b holds its fair share, a's waiters are served as slots come back (the pool is never
+	// left idle while someone waits).
+	b.Release()
+	select {
+	case <-aGot:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a slot given back went to no one")
+	}
+}
