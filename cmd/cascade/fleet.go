@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +24,7 @@ import (
 	"github.com/cascade-gc/cascade/internal/fleet"
 	"github.com/cascade-gc/cascade/internal/leader"
 	"github.com/cascade-gc/cascade/internal/shard"
+	"github.com/cascade-gc/cascade/internal/work"
 	"github.com/cascade-gc/cascade/policy"
 	"github.com/cascade-gc/cascade/policy/watch"
 )
@@ -89,6 +92,9 @@ func (a *app) addFleet(ctx context.Context, opts *Options, cfg *rest.Config, cs 
 	if err != nil {
 		return fmt.Errorf("build review client: %w", err)
 	}
+	// The process's liveness in fleet mode is the fleet machinery's (each member has its own,
+	// and is restarted alone: internal/fleet).
+	live.fleet = f.Check
 	servers, err := newServers(ctx, opts, reg, f, live.check, graphs{member: fleetExplainer(f), elsewhere: f.Elsewhere}, reviews)
 	if err != nil {
 		return err
@@ -118,6 +124,9 @@ type memberUnit struct {
 	cs   *clients
 	gate *leader.Gate
 	m    *member
+	// live is the member's own liveness: its queues (scoped work metrics), with every request
+	// its API server answered as progress.
+	live *work.Liveness
 }
 
 // buildMemberUnit builds a member's clients on the configuration the fleet made for it (each
@@ -125,6 +134,11 @@ type memberUnit struct {
 func buildMemberUnit(ctx context.Context, opts *Options, fm fleet.Member, env memberEnv) (*memberUnit, error) {
 	cfg := rest.CopyConfig(fm.Config)
 	cfg.Wrap(countRequests(env.ms.requests))
+	// Every request the member's API server answers is progress of its workers, so that one
+	// long item that keeps working (an orphan owner with 10,000 dependents) is no stall.
+	var answered atomic.Uint64
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return answeredRequests{rt: rt, n: &answered} })
+	env.work = env.ms.work.Scoped()
 	cs, err := newClients(cfg)
 	if err != nil {
 		return nil, err
@@ -139,7 +153,29 @@ func buildMemberUnit(ctx context.Context, opts *Options, fm fleet.Member, env me
 		utilnet.CloseIdleConnectionsFor(cs.hc.Transport)
 		return nil, err
 	}
-	return &memberUnit{opts: opts, cs: cs, gate: fm.Gate, m: m}, nil
+	live := env.work.NewLiveness(livenessStallAfter, nil).WithProgress(answered.Load)
+	return &memberUnit{opts: opts, cs: cs, gate: fm.Gate, m: m, live: live}, nil
+}
+
+// Check is the member's own liveness (fleet.Unit): its workers stalled, work due and nothing
+// moving, neither an item finished nor a request answered, for livenessStallAfter.
+func (u *memberUnit) Check() error { return u.live.Check() }
+
+// answeredRequests counts the requests its API server answered (any status but 5xx).
+type answeredRequests struct {
+	rt http.RoundTripper
+	n  *atomic.Uint64
+}
+
+// WrappedRoundTripper lets client-go reach the transport under it (utilnet.CloseIdleConnectionsFor).
+func (a answeredRequests) WrappedRoundTripper() http.RoundTripper { return a.rt }
+
+func (a answeredRequests) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := a.rt.RoundTrip(req)
+	if err == nil && resp.StatusCode < http.StatusInternalServerError {
+		a.n.Add(1)
+	}
+	return resp, err
 }
 
 func (u *memberUnit) Controller() *gc.Controller { return u.m.ctrl }

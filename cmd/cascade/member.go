@@ -57,6 +57,9 @@ type memberEnv struct {
 	// own takes the host's).
 	fallback              func() *policy.Compiled
 	fallbackAuthoritative func() bool
+	// work, when set, is the work metrics of this cluster's queues (a fleet member's scoped
+	// ones, for a liveness check of its own); nil: the process's.
+	work *work.Metrics
 	// errorText, when set, is how the member's API errors are shown to those who explain its
 	// objects (a fleet member's: internal/fleet's SafeText).
 	errorText func(string) string
@@ -183,7 +186,7 @@ func buildMember(ctx context.Context, opts *Options, env memberEnv) (*member, er
 		Mapper:                 env.mapper(),
 		Events:                 events,
 		Metrics:                ms.gc,
-		WorkMetrics:            ms.work,
+		WorkMetrics:            env.workMetrics(),
 		Ignored:                opts.IgnoredGroupResources(),
 		DiscoveryPeriod:        env.discoveryPeriod(opts),
 		SyncTimeout:            opts.SyncTimeout,
@@ -218,7 +221,7 @@ func buildMember(ctx context.Context, opts *Options, env memberEnv) (*member, er
 		ResyncPeriod: opts.FinalizerResyncPeriod,
 		PatchWorkers: env.workers(opts),
 		Metrics:      ms.finalizers,
-		WorkMetrics:  ms.work,
+		WorkMetrics:  env.workMetrics(),
 		Events:       events,
 		StuckAfter:   opts.StuckAfter,
 		Companion:    companion,
@@ -237,7 +240,7 @@ func buildMember(ctx context.Context, opts *Options, env memberEnv) (*member, er
 		Rate:        opts.DefaultPropagationRate,
 		Period:      opts.DefaultPropagationPeriod,
 		Metrics:     ms.defaults,
-		WorkMetrics: ms.work,
+		WorkMetrics: env.workMetrics(),
 		Events:      events,
 	}))
 	m.writers = append(m.writers, part{"finalizers", fin}, part{"default propagation", m.stamping})
@@ -245,6 +248,15 @@ func buildMember(ctx context.Context, opts *Options, env memberEnv) (*member, er
 		m.writers = append(m.writers, part{"orphan record pruning", records})
 	}
 	return m, nil
+}
+
+// workMetrics is the work metrics of the cluster's queues: its own scoped ones, or the
+// process's.
+func (env memberEnv) workMetrics() *work.Metrics {
+	if env.work != nil {
+		return env.work
+	}
+	return env.ms.work
 }
 
 // workers is the workers of each queue: --workers for the single cluster, --fleet-member-workers

@@ -531,11 +531,19 @@ const leaseRenewalSlack = 20 * time.Second
 type liveness struct {
 	lease   *leaderelection.HealthzAdaptor // nil without leader election
 	workers *work.Liveness
+	// fleet, in fleet mode, is the fleet machinery's own check (internal/fleet: Fleet.Check);
+	// the members' queues are not the process's workers: each member has its own liveness.
+	fleet func() error
 }
 
 func (l liveness) check() error {
 	if l.lease != nil {
 		if err := l.lease.Check(nil); err != nil {
+			return err
+		}
+	}
+	if l.fleet != nil {
+		if err := l.fleet(); err != nil {
 			return err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +58,12 @@ type Options struct {
 	// stopped and no other member here has that server: its per-host series (rest_client_*)
 	// go with it.
 	ForgetHost func(host string)
+	// LivenessPeriod is how often each member's Unit.Check is asked (10s when 0); a member whose
+	// workers stalled is stopped and started again, alone.
+	LivenessPeriod time.Duration
+	// StallAfter is how long the fleet's own machinery (a reconcile of the member set) may take
+	// before Check fails: the process's liveness in fleet mode (5 minutes when 0).
+	StallAfter time.Duration
 	// RequestTimeout bounds each of a member's requests but its watches
 	// (DefaultRequestTimeout when 0); their answers' bodies are bounded by MaxResponseBytes.
 	RequestTimeout time.Duration
@@ -83,6 +90,9 @@ type Unit interface {
 	Run(ctx context.Context) error
 	// Controller is the member's collector.
 	Controller() *gc.Controller
+	// Check says whether the member's workers stalled: work due and nothing moving for the
+	// member's stall limit (its own liveness; nil: they move).
+	Check() error
 	// Leave removes what cascade wrote in the member, while Run still runs, as `cascade
 	// uninstall` does: the stamping pass stopped, the admission objects deleted, the stamps
 	// lifted (never a foreign finalizer), then, until ctx ends, the deletions that GC
@@ -103,8 +113,12 @@ type Fleet struct {
 	// identity is this replica's on the shards' Leases, also in the user agent of its requests
 	// to the members ("" without shards).
 	identity string
-	// cleanups counts what became of the members that left the fleet here.
+	// cleanups counts what became of the members that left the fleet here; restarts the
+	// members restarted alone because their workers stalled.
 	cleanups *prometheus.CounterVec
+	restarts prometheus.Counter
+	// reconciling is when the reconcile under way started (zero: none): Check.
+	reconciling atomic.Int64
 
 	// updateMu makes one update at a time: the provider's lists and the shards' starts and
 	// stops both call reconcile.
@@ -131,6 +145,12 @@ func New(opts Options) (*Fleet, error) {
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = DefaultRequestTimeout
 	}
+	if opts.LivenessPeriod <= 0 {
+		opts.LivenessPeriod = 10 * time.Second
+	}
+	if opts.StallAfter <= 0 {
+		opts.StallAfter = 5 * time.Minute
+	}
 	if opts.Gate == nil {
 		opts.Gate = leader.Open()
 	}
@@ -141,6 +161,10 @@ func New(opts Options) (*Fleet, error) {
 			Help: "Fleet mode: members that left the fleet while this replica ran them, by what became of what cascade wrote in them: clean (admission objects and stamps removed, no GC-finalizer deletion left), incomplete (something left: the log says what; cascade uninstall --fleet-member cleans it), unreachable (the member was down: nothing removed).",
 		}, []string{"result"}),
 	}
+	f.restarts = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: gc.MetricsNamespace, Name: "fleet_member_restarts_total",
+		Help: "Fleet mode: members stopped and started again, alone, because their workers stalled (work due and nothing moving for 5 minutes); a Warning Event MemberUnavailable on the member's Secret names it.",
+	})
 	for _, r := range []string{cleanupClean, cleanupIncomplete, cleanupUnreachable} {
 		f.cleanups.WithLabelValues(r)
 	}
@@ -206,6 +230,8 @@ func (f *Fleet) Run(ctx context.Context) error {
 func (f *Fleet) reconcile() {
 	f.updateMu.Lock()
 	defer f.updateMu.Unlock()
+	f.reconciling.Store(time.Now().UnixNano())
+	defer f.reconciling.Store(0)
 	f.mu.Lock()
 	want := map[string]Source{}
 	for name, src := range f.listed {
@@ -245,6 +271,19 @@ func (f *Fleet) gateOf(name string) (*leader.Gate, func() error, bool) {
 	i := shard.Of(name, f.opts.Shards.Shards)
 	gate, ok := f.active[i]
 	return gate, func() error { return f.shards.Writable(i) }, ok
+}
+
+// Check is the fleet machinery's liveness, the process's /healthz in fleet mode: it fails when a
+// reconcile of the member set has not ended for Options.StallAfter (every stop it waits for is
+// bounded, so that is a stall of the fleet itself), never for one member (members are
+// restarted alone: runMemberOnce).
+func (f *Fleet) Check() error {
+	if t := f.reconciling.Load(); t != 0 {
+		if d := time.Since(time.Unix(0, t)); d > f.opts.StallAfter {
+			return fmt.Errorf("the fleet's reconcile of its members has not ended for %s", d.Round(time.Second))
+		}
+	}
+	return nil
 }
 
 // Elsewhere says where a member that does not run here runs: its shard and that shard's

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,6 +80,7 @@ type testUnit struct {
 	name    string
 	j       *journal
 	release chan struct{}
+	stalled *atomic.Bool // Check fails while set
 }
 
 func (u *testUnit) Run(ctx context.Context) error {
@@ -89,6 +91,13 @@ func (u *testUnit) Run(ctx context.Context) error {
 }
 
 func (u *testUnit) Controller() *gc.Controller { return nil }
+
+func (u *testUnit) Check() error {
+	if u.stalled != nil && u.stalled.Load() {
+		return errors.New("workers stalled: queue attempt_to_delete: 1 items ready, none finished for 5m1s")
+	}
+	return nil
+}
 
 func (u *testUnit) Leave(ctx context.Context) error {
 	u.j.add("leave %s", u.name)
@@ -450,4 +459,56 @@ func TestSeriesGoWithTheirMember(t *testing.T) {
 		defer mu.Unlock()
 		return slices.Equal(forgotten, []string{"127.0.0.1:6443"})
 	})
+}
+
+// TestStalledMemberRestartedAlone (issue 40.2): a member whose workers stalled (its own
+// liveness check fails) is stopped and started again, alone: the other member runs on, the
+// restart is counted, and the member is down meanwhile with the reason; the fleet's own check
+// (the process's /healthz in fleet mode) does not fail for it.
+func TestStalledMemberRestartedAlone(t *testing.T) {
+	j := &journal{}
+	p := &testProvider{sets: make(chan map[string]Source)}
+	var stalled atomic.Bool
+	f, err := New(Options{
+		Provider: p, Gate: leader.Open(), LivenessPeriod: 20 * time.Millisecond,
+		Build: func(_ context.Context, m Member) (Unit, error) {
+			u := &testUnit{name: m.Name, j: j}
+			if m.Name == "a" {
+				u.stalled = &stalled
+			}
+			return u, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	tf := &testFleet{j: j}
+	src := Source{Kubeconfig: []byte(testKubeconfig), Origin: "test"}
+	p.sets <- map[string]Source{"a": src, "b": src}
+	tf.waitFor(t, "both run", func() bool { return j.has("run a") && j.has("run b") })
+	stalled.Store(true)
+	tf.waitFor(t, "a stopped", func() bool { return j.has("stop a") })
+	stalled.Store(false)
+	tf.waitFor(t, "a down with the reason", func() bool {
+		for _, s := range f.States() {
+			if s.Name == "a" && strings.Contains(s.Reason, "stopped to be started again: workers stalled") {
+				return true
+			}
+		}
+		return false
+	})
+	tf.waitFor(t, "a started again", func() bool { return j.count("run a") == 2 })
+	if j.has("stop b") || j.count("run b") != 1 {
+		t.Errorf("b was stopped or restarted with a: %s", j)
+	}
+	if n := testutil.ToFloat64(f.restarts); n < 1 {
+		t.Errorf("restarts %v, want at least 1", n)
+	}
+	if err := f.Check(); err != nil {
+		t.Errorf("the fleet's own check failed for one member: %v", err)
+	}
 }

@@ -156,17 +156,34 @@ func (f *Fleet) runMemberOnce(ctx context.Context, m *runningMember) error {
 	defer stop()
 	errc := make(chan error, 1)
 	go func() { errc <- u.Run(runCtx) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-m.leave:
-		f.leaveMember(ctx, m, u)
-		stop()
-		d.Close() // nothing of it waits on its API server any more
-		if err := <-errc; err != nil {
-			klog.FromContext(ctx).V(2).Info("Member's parts ended with an error as it left the fleet", "err", SafeError(err))
+	tick := time.NewTicker(f.opts.LivenessPeriod)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-errc:
+			return err
+		case <-tick.C:
+			err := u.Check()
+			if err == nil {
+				continue
+			}
+			// Its own liveness: this member alone is stopped and started again.
+			f.restarts.Inc()
+			stop()
+			d.Close()
+			if rerr := <-errc; rerr != nil {
+				klog.FromContext(ctx).V(2).Info("Member's parts ended with an error as it was stopped", "err", SafeError(rerr))
+			}
+			return fmt.Errorf("stopped to be started again: %w", err)
+		case <-m.leave:
+			f.leaveMember(ctx, m, u)
+			stop()
+			d.Close() // nothing of it waits on its API server any more
+			if err := <-errc; err != nil {
+				klog.FromContext(ctx).V(2).Info("Member's parts ended with an error as it left the fleet", "err", SafeError(err))
+			}
+			return nil
 		}
-		return nil
 	}
 }
 

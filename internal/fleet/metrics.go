@@ -9,7 +9,8 @@ import (
 // Collectors are the fleet's series. One is read at scrape time: at most 4 series per member
 // (removed with it, as they are read from the running members): up, objects in its graph,
 // owners waiting on a GC finalizer, its delete queue's depth; and, fleet-wide, the members by
-// state, the connections and the shards. The other counts what became of the members that left.
+// state, the connections and the shards. The others count what became of the members that left
+// and the members restarted alone.
 func (f *Fleet) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{collector{f}, f.cleanups}
 }

@@ -63,8 +63,21 @@ type Liveness struct {
 	after  time.Duration
 	clock  clock.PassiveClock
 
-	mu   sync.Mutex
-	seen map[progress]sample // guarded by mu
+	// progress, when set, counts work done inside items (a fleet member's answered requests):
+	// a change since the last check is progress of every queue, so that one long item that
+	// keeps working (an orphan owner with 10,000 dependents) is not taken for a stall.
+	progress func() uint64
+
+	mu       sync.Mutex
+	seen     map[progress]sample // guarded by mu
+	lastWork uint64              // guarded by mu: progress() at the last check
+}
+
+// WithProgress makes l take a change of p between two checks as progress of every queue
+// (Liveness.progress).
+func (l *Liveness) WithProgress(p func() uint64) *Liveness {
+	l.progress = p
+	return l
 }
 
 type sample struct {
@@ -88,6 +101,11 @@ func (l *Liveness) Check() error {
 	defer l.mu.Unlock()
 	var stalled []string
 	queues := l.queues.all()
+	working := false
+	if l.progress != nil {
+		w := l.progress()
+		working, l.lastWork = w != l.lastWork, w
+	}
 	for q := range l.seen { // queues that stopped
 		if !slices.Contains(queues, q) {
 			delete(l.seen, q)
@@ -96,7 +114,7 @@ func (l *Liveness) Check() error {
 	for _, q := range queues {
 		s, known := l.seen[q]
 		done, ready := q.finished(), q.Len()
-		if !known || now.Sub(s.at) > l.after || !q.serving() || ready == 0 || done != s.finished {
+		if !known || now.Sub(s.at) > l.after || !q.serving() || ready == 0 || done != s.finished || working {
 			s.moved = now
 		}
 		s.at, s.finished = now, done

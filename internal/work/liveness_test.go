@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,4 +116,55 @@ func TestLivenessForgetsStoppedQueues(t *testing.T) {
 	if n := len(live.seen); n != 0 {
 		t.Fatalf("the liveness check remembers %d stopped queues", n)
 	}
+}
+
+// TestLivenessLongItemIsProgress (issue 40.2): one item that keeps working for longer than
+// After (an orphan owner with 10,000 dependents: a request answered every few milliseconds) is
+// progress, not a stall, while its queue has other items ready; once its work stops moving, it
+// is a stall. And a scoped Metrics' queues are its own check's, not the parent's.
+func TestLivenessLongItemIsProgress(t *testing.T) {
+	const after = time.Minute
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 29, 11, 0, 0, 0, time.UTC))
+	parent := NewMetrics(prometheus.NewRegistry())
+	m := parent.Scoped()
+	var answered atomic.Uint64
+	live := m.NewLiveness(after, clk).WithProgress(answered.Load)
+	whole := parent.NewLiveness(after, clk)
+	q := NewQueue("attempt_to_orphan", Options[string]{Metrics: m})
+	q.Add("owner-with-10000-dependents")
+	q.Add("next")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		q.Run(ctx, 1, func(context.Context, string) (Outcome, error) {
+			<-release
+			return Done, nil
+		})
+	})
+	for !q.serving() || q.Len() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	for i := range 10 { // 5 minutes of one item, its requests answered
+		answered.Add(300)
+		clk.Step(30 * time.Second)
+		if err := live.Check(); err != nil {
+			t.Fatalf("a long item still working, %ds in: %v", 30*(i+1), err)
+		}
+		if err := whole.Check(); err != nil {
+			t.Fatalf("the parent's check sees a scoped queue: %v", err)
+		}
+	}
+	var err error
+	for range 3 { // its work stops moving
+		clk.Step(30 * time.Second)
+		err = live.Check()
+	}
+	if err == nil || !strings.Contains(err.Error(), "attempt_to_orphan") {
+		t.Errorf("an item whose work stopped for 90s: %v, want a stall", err)
+	}
+	close(release)
+	cancel()
+	wg.Wait()
 }

@@ -287,22 +287,27 @@ func TestPoolFairShareCap(t *testing.T) {
 			t.Fatal("a could not take a free slot")
 		}
 	}
-	b1, b2 := acquired(ctx, b), acquired(ctx, b)
-	waitLine(t, p, 2)
-	aGot := make(chan struct{}, 2)
-	for range 2 {
-		go func() {
-			if a.Acquire(ctx) {
-				aGot <- struct{}{}
-			}
-		}()
+	// Each share's waiters, whichever of them is served (they queue in any order).
+	waiters := func(s *Share) chan struct{} {
+		got := make(chan struct{}, 2)
+		for range 2 {
+			go func() {
+				if s.Acquire(ctx) {
+					got <- struct{}{}
+				}
+			}()
+		}
+		return got
 	}
+	bGot := waiters(b)
+	waitLine(t, p, 2)
+	aGot := waiters(a)
 	waitLine(t, p, 4)
 	a.Release() // a: 3 held
-	<-b1
+	<-bGot
 	a.Release() // a: 2 held; b, with 1, is below the fair share of 2, a at it
 	select {
-	case <-b2:
+	case <-bGot:
 	case <-aGot:
 		t.Fatal("a, at its fair share, was served before b, below it")
 	case <-time.After(10 * time.Second):

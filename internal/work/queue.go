@@ -66,6 +66,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// Scoped returns metrics that count into m's series but track queues of their own, for a
+// liveness check of their own (a fleet member's: NewLiveness on m no longer sees its queues).
+func (m *Metrics) Scoped() *Metrics {
+	return &Metrics{Errors: m.Errors, queues: &tracked{}}
+}
+
 // MaxBackoff caps the per-item backoff of DefaultRateLimiter. client-go's controller default
 // grows to 1,000 s: an item that failed a dozen times while something was broken (an API
 // server restarting, a CRD briefly missing from discovery) would then wait minutes after the
