@@ -25,6 +25,12 @@ type apiServer struct {
 	fail func(verb string, l *coordv1.Lease) error
 	// written, if set, sees every successful create and update.
 	written func(verb string, l *coordv1.Lease)
+	// lose, if set, loses the replies it returns an error for: the write is stored, and
+	// the client gets the error instead (a reply lost in the network, a timeout).
+	lose func(verb string, l *coordv1.Lease) error
+	// delay, if set, is called before each write, outside the lock: it may block, as a slow
+	// request does.
+	delay func(verb string, l *coordv1.Lease)
 }
 
 func newAPIServer() *apiServer {
@@ -39,9 +45,15 @@ func newAPIServer() *apiServer {
 }
 
 func (a *apiServer) write(verb string, l *coordv1.Lease) (bool, runtime.Object, error) {
+	l = l.DeepCopy()
+	a.mu.Lock()
+	delay := a.delay
+	a.mu.Unlock()
+	if delay != nil {
+		delay(verb, l)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	l = l.DeepCopy()
 	if a.fail != nil {
 		if err := a.fail(verb, l); err != nil {
 			return true, nil, err
@@ -75,6 +87,11 @@ func (a *apiServer) write(verb string, l *coordv1.Lease) (bool, runtime.Object, 
 	if a.written != nil {
 		a.written(verb, l.DeepCopy())
 	}
+	if a.lose != nil {
+		if err := a.lose(verb, l.DeepCopy()); err != nil {
+			return true, nil, err
+		}
+	}
 	return true, l.DeepCopy(), nil
 }
 
@@ -83,4 +100,18 @@ func (a *apiServer) setFail(fail func(verb string, l *coordv1.Lease) error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.fail = fail
+}
+
+// setLose sets a.lose under its lock.
+func (a *apiServer) setLose(lose func(verb string, l *coordv1.Lease) error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.lose = lose
+}
+
+// setDelay sets a.delay under its lock.
+func (a *apiServer) setDelay(delay func(verb string, l *coordv1.Lease)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.delay = delay
 }
