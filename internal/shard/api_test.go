@@ -1,14 +1,17 @@
 package shard
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"sync"
 
 	coordv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -28,9 +31,39 @@ type apiServer struct {
 	// lose, if set, loses the replies it returns an error for: the write is stored, and
 	// the client gets the error instead (a reply lost in the network, a timeout).
 	lose func(verb string, l *coordv1.Lease) error
-	// delay, if set, is called before each write, outside the lock: it may block, as a slow
-	// request does.
+	// delay, if set, is called before each update sent through client(), outside the fake
+	// clientset (which serves one request at a time): it may block, as a slow request does.
 	delay func(verb string, l *coordv1.Lease)
+}
+
+// client is the Lease client of the replicas: the fake clientset's, its updates delayed by
+// a.delay.
+func (a *apiServer) client() coordinationv1.CoordinationV1Interface {
+	return delayed{a.CoordinationV1(), a}
+}
+
+type delayed struct {
+	coordinationv1.CoordinationV1Interface
+	a *apiServer
+}
+
+func (d delayed) Leases(namespace string) coordinationv1.LeaseInterface {
+	return delayedLeases{d.CoordinationV1Interface.Leases(namespace), d.a}
+}
+
+type delayedLeases struct {
+	coordinationv1.LeaseInterface
+	a *apiServer
+}
+
+func (d delayedLeases) Update(ctx context.Context, l *coordv1.Lease, opts metav1.UpdateOptions) (*coordv1.Lease, error) {
+	d.a.mu.Lock()
+	delay := d.a.delay
+	d.a.mu.Unlock()
+	if delay != nil {
+		delay("update", l)
+	}
+	return d.LeaseInterface.Update(ctx, l, opts)
 }
 
 func newAPIServer() *apiServer {
@@ -45,15 +78,9 @@ func newAPIServer() *apiServer {
 }
 
 func (a *apiServer) write(verb string, l *coordv1.Lease) (bool, runtime.Object, error) {
-	l = l.DeepCopy()
-	a.mu.Lock()
-	delay := a.delay
-	a.mu.Unlock()
-	if delay != nil {
-		delay(verb, l)
-	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	l = l.DeepCopy()
 	if a.fail != nil {
 		if err := a.fail(verb, l); err != nil {
 			return true, nil, err

@@ -97,7 +97,7 @@ func newFleet(t *testing.T, shards int) *fleet {
 
 func (f *fleet) options(id string, shards int) Options {
 	return Options{
-		Leases: f.api.CoordinationV1(), Namespace: "cascade", Prefix: "cascade", Shards: shards, Identity: id,
+		Leases: f.api.client(), Namespace: "cascade", Prefix: "cascade", Shards: shards, Identity: id,
 		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod, Clock: f.clk,
 		Start: func(ctx context.Context, shard int, gate *leader.Gate) {
 			s := &started{id: id, shard: shard, ctx: ctx, gate: gate, returned: make(chan struct{})}
