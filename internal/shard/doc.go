@@ -27,11 +27,15 @@
 //
 //  1. Presence: create or renew PREFIX-replica-ID. Live replicas are the replica Leases not
 //     expired by the local clock, this one always included.
-//  2. Renew every held shard Lease (in parallel). A conflict or NotFound, or a listed Lease
-//     naming another holder, and the shard is lost at once: its Start ctx ends. Any other
-//     error is retried; once the last successful renewal is RenewDeadline old, the shard is
-//     lost (a watchdog goroutine does this on time even when the loop is stuck in a slow
-//     request).
+//  2. Renew every held shard Lease (in parallel). Each renewal is recorded as it returns
+//     (its success times Writable and the watchdog from when it was sent), and the loop
+//     waits for them at most RetryPeriod: a slow one goes on alone, its shard is not written
+//     again until it returned, and the other shards are renewed at the next loop, so one
+//     slow request makes only its own shard overdue. A conflict or NotFound, or a listed
+//     Lease naming another holder, and the shard is lost at once: its Start ctx ends. Any
+//     other error is retried; once the last successful renewal is RenewDeadline old, the
+//     shard is lost (a watchdog goroutine does this on time even when the loop is stuck in
+//     a slow request).
 //  3. Fair share is ceil(shards / live replicas). A replica holding more gives its
 //     highest-numbered shard up, one at a time: its Start ctx ends and the Lease is renewed
 //     until Start returned (every writer stopped); then (the loop runs at once) one last

@@ -59,6 +59,9 @@ type run struct {
 	// renewed is when that write was sent, by our clock: the writers stop RenewDeadline
 	// after it, and no other replica may take the shard before LeaseDuration after it.
 	renewed time.Time
+	// renewing: a write of its Lease is in flight (the loop sends the next one once it
+	// returned).
+	renewing bool
 	// openAt is the earliest its gate may open: RenewDeadline after a take from a holder that
 	// stopped renewing (its writers may have written until RenewDeadline after its last
 	// renewal, and we took it LeaseDuration after that at the earliest: so no member of the
@@ -105,6 +108,8 @@ type Manager struct {
 	kick chan struct{}
 	// presence is our last write of our replica Lease (the loop goroutine's only).
 	presence *coordv1.Lease
+	// writing counts the shard Lease writes in flight (renew's goroutines).
+	writing sync.WaitGroup
 
 	mu   sync.Mutex
 	runs map[int]*run  // by shard: every Start that has not returned, and every Lease we hold
@@ -324,85 +329,109 @@ func (m *Manager) renewPresence(ctx context.Context) {
 }
 
 // renew renews the Leases of the shards held, fences the ones given up whose Start
-// returned, and drops the runs that ended. The writes go out in parallel, so that one slow
-// request does not hold up the others' renewals.
+// returned, and drops the runs that ended. The writes go out in parallel, each recorded as it
+// returns, so that one slow request holds up neither the others' renewals nor their
+// recording. renew waits for them at most RetryPeriod: a write still in flight then goes on
+// alone, and its shard's next write waits for it (the next one's base is its result); the
+// other shards are renewed again at the next loop.
 func (m *Manager) renew(ctx context.Context) {
+	if ctx.Err() != nil {
+		return // shutdown stops and releases what is held
+	}
 	logger := klog.FromContext(ctx)
 	type write struct {
 		r     *run
 		base  *coordv1.Lease
 		fence bool
-		// the outcome
-		sent time.Time
-		got  *coordv1.Lease
-		err  error
 	}
-	if ctx.Err() != nil {
-		return // shutdown stops and releases what is held
-	}
-	var writes []*write
+	var writes []write
 	m.mu.Lock()
 	for i, r := range m.runs {
-		if !r.returned() {
-			if r.holds() {
-				writes = append(writes, &write{r: r, base: r.lease})
+		if r.returned() && (r.phase == warming || r.phase == stopping) {
+			if !r.renewing { // else it may still land: the shard is taken again after it
+				delete(m.runs, i)
 			}
 			continue
 		}
-		switch r.phase {
-		case warming, stopping:
-			delete(m.runs, i)
-		case taken, serving:
-			if ctx.Err() != nil {
-				continue // its ctx ended with ours: shutdown releases it
-			}
+		if !r.holds() || r.renewing {
+			continue
+		}
+		fence := r.returned()
+		if fence && r.phase != releasing {
 			logger.Error(nil, "Start returned while the shard was held: giving it up", "shard", i)
 			r.phase = releasing
 			r.cancel()
-			writes = append(writes, &write{r: r, base: r.lease, fence: true})
-		case releasing:
-			writes = append(writes, &write{r: r, base: r.lease, fence: true})
 		}
+		r.renewing = true
+		writes = append(writes, write{r: r, base: r.lease, fence: fence})
 	}
 	m.mu.Unlock()
+	if len(writes) == 0 {
+		return
+	}
 
 	var wg sync.WaitGroup
 	for _, w := range writes {
-		wg.Go(func() {
-			w.sent = m.opts.Clock.Now()
-			l := m.stamp.renewed(w.base, w.sent)
-			if w.fence {
-				l = m.stamp.fenced(w.base, w.sent)
-			}
-			ctx, cancel := m.request(ctx)
-			defer cancel()
-			w.got, w.err = m.leases.Update(ctx, l, metav1.UpdateOptions{})
-		})
+		wg.Add(1)
+		m.writing.Add(1)
+		go func() {
+			defer m.writing.Done()
+			defer wg.Done()
+			m.write(ctx, w.r, w.base, w.fence)
+		}()
 	}
-	wg.Wait()
+	all := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(all)
+	}()
+	timer := m.opts.Clock.NewTimer(m.opts.RetryPeriod)
+	defer timer.Stop()
+	select {
+	case <-all:
+	case <-timer.C():
+		logger.V(2).Info("A shard Lease write is slow: it goes on while the loop does")
+	case <-ctx.Done():
+	}
+}
+
+// write renews r's Lease from base (fenced: marked handoff, the last write of a shard given
+// up), and records the outcome at once: the renewal (Writable and the watchdog time from
+// it), the shard lost, or given up.
+func (m *Manager) write(ctx context.Context, r *run, base *coordv1.Lease, fence bool) {
+	logger := klog.FromContext(ctx)
+	sent := m.opts.Clock.Now()
+	l := m.stamp.renewed(base, sent)
+	if fence {
+		l = m.stamp.fenced(base, sent)
+	}
+	rctx, cancel := m.request(ctx)
+	got, err := m.leases.Update(rctx, l, metav1.UpdateOptions{})
+	cancel()
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, w := range writes {
-		r := w.r
-		if !r.holds() {
-			continue // the watchdog stopped it meanwhile
-		}
-		gone := apierrors.IsConflict(w.err) || apierrors.IsNotFound(w.err)
-		switch {
-		case w.fence && (w.err == nil || gone):
-			logger.Info("Shard given up", "shard", r.shard, "freeAt", w.sent.Add(m.opts.LeaseDuration), "fenced", w.err == nil)
-			delete(m.runs, r.shard)
-		case w.err == nil:
-			r.lease, r.renewed = w.got, w.sent
-		case gone:
-			logger.Error(w.err, "Shard lost: its Lease was taken or deleted; stopping it", "shard", r.shard)
-			r.stop()
-		default:
-			logger.Error(w.err, "Renewing a shard's Lease failed; retrying", "shard", r.shard, "fence", w.fence, "renewed", r.renewed)
-		}
+	defer m.signal()
+	r.renewing = false
+	if !r.holds() {
+		return // the watchdog stopped it meanwhile
 	}
-	m.signal()
+	gone := apierrors.IsConflict(err) || apierrors.IsNotFound(err)
+	switch {
+	case fence && (err == nil || gone):
+		logger.Info("Shard given up", "shard", r.shard, "freeAt", sent.Add(m.opts.LeaseDuration), "fenced", err == nil)
+		r.phase, r.lease = stopping, nil
+		if m.runs[r.shard] == r {
+			delete(m.runs, r.shard)
+		}
+	case err == nil:
+		r.lease, r.renewed = got, sent
+	case gone:
+		logger.Error(err, "Shard lost: its Lease was taken or deleted; stopping it", "shard", r.shard)
+		r.stop()
+	default:
+		logger.Error(err, "Renewing a shard's Lease failed; retrying", "shard", r.shard, "fence", fence, "renewed", r.renewed)
+	}
 }
 
 // observe lists the replica Leases (who is live) and the shard Leases (who holds what, and
@@ -666,6 +695,7 @@ func holderOf(l *coordv1.Lease) string {
 // than LeaseDuration apart) and deletes the replica Lease.
 func (m *Manager) shutdown(ctx context.Context) {
 	logger := klog.FromContext(ctx)
+	m.writing.Wait() // Run's ctx ended: they end soon; the fences start from their outcome
 	var held []*coordv1.Lease
 	var runs []*run
 	m.mu.Lock()
