@@ -388,9 +388,9 @@ func TestSlowRenewal(t *testing.T) {
 	for elapsed := time.Second; elapsed <= 2*renewDeadline; elapsed += time.Second {
 		f.clk.Step(time.Second)
 		if elapsed%retryPeriod == 0 { // a tick: the loop runs again, once its last step returned
-			if returned(done, 3*time.Second) {
+			if returned(done, 10*time.Second) {
 				done = step()
-				returned(done, 3*time.Second)
+				returned(done, 10*time.Second)
 			} else if !stuck {
 				stuck = true
 				t.Logf("t0+%s: the loop is still in its step of t0", elapsed)
