@@ -27,11 +27,15 @@
 //
 //  1. Presence: create or renew PREFIX-replica-ID. Live replicas are the replica Leases not
 //     expired by the local clock, this one always included.
-//  2. Renew every held shard Lease (in parallel). A conflict or NotFound, or a listed Lease
-//     naming another holder, and the shard is lost at once: its Start ctx ends. Any other
-//     error is retried; once the last successful renewal is RenewDeadline old, the shard is
-//     lost (a watchdog goroutine does this on time even when the loop is stuck in a slow
-//     request).
+//  2. Renew every held shard Lease (in parallel). Each renewal is recorded as it returns
+//     (its success times Writable and the watchdog from when it was sent), and the loop
+//     waits for them at most RetryPeriod: a slow one goes on alone, its shard is not written
+//     again until it returned, and the other shards are renewed at the next loop, so one
+//     slow request makes only its own shard overdue. A conflict or NotFound, or a listed
+//     Lease naming another holder, and the shard is lost at once: its Start ctx ends. Any
+//     other error is retried; once the last successful renewal is RenewDeadline old, the
+//     shard is lost (a watchdog goroutine does this on time even when the loop is stuck in
+//     a slow request).
 //  3. Fair share is ceil(shards / live replicas). A replica holding more gives its
 //     highest-numbered shard up, one at a time: its Start ctx ends and the Lease is renewed
 //     until Start returned (every writer stopped); then (the loop runs at once) one last
@@ -49,14 +53,41 @@
 //     (resourceVersion, holder, renewTime) unchanged for leaseDuration by its own clock, as
 //     client-go's leader election does. A free candidate is taken (at most one per loop) by
 //     a Create, or an Update from the version seen; a conflict means another replica won:
-//     that Start's ctx ends. The taken shard's gate opens once a list made after the take
-//     (at once, or at the next loop if that list fails) shows no shard Lease held under
-//     another shard count (below).
-//     Free shards come first, then those of no live replica, then those others are expected
-//     to give up.
+//     that Start's ctx ends. Free shards come first, then those of no live replica, then
+//     those others are expected to give up. The taken shard's gate opens once a list made
+//     after the take (at once, or at the next loop if that list fails) shows no shard Lease
+//     held under another shard count (below), and not before the fence rule allows (below).
 //  5. When Run's ctx ends: every Start's ctx ends; once every Start returned, each held
 //     shard Lease is fenced (renewed once more, marked handoff: free LeaseDuration later)
 //     and the replica Lease deleted.
+//
+// The fence rule: a shard last seen held by another replica opens no sooner than
+// LeaseDuration after that replica's writers may last have written, as this replica has
+// seen it by its own clock, whatever the Lease says by the time it opens (deleted,
+// rewritten by someone else, naming this replica, released). Each replica keeps, per shard
+// and per other holder, when that holder's writers may last have written, from every change
+// of the Lease it lists (the change first listed at t):
+//
+//   - The Lease names another holder, not handed off: that holder renewed it before t, and
+//     its writers stop RenewDeadline after their last renewal: t + RenewDeadline.
+//   - The Lease named another holder before the change, and the change is not this
+//     replica's own take made on that version (a take is known for its own by the version
+//     it was made on and the renewTime it wrote, even when its reply was lost): the holder
+//     may have renewed once more just before the Lease was deleted or rewritten:
+//     t + RenewDeadline.
+//   - The Lease is handed off by another holder: every writer that holder ran in the
+//     shard stopped before it wrote the mark, so by its renewTime (by its clock; t if that
+//     is later), which replaces that holder's earlier bounds. This is the one fast path: it
+//     trusts the handoff mark as the protocol's, written only by the holder it names after
+//     its Start returned.
+//
+// A Lease written under another shard count bounds every shard so (it maps members
+// differently). The gate opens LeaseDuration after the latest bound: a shard taken after
+// its Lease was seen unchanged for LeaseDuration opens LeaseDuration + RenewDeadline after
+// that record was first listed; a handed-off one LeaseDuration after the handoff; one whose
+// Lease was deleted or rewritten (to name the taker or not) LeaseDuration + RenewDeadline
+// after the change was listed; a take retried after a lost reply as if the first reply had
+// come. Bounds LeaseDuration old are forgotten.
 //
 // # Changing the shard count
 //
@@ -73,8 +104,9 @@
 // the count with every replica stopped, or accept that pause.
 //
 // A Lease that names this replica but that it does not hold (a take whose reply was lost;
-// a shard lost or given up whose Start returned) is free to it at once: only this process
-// writes its identity, and it runs one Start per shard at a time.
+// a shard lost or given up whose Start returned; or someone else's rewrite) may be taken
+// by it at once (its own writers of the shard stopped: it runs one Start per shard at a
+// time), but its gate waits for the fence rule like any other.
 //
 // # Invariants
 //
@@ -83,13 +115,13 @@
 //     RenewDeadline old by its clock; it ends the shard's Start ctx by then. Another replica
 //     takes the Lease only after it has seen it unchanged for LeaseDuration (timed when its
 //     list returned, so after that renewal was written), and its write is conditional on
-//     that unchanged version. So the new holder opens its gate at least LeaseDuration after
-//     the old holder's last renewal was sent, and the old holder refused writes from
-//     RenewDeadline after it; the new holder opens its gate a further RenewDeadline after its
-//     take, so two replicas' writes to one member are at least LeaseDuration apart (what the
-//     e2e test checks in the members' audit logs). A handed-off shard (given up, or its
-//     replica stopped) is fenced only after its holder's Start returned, and taken
-//     LeaseDuration after the fence: again at least LeaseDuration between the two writers.
+//     that unchanged version. Whatever happened to the Lease, the new holder opens its gate
+//     by the fence rule: LeaseDuration after RenewDeadline past the last time the old holder
+//     may have renewed (a time that is after that renewal was sent), so after the old holder
+//     refused writes; or LeaseDuration after a handoff, written once the old holder's Start
+//     returned. Two replicas' writes to one member are at least LeaseDuration apart (what the
+//     unit tests check after every tick of a fake clock, and the e2e test in the members'
+//     audit logs).
 //   - A shard's gate opens only after this replica wrote the Lease naming itself, from the
 //     version it read, and listed the Leases since; it never closes again: a shard lost or given up ends its Start ctx,
 //     and a later take calls Start afresh with a new gate.
@@ -103,7 +135,7 @@
 //   - A write that passed Writable and was then delayed (the process paused between
 //     Writable and sending it, or the request slow in the network or the API server) by
 //     more than LeaseDuration − RenewDeadline can land after another replica took the
-//     shard. Writable shrinks this to one request in flight per writer; closing it needs a
+//     shard, and by more than LeaseDuration after its writers started. Writable shrinks this to one request in flight per writer; closing it needs a
 //     fencing token the member API server checks, which Kubernetes does not offer for
 //     ordinary writes. (cascade's deletes carry UID preconditions, which bound what such a
 //     late write can do.)
@@ -114,10 +146,20 @@
 //   - Liveness compares a replica Lease's renewTime with the local clock: skew beyond a
 //     LeaseDuration miscounts replicas, which moves shards needlessly but never makes two
 //     writers.
+//   - A replica knows only the holders it listed. One that starts after a shard's Lease was
+//     deleted or released (its holder cleared) by someone else while the holder still wrote
+//     has no bound for that holder, and may open the shard at once; the holder stops at its
+//     next renewal (NotFound or conflict: within RetryPeriod and a request). Lists that fail
+//     only delay the bounds: a change is bounded from the list that sees it.
+//   - The loop's other requests (the replica Lease, the lists, a take) are sent one after
+//     another, each bounded by RenewDeadline: one that hangs that long holds up the next
+//     renewals, and every held shard is stopped (on time, by the watchdog).
 //
 // # Concurrency
 //
-// Run's loop goroutine writes the Leases and starts and ends the runs of Start; the
-// watchdog goroutine only ends overdue ones. Held, Holder, Writable and LiveReplicas are
+// Run's loop goroutine writes the Leases and starts and ends the runs of Start; it sends
+// each held shard's renewal (or fence) in a goroutine of its own, which records the outcome
+// as it returns (renewed, lost, or given up once fenced); the watchdog goroutine only ends
+// overdue runs. Held, Holder, Writable and LiveReplicas are
 // safe for concurrent use and cheap (one mutex, no request).
 package shard

@@ -57,6 +57,24 @@ type started struct {
 	// calledAt and openedAt are the clock at the first check that saw the call and its gate
 	// open (zero: not yet).
 	calledAt, openedAt time.Time
+	// until is the end of its write window as last seen by a check while its gate was open
+	// and its ctx live: its run's last recorded renewal + RenewDeadline (Writable refuses from
+	// then on). returnedAt is the clock when Start returned (its writers stopped; zero: not
+	// yet).
+	until, returnedAt time.Time
+}
+
+// lastWrite is the latest time s's writers may have written, by what the checks saw (the
+// far future while they may still write).
+func (s *started) lastWrite() time.Time {
+	last := s.until
+	if last.IsZero() {
+		last = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	if !s.returnedAt.IsZero() && s.returnedAt.Before(last) {
+		last = s.returnedAt
+	}
+	return last
 }
 
 func (s *started) live() bool { return s.ctx.Err() == nil }
@@ -79,7 +97,7 @@ func newFleet(t *testing.T, shards int) *fleet {
 
 func (f *fleet) options(id string, shards int) Options {
 	return Options{
-		Leases: f.api.CoordinationV1(), Namespace: "cascade", Prefix: "cascade", Shards: shards, Identity: id,
+		Leases: f.api.client(), Namespace: "cascade", Prefix: "cascade", Shards: shards, Identity: id,
 		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod, Clock: f.clk,
 		Start: func(ctx context.Context, shard int, gate *leader.Gate) {
 			s := &started{id: id, shard: shard, ctx: ctx, gate: gate, returned: make(chan struct{})}
@@ -89,6 +107,7 @@ func (f *fleet) options(id string, shards int) Options {
 			<-ctx.Done() // the writers stop
 			f.mu.Lock()
 			f.events = append(f.events, fmt.Sprintf("%s returned %d", id, shard))
+			s.returnedAt = f.clk.Now()
 			f.mu.Unlock()
 			close(s.returned)
 		},
@@ -194,13 +213,21 @@ func (f *fleet) settled() bool {
 
 // check asserts, after every tick, that no shard has two writers: at most one Start per
 // shard is live with its gate open, at most one replica finds it Writable, and that one holds
-// its Lease and runs that Start; and that replicas counting shards differently never write
-// at once.
+// its Lease and runs that Start; that replicas counting shards differently never write at
+// once; and that no member is written by two replicas less than a Lease duration apart: a
+// Start whose gate opens, in a replica other than the last one to open that shard's gate,
+// opens at least LeaseDuration after the other's writers' last possible write (its Start
+// returned, or its Lease RenewDeadline past its last renewal); between replicas counting
+// shards differently (which map members differently), whatever the shards.
 func (f *fleet) check() {
 	f.t.Helper()
 	now := f.clk.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	byID := map[string]*replica{}
+	for _, r := range f.replicas {
+		byID[r.id] = r
+	}
 	open := map[int][]*started{}
 	for _, s := range f.starts {
 		if s.calledAt.IsZero() {
@@ -209,7 +236,19 @@ func (f *fleet) check() {
 		if s.gate.IsOpen() && s.openedAt.IsZero() {
 			s.openedAt = now
 		}
-		if s.live() && s.gate.IsOpen() {
+		if !s.live() || !s.gate.IsOpen() {
+			continue
+		}
+		if r := byID[s.id]; r != nil {
+			r.m.mu.Lock()
+			if run := r.m.runs[s.shard]; run != nil && run.gate == s.gate && run.phase == serving {
+				if end := run.renewed.Add(renewDeadline); end.After(s.until) {
+					s.until = end
+				}
+			}
+			r.m.mu.Unlock()
+		}
+		if s.until.IsZero() || now.Before(s.until) {
 			open[s.shard] = append(open[s.shard], s)
 		}
 	}
@@ -243,6 +282,20 @@ func (f *fleet) check() {
 	}
 	if len(counts) > 1 {
 		f.t.Fatalf("%s: replicas counting shards differently write at once: %v", now.Format(time.TimeOnly), counts)
+	}
+	for _, p := range f.starts {
+		for _, q := range f.starts {
+			if p.openedAt.IsZero() || q.openedAt.IsZero() || p.id == q.id || q.openedAt.Before(p.openedAt) {
+				continue
+			}
+			if p.shard != q.shard && byID[p.id].shards == byID[q.id].shards {
+				continue
+			}
+			if gap := q.openedAt.Sub(p.lastWrite()); gap < leaseDuration {
+				f.t.Fatalf("%s: shard %d: %s opened its gate at %s, %s after %s's last possible write in shard %d (at %s); want at least %s",
+					now.Format(time.TimeOnly), q.shard, q.id, q.openedAt.Format(time.TimeOnly), gap, p.id, p.shard, p.lastWrite().Format(time.TimeOnly), leaseDuration)
+			}
+		}
 	}
 }
 

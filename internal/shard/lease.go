@@ -198,3 +198,42 @@ func (s stamp) fenced(held *coordv1.Lease, now time.Time) *coordv1.Lease {
 	l.Annotations[HandoffAnnotation] = "true"
 	return l
 }
+
+// writers bounds, by this replica's clock, when other replicas' writers in a shard last
+// wrote: for each other replica seen holding the shard's Lease, the latest time its writers
+// may have written, by what this replica has seen (Manager.noteLocked). A shard opens no
+// sooner than LeaseDuration after the latest, whatever its Lease says by then (deleted,
+// rewritten, naming us): no member is written by two replicas less than LeaseDuration apart.
+type writers map[string]time.Time
+
+// until notes that holder's writers may write until t.
+func (w writers) until(holder string, t time.Time) {
+	if t.After(w[holder]) {
+		w[holder] = t
+	}
+}
+
+// stopped notes that every writer of holder stopped by t (it handed the shard off).
+func (w writers) stopped(holder string, t time.Time) {
+	w[holder] = t
+}
+
+// last is the latest time any of them may have written (zero: none).
+func (w writers) last() time.Time {
+	var last time.Time
+	for _, t := range w {
+		if t.After(last) {
+			last = t
+		}
+	}
+	return last
+}
+
+// prune forgets the writers that stopped duration ago or more: they bound nothing now.
+func (w writers) prune(now time.Time, duration time.Duration) {
+	for h, t := range w {
+		if !now.Before(t.Add(duration)) {
+			delete(w, h)
+		}
+	}
+}

@@ -59,12 +59,13 @@ type run struct {
 	// renewed is when that write was sent, by our clock: the writers stop RenewDeadline
 	// after it, and no other replica may take the shard before LeaseDuration after it.
 	renewed time.Time
-	// openAt is the earliest its gate may open: RenewDeadline after a take from a holder that
-	// stopped renewing (its writers may have written until RenewDeadline after its last
-	// renewal, and we took it LeaseDuration after that at the earliest: so no member of the
-	// shard is written by two replicas less than LeaseDuration apart). Zero for a Lease that
-	// was free, released or handed off (its writers stopped before its last write).
-	openAt time.Time
+	// renewing: a write of its Lease is in flight (the loop sends the next one once it
+	// returned).
+	renewing bool
+	// attempt is the Lease as sent by our last take (its resourceVersion the one it was
+	// made on, "" for a create), so that a take whose reply was lost is known for ours when
+	// listed.
+	attempt *coordv1.Lease
 }
 
 func (r *run) returned() bool {
@@ -89,9 +90,10 @@ func (r *run) stop() {
 // stops the ones it loses and gives up the ones it holds beyond its share (see the package
 // documentation for the protocol).
 //
-// Concurrency: Run's loop goroutine is the only one that writes Leases and starts or ends
-// runs; the watchdog goroutine only stops overdue runs. Both, and the readers (Held,
-// Writable, ...), take mu for the fields below it, never across an API request.
+// Concurrency: Run's loop goroutine writes Leases and starts or ends runs; its renewal
+// goroutines (renew) write held shards' Leases and record the outcome; the watchdog
+// goroutine only stops overdue runs. All of them, and the readers (Held, Writable, ...),
+// take mu for the fields below it, never across an API request.
 type Manager struct {
 	opts        Options
 	stamp       stamp
@@ -105,6 +107,8 @@ type Manager struct {
 	kick chan struct{}
 	// presence is our last write of our replica Lease (the loop goroutine's only).
 	presence *coordv1.Lease
+	// writing counts the shard Lease writes in flight (renew's goroutines).
+	writing sync.WaitGroup
 
 	mu   sync.Mutex
 	runs map[int]*run  // by shard: every Start that has not returned, and every Lease we hold
@@ -115,7 +119,12 @@ type Manager struct {
 	// mixed: a shard Lease that is not free was written under another shard count; until
 	// none is, no shard is taken nor opened.
 	mixed bool
-	live  []string // the live replicas' identities, sorted; this one always included
+	// others, by shard, bound other replicas' writers in it (see writers): a shard opens no
+	// sooner than LeaseDuration after the latest. anyShard does so for the Leases written
+	// under another shard count (which maps members differently): in every shard.
+	others   []writers
+	anyShard writers
+	live     []string // the live replicas' identities, sorted; this one always included
 }
 
 // New returns a Manager; Run checks its options (Options.Validate).
@@ -132,6 +141,8 @@ func New(opts Options) *Manager {
 		kick:        make(chan struct{}, 1),
 		runs:        map[int]*run{},
 		obs:         make([]observation, max(opts.Shards, 0)),
+		others:      make([]writers, max(opts.Shards, 0)),
+		anyShard:    writers{},
 		live:        []string{opts.Identity},
 	}
 	if opts.Leases != nil {
@@ -231,7 +242,8 @@ func (m *Manager) step(ctx context.Context) {
 	m.renewPresence(ctx)
 	m.renew(ctx)
 	// A shard taken opens after a list made since its take (this loop's second list, or a
-	// later loop's first), and not before its openAt.
+	// later loop's first), and not before LeaseDuration after the last possible write of the
+	// other replicas seen in it (openAtLocked).
 	if m.observe(ctx) && (!m.balance(ctx) || m.observe(ctx)) {
 		m.confirm(ctx)
 	}
@@ -324,85 +336,109 @@ func (m *Manager) renewPresence(ctx context.Context) {
 }
 
 // renew renews the Leases of the shards held, fences the ones given up whose Start
-// returned, and drops the runs that ended. The writes go out in parallel, so that one slow
-// request does not hold up the others' renewals.
+// returned, and drops the runs that ended. The writes go out in parallel, each recorded as it
+// returns, so that one slow request holds up neither the others' renewals nor their
+// recording. renew waits for them at most RetryPeriod: a write still in flight then goes on
+// alone, and its shard's next write waits for it (the next one's base is its result); the
+// other shards are renewed again at the next loop.
 func (m *Manager) renew(ctx context.Context) {
+	if ctx.Err() != nil {
+		return // shutdown stops and releases what is held
+	}
 	logger := klog.FromContext(ctx)
 	type write struct {
 		r     *run
 		base  *coordv1.Lease
 		fence bool
-		// the outcome
-		sent time.Time
-		got  *coordv1.Lease
-		err  error
 	}
-	if ctx.Err() != nil {
-		return // shutdown stops and releases what is held
-	}
-	var writes []*write
+	var writes []write
 	m.mu.Lock()
 	for i, r := range m.runs {
-		if !r.returned() {
-			if r.holds() {
-				writes = append(writes, &write{r: r, base: r.lease})
+		if r.returned() && (r.phase == warming || r.phase == stopping) {
+			if !r.renewing { // else it may still land: the shard is taken again after it
+				delete(m.runs, i)
 			}
 			continue
 		}
-		switch r.phase {
-		case warming, stopping:
-			delete(m.runs, i)
-		case taken, serving:
-			if ctx.Err() != nil {
-				continue // its ctx ended with ours: shutdown releases it
-			}
+		if !r.holds() || r.renewing {
+			continue
+		}
+		fence := r.returned()
+		if fence && r.phase != releasing {
 			logger.Error(nil, "Start returned while the shard was held: giving it up", "shard", i)
 			r.phase = releasing
 			r.cancel()
-			writes = append(writes, &write{r: r, base: r.lease, fence: true})
-		case releasing:
-			writes = append(writes, &write{r: r, base: r.lease, fence: true})
 		}
+		r.renewing = true
+		writes = append(writes, write{r: r, base: r.lease, fence: fence})
 	}
 	m.mu.Unlock()
+	if len(writes) == 0 {
+		return
+	}
 
 	var wg sync.WaitGroup
 	for _, w := range writes {
-		wg.Go(func() {
-			w.sent = m.opts.Clock.Now()
-			l := m.stamp.renewed(w.base, w.sent)
-			if w.fence {
-				l = m.stamp.fenced(w.base, w.sent)
-			}
-			ctx, cancel := m.request(ctx)
-			defer cancel()
-			w.got, w.err = m.leases.Update(ctx, l, metav1.UpdateOptions{})
-		})
+		wg.Add(1)
+		m.writing.Add(1)
+		go func() {
+			defer m.writing.Done()
+			defer wg.Done()
+			m.write(ctx, w.r, w.base, w.fence)
+		}()
 	}
-	wg.Wait()
+	all := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(all)
+	}()
+	timer := m.opts.Clock.NewTimer(m.opts.RetryPeriod)
+	defer timer.Stop()
+	select {
+	case <-all:
+	case <-timer.C():
+		logger.V(2).Info("A shard Lease write is slow: it goes on while the loop does")
+	case <-ctx.Done():
+	}
+}
+
+// write renews r's Lease from base (fenced: marked handoff, the last write of a shard given
+// up), and records the outcome at once: the renewal (Writable and the watchdog time from
+// it), the shard lost, or given up.
+func (m *Manager) write(ctx context.Context, r *run, base *coordv1.Lease, fence bool) {
+	logger := klog.FromContext(ctx)
+	sent := m.opts.Clock.Now()
+	l := m.stamp.renewed(base, sent)
+	if fence {
+		l = m.stamp.fenced(base, sent)
+	}
+	rctx, cancel := m.request(ctx)
+	got, err := m.leases.Update(rctx, l, metav1.UpdateOptions{})
+	cancel()
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, w := range writes {
-		r := w.r
-		if !r.holds() {
-			continue // the watchdog stopped it meanwhile
-		}
-		gone := apierrors.IsConflict(w.err) || apierrors.IsNotFound(w.err)
-		switch {
-		case w.fence && (w.err == nil || gone):
-			logger.Info("Shard given up", "shard", r.shard, "freeAt", w.sent.Add(m.opts.LeaseDuration), "fenced", w.err == nil)
-			delete(m.runs, r.shard)
-		case w.err == nil:
-			r.lease, r.renewed = w.got, w.sent
-		case gone:
-			logger.Error(w.err, "Shard lost: its Lease was taken or deleted; stopping it", "shard", r.shard)
-			r.stop()
-		default:
-			logger.Error(w.err, "Renewing a shard's Lease failed; retrying", "shard", r.shard, "fence", w.fence, "renewed", r.renewed)
-		}
+	defer m.signal()
+	r.renewing = false
+	if !r.holds() {
+		return // the watchdog stopped it meanwhile
 	}
-	m.signal()
+	gone := apierrors.IsConflict(err) || apierrors.IsNotFound(err)
+	switch {
+	case fence && (err == nil || gone):
+		logger.Info("Shard given up", "shard", r.shard, "freeAt", sent.Add(m.opts.LeaseDuration), "fenced", err == nil)
+		r.phase, r.lease = stopping, nil
+		if m.runs[r.shard] == r {
+			delete(m.runs, r.shard)
+		}
+	case err == nil:
+		r.lease, r.renewed = got, sent
+	case gone:
+		logger.Error(err, "Shard lost: its Lease was taken or deleted; stopping it", "shard", r.shard)
+		r.stop()
+	default:
+		logger.Error(err, "Renewing a shard's Lease failed; retrying", "shard", r.shard, "fence", fence, "renewed", r.renewed)
+	}
 }
 
 // observe lists the replica Leases (who is live) and the shard Leases (who holds what, and
@@ -453,6 +489,7 @@ func (m *Manager) observe(ctx context.Context) bool {
 	for name, rec := range extra {
 		o, ok := m.extra[name]
 		if !ok || !o.same(rec) {
+			m.noteLocked(-1, o.record, rec, false, now)
 			o = observation{record: rec, since: now}
 		}
 		if m.extra == nil {
@@ -461,13 +498,15 @@ func (m *Manager) observe(ctx context.Context) bool {
 		m.extra[name] = o
 		mixed = mixed || !o.free(now)
 	}
-	for name := range m.extra {
+	for name, o := range m.extra {
 		if _, ok := extra[name]; !ok {
+			m.noteLocked(-1, o.record, record{}, false, now)
 			delete(m.extra, name)
 		}
 	}
 	for i, rec := range records {
 		if o := m.obs[i]; !o.same(rec) || o.since.IsZero() {
+			m.noteLocked(i, o.record, rec, m.oursLocked(i, o.record, rec), now)
 			m.obs[i] = observation{record: rec, since: now}
 		}
 		mixed = mixed || (rec.exists && rec.shards != m.opts.Shards && !m.obs[i].free(now))
@@ -484,7 +523,76 @@ func (m *Manager) observe(ctx context.Context) bool {
 		}
 	}
 	m.mixed = mixed
+	m.anyShard.prune(now, m.opts.LeaseDuration)
+	for _, w := range m.others {
+		w.prune(now, m.opts.LeaseDuration)
+	}
 	return true
+}
+
+// noteLocked records what a shard Lease's change from prev to cur, first listed at now,
+// tells of other replicas' writers: in shard i (-1: a Lease beyond our shard count), or in
+// every shard for a Lease written under another shard count. ours: the change is our own
+// take, made on prev's version. m.mu is held.
+//
+//   - prev named another holder: unless ours, the change came after that holder's last
+//     renewal we saw, and it may have renewed once more just before it (then the Lease was
+//     deleted, or rewritten by someone else): its writers may write until RenewDeadline
+//     after now.
+//   - cur names another holder, not handed off: it renewed before now; the same bound.
+//   - cur is handed off by another holder: that holder's writers, in every hold it had,
+//     stopped before it wrote it, so by its renewTime (its clock; now if later).
+func (m *Manager) noteLocked(i int, prev, cur record, ours bool, now time.Time) {
+	in := func(r record) writers {
+		if i < 0 || r.shards != m.opts.Shards {
+			return m.anyShard
+		}
+		if m.others[i] == nil {
+			m.others[i] = writers{}
+		}
+		return m.others[i]
+	}
+	other := func(r record) bool { return r.exists && r.holder != "" && r.holder != m.opts.Identity }
+	if other(prev) && !ours {
+		in(prev).until(prev.holder, now.Add(m.opts.RenewDeadline))
+	}
+	if other(cur) {
+		if cur.handoff {
+			at := now
+			if !cur.renewTime.IsZero() && cur.renewTime.Before(now) {
+				at = cur.renewTime
+			}
+			in(cur).stopped(cur.holder, at)
+		} else {
+			in(cur).until(cur.holder, now.Add(m.opts.RenewDeadline))
+		}
+	}
+}
+
+// oursLocked reports whether shard i's Lease changed from prev to cur by our own take on
+// prev's version (its reply lost or not): no one else wrote it in between. m.mu is held.
+func (m *Manager) oursLocked(i int, prev, cur record) bool {
+	r := m.runs[i]
+	if r == nil || r.attempt == nil || !cur.exists || cur.holder != m.opts.Identity || r.attempt.Spec.RenewTime == nil {
+		return false
+	}
+	base := ""
+	if prev.exists {
+		base = prev.lease.ResourceVersion
+	}
+	sent := r.attempt.Spec.RenewTime.Time.Truncate(time.Microsecond)
+	return r.attempt.ResourceVersion == base && sent.Equal(cur.renewTime.Truncate(time.Microsecond))
+}
+
+// openAtLocked is the earliest shard i may open: LeaseDuration after the last possible
+// write of every other replica's writers seen in it (or in any shard, under another shard
+// count). m.mu is held.
+func (m *Manager) openAtLocked(i int) time.Time {
+	last := m.anyShard.last()
+	if l := m.others[i].last(); l.After(last) {
+		last = l
+	}
+	return last.Add(m.opts.LeaseDuration)
 }
 
 // balance gives a shard up, or warms and takes one, as plan decides. It reports whether it
@@ -547,12 +655,15 @@ func (m *Manager) releaseLocked(r *run) {
 func (m *Manager) confirmLocked(ctx context.Context) {
 	now := m.opts.Clock.Now()
 	for i, r := range m.runs {
-		if r.phase != taken || now.Before(r.openAt) {
+		if r.phase != taken {
 			continue
 		}
 		if m.mixed {
 			klog.FromContext(ctx).Info("Giving a shard up unopened: a shard Lease is held under another shard count", "shard", i)
 			m.releaseLocked(r)
+			continue
+		}
+		if now.Before(m.openAtLocked(i)) {
 			continue
 		}
 		klog.FromContext(ctx).Info("Holding a shard: writers may start", "shard", i)
@@ -622,12 +733,21 @@ func (m *Manager) take(ctx context.Context, r *run, read *coordv1.Lease) bool {
 	now := m.opts.Clock.Now()
 	rctx, cancel := m.request(ctx)
 	defer cancel()
+	var l *coordv1.Lease
+	if read == nil {
+		l = m.stamp.newLease(m.opts.Namespace, shardLeaseName(m.opts.Prefix, r.shard), ShardLabel, m.opts.Prefix, now)
+	} else {
+		l = m.stamp.taken(read, now)
+	}
+	m.mu.Lock()
+	r.attempt = l.DeepCopy()
+	m.mu.Unlock()
 	var got *coordv1.Lease
 	var err error
 	if read == nil {
-		got, err = m.leases.Create(rctx, m.stamp.newLease(m.opts.Namespace, shardLeaseName(m.opts.Prefix, r.shard), ShardLabel, m.opts.Prefix, now), metav1.CreateOptions{})
+		got, err = m.leases.Create(rctx, l, metav1.CreateOptions{})
 	} else {
-		got, err = m.leases.Update(rctx, m.stamp.taken(read, now), metav1.UpdateOptions{})
+		got, err = m.leases.Update(rctx, l, metav1.UpdateOptions{})
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -635,11 +755,8 @@ func (m *Manager) take(ctx context.Context, r *run, read *coordv1.Lease) bool {
 	case r.phase != warming:
 		// Not reached: only the loop goroutine (this one) ends a warming run.
 	case err == nil:
-		logger.Info("Took a shard's Lease", "shard", r.shard, "previousHolder", holderOf(read))
+		logger.Info("Took a shard's Lease", "shard", r.shard, "previousHolder", holderOf(read), "opensAt", m.openAtLocked(r.shard))
 		r.phase, r.lease, r.renewed = taken, got, now
-		if prev := holderOf(read); prev != "" && prev != m.opts.Identity && read.Annotations[HandoffAnnotation] != "true" {
-			r.openAt = now.Add(m.opts.RenewDeadline)
-		}
 		m.signal()
 		return true
 	case apierrors.IsConflict(err):
@@ -666,6 +783,7 @@ func holderOf(l *coordv1.Lease) string {
 // than LeaseDuration apart) and deletes the replica Lease.
 func (m *Manager) shutdown(ctx context.Context) {
 	logger := klog.FromContext(ctx)
+	m.writing.Wait() // Run's ctx ended: they end soon; the fences start from their outcome
 	var held []*coordv1.Lease
 	var runs []*run
 	m.mu.Lock()

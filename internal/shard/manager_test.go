@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -311,4 +312,105 @@ func TestShardCountRace(t *testing.T) {
 	f.ticks(6*int(leaseDuration/retryPeriod), "one count holding every shard", func() bool {
 		return len(a.m.Held()) == 6 && len(b.m.Held()) == 0 || len(a.m.Held()) == 0 && len(b.m.Held()) == 7
 	})
+}
+
+// TestSlowRenewal: one shard's renewal hangs (a slow API server, a slow etcd key). The
+// others' renewals are recorded as they return and go on every RetryPeriod: only the hanging
+// shard is overdue (its watchdog stops it RenewDeadline after its last recorded renewal),
+// the others stay Writable throughout; once the hanging request ends, the shard is taken
+// again.
+func TestSlowRenewal(t *testing.T) {
+	f := newFleet(t, 6)
+	a := f.add("a")
+	f.ticks(10, "all held", func() bool { return len(a.m.Held()) == 6 })
+	const slow = 5
+	release, entered := make(chan struct{}), make(chan struct{}, 1)
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	f.api.setDelay(func(verb string, l *coordv1.Lease) {
+		if verb == "update" && l.Name == shardLeaseName("cascade", slow) {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			<-release
+		}
+	})
+	var steps sync.WaitGroup
+	t.Cleanup(func() {
+		unblock()
+		steps.Wait()
+	})
+	step := func() chan struct{} {
+		done := make(chan struct{})
+		steps.Add(1)
+		go func() {
+			defer steps.Done()
+			defer close(done)
+			a.m.step(a.ctx)
+		}()
+		return done
+	}
+	returned := func(done chan struct{}, within time.Duration) bool {
+		select {
+		case <-done:
+			return true
+		case <-time.After(within):
+			return false
+		}
+	}
+	go a.m.watch(a.ctx)
+
+	f.clk.Step(retryPeriod)
+	t0 := f.clk.Now()
+	done := step()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slow renewal was not sent")
+	}
+	leases := f.api.CoordinationV1().Leases("cascade")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		renewed := 0
+		for i := range 6 {
+			if l, err := leases.Get(context.Background(), shardLeaseName("cascade", i), metav1.GetOptions{}); err == nil && l.Spec.RenewTime.Time.Equal(t0) {
+				renewed++
+			}
+		}
+		if renewed == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the 5 other renewals written", renewed)
+		}
+	}
+	stuck := false
+	for elapsed := time.Second; elapsed <= 2*renewDeadline; elapsed += time.Second {
+		f.clk.Step(time.Second)
+		if elapsed%retryPeriod == 0 { // a tick: the loop runs again, once its last step returned
+			if returned(done, 10*time.Second) {
+				done = step()
+				returned(done, 10*time.Second)
+			} else if !stuck {
+				stuck = true
+				t.Logf("t0+%s: the loop is still in its step of t0", elapsed)
+			}
+		}
+		for i := range 6 {
+			err := a.m.Writable(i)
+			switch {
+			case i != slow && err != nil:
+				t.Fatalf("t0+%s: Writable(%d) = %v while only shard %d's renewal hangs", elapsed, i, err, slow)
+			case i == slow && elapsed >= renewDeadline-retryPeriod && err == nil:
+				t.Fatalf("t0+%s: Writable(%d) = nil, %s after its last recorded renewal", elapsed, i, elapsed+retryPeriod)
+			}
+		}
+		f.check()
+	}
+	unblock()
+	if !returned(done, 10*time.Second) {
+		t.Fatal("the step did not return once the slow renewal did")
+	}
+	f.settle()
+	f.ticks(10, "all held again", func() bool { return len(a.m.Held()) == 6 })
 }
