@@ -345,6 +345,20 @@ func TestRemovedMemberClosesItsConnections(t *testing.T) {
 	}
 }
 
+// runFleet runs f until the test ends.
+func runFleet(t *testing.T, f *Fleet) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the fleet ended with %v", err)
+		}
+	})
+}
+
 // hungUnit is a member's unit whose run is stuck in a request made without the member's
 // context (as client-go's Event sink writes), to an API server that never answers.
 type hungUnit struct {
@@ -392,10 +406,7 @@ func TestStopNeverWaitsOnAMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	runFleet(t, f)
 	src := Source{Kubeconfig: []byte(kubeconfig), Origin: "test"}
 	p.sets <- map[string]Source{"a": src}
 	tf := &testFleet{j: j}
@@ -437,10 +448,7 @@ func TestSeriesGoWithTheirMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	runFleet(t, f)
 	tf := &testFleet{j: j}
 	src := Source{Kubeconfig: []byte(testKubeconfig), Origin: "test"}
 	p.sets <- map[string]Source{"a": src, "b": src}
@@ -482,10 +490,7 @@ func TestStalledMemberRestartedAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	runFleet(t, f)
 	tf := &testFleet{j: j}
 	src := Source{Kubeconfig: []byte(testKubeconfig), Origin: "test"}
 	p.sets <- map[string]Source{"a": src, "b": src}

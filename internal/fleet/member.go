@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -71,6 +72,9 @@ func (f *Fleet) runMember(ctx context.Context, m *runningMember) {
 		}
 		if time.Since(started) > time.Minute {
 			backoff, warned = time.Second, false // it ran for a while: a new run of failures
+		}
+		if err == nil {
+			err = errors.New("its parts ended") // a unit returns only when told to, or failing
 		}
 		err = SafeError(err)
 		m.setDown(err)
