@@ -161,7 +161,8 @@ func buildMemberUnit(ctx context.Context, opts *Options, fm fleet.Member, env me
 // moving, neither an item finished nor a request answered, for livenessStallAfter.
 func (u *memberUnit) Check() error { return u.live.Check() }
 
-// answeredRequests counts the requests its API server answered (any status but 5xx).
+// answeredRequests counts the requests its API server answered (any status but 5xx), watches
+// aside: a watch that is opened again says nothing of the workers.
 type answeredRequests struct {
 	rt http.RoundTripper
 	n  *atomic.Uint64
@@ -172,7 +173,7 @@ func (a answeredRequests) WrappedRoundTripper() http.RoundTripper { return a.rt 
 
 func (a answeredRequests) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := a.rt.RoundTrip(req)
-	if err == nil && resp.StatusCode < http.StatusInternalServerError {
+	if err == nil && resp.StatusCode < http.StatusInternalServerError && req.URL.Query().Get("watch") == "" {
 		a.n.Add(1)
 	}
 	return resp, err
