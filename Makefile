@@ -379,7 +379,9 @@ test-quick: build tools ## @HELP the quick loop: unit tests with -race, then the
 	CASCADE_BINARY=$(BIN)/cascade $(GO) test -tags e2e -count=1 -v -timeout 20m -run '$(VERSIONS_RUN)' ./e2e/
 
 .PHONY: test-unit
-test-unit: ## @HELP unit tests with the race detector (the fast loop)
+# helm first: deploy's tests render the chart with bin/helm, and its first build (minutes, then
+# cached) belongs outside their go test timeout.
+test-unit: helm ## @HELP unit tests with the race detector (the fast loop)
 	$(GO) test -race -count=1 ./...
 
 .PHONY: e2e
