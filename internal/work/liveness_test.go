@@ -44,19 +44,7 @@ func TestLiveness(t *testing.T) {
 	}
 
 	// Workers run, and every one is stuck on its item: the rest wait.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	release := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		q.Run(ctx, 1, func(context.Context, string) (Outcome, error) {
-			<-release
-			return Done, nil
-		})
-	})
-	for !q.serving() || q.Len() != 1 {
-		time.Sleep(time.Millisecond) // the worker took "a"; "b" waits, ready
-	}
+	release, stop := stuckWorker(q)
 	for i := range 2 {
 		if err := step(30 * time.Second); err != nil {
 			t.Fatalf("stuck for %ds, within After: %v", 30*(i+1), err)
@@ -81,8 +69,7 @@ func TestLiveness(t *testing.T) {
 		t.Fatalf("first check after a long pause: %v", err)
 	}
 	close(release)
-	cancel()
-	wg.Wait()
+	stop()
 }
 
 // A queue is checked while it is served, and forgotten once it stops: a fleet's members come
@@ -133,19 +120,7 @@ func TestLivenessLongItemIsProgress(t *testing.T) {
 	q := NewQueue("attempt_to_orphan", Options[string]{Metrics: m})
 	q.Add("owner-with-10000-dependents")
 	q.Add("next")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	release := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		q.Run(ctx, 1, func(context.Context, string) (Outcome, error) {
-			<-release
-			return Done, nil
-		})
-	})
-	for !q.serving() || q.Len() != 1 {
-		time.Sleep(time.Millisecond)
-	}
+	release, stop := stuckWorker(q)
 	for i := range 10 { // 5 minutes of one item, its requests answered
 		answered.Add(300)
 		clk.Step(30 * time.Second)
@@ -165,6 +140,27 @@ func TestLivenessLongItemIsProgress(t *testing.T) {
 		t.Errorf("an item whose work stopped for 90s: %v, want a stall", err)
 	}
 	close(release)
-	cancel()
-	wg.Wait()
+	stop()
+}
+
+// stuckWorker runs q with one worker that holds the first item until release is sent to or
+// closed, and returns once that worker has it and the next item waits, ready; stop ends the
+// queue's run and waits for it.
+func stuckWorker(q *Queue[string]) (release chan struct{}, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	release = make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		q.Run(ctx, 1, func(context.Context, string) (Outcome, error) {
+			<-release
+			return Done, nil
+		})
+	})
+	for !q.serving() || q.Len() != 1 {
+		time.Sleep(time.Millisecond) // the worker took the first item; the next waits, ready
+	}
+	return release, func() {
+		cancel()
+		wg.Wait()
+	}
 }
