@@ -200,11 +200,7 @@ func (u *memberUnit) Leave(ctx context.Context) error {
 	if err := u.m.stamping.Stop(ctx); err != nil {
 		return fmt.Errorf("the stamping pass did not stop: %w", err)
 	}
-	un := &uninstaller{
-		resources: u.cs.disco.ServerPreferredResources, meta: u.cs.metadata, kube: u.cs.kube, edge: u.m.edge,
-		admission: func() (features.Admission, error) { return features.DetectAdmission(ctx, u.cs.disco) },
-		now:       time.Now, sleep: sleepCtx,
-	}
+	un := newUninstaller(ctx, u.cs, u.m.edge)
 	var problems []error
 	if _, err := un.deleteAdmission(ctx); err != nil {
 		problems = append(problems, err)

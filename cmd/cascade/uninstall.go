@@ -124,12 +124,9 @@ func newUninstallCommand() *cobra.Command {
 		}
 		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
-		u := &uninstaller{
-			resources: cs.disco.ServerPreferredResources, meta: cs.metadata, kube: cs.kube, edge: client.NewEdge(cs.metadata, cs.kube),
-			admission: func() (features.Admission, error) { return features.DetectAdmission(ctx, cs.disco) },
-			dryRun:    dryRun, leaseNamespace: leaseNS, leaseName: leaseName, force: force, now: time.Now,
-			stopNamespace: stopNS, stopName: stopName, wait: wait, sleep: sleepCtx, format: format, fleetMember: member,
-		}
+		u := newUninstaller(ctx, cs, client.NewEdge(cs.metadata, cs.kube))
+		u.dryRun, u.leaseNamespace, u.leaseName, u.force = dryRun, leaseNS, leaseName, force
+		u.stopNamespace, u.stopName, u.wait, u.format, u.fleetMember = stopNS, stopName, wait, format, member
 		return u.run(ctx, cmd.OutOrStdout())
 	}
 	return cmd
@@ -163,6 +160,17 @@ type uninstaller struct {
 	format string
 	// fleetMember: the cluster is a fleet member (--fleet-member), which has no Lease.
 	fleetMember bool
+}
+
+// newUninstaller is the uninstaller of the cluster of cs, writing through edge (`cascade
+// uninstall`'s, or a fleet member's as it leaves the fleet: memberUnit.Leave), with no Lease
+// check and no Deployment to stop until the caller sets them.
+func newUninstaller(ctx context.Context, cs *clients, edge client.Edge) *uninstaller {
+	return &uninstaller{
+		resources: cs.disco.ServerPreferredResources, meta: cs.metadata, kube: cs.kube, edge: edge,
+		admission: func() (features.Admission, error) { return features.DetectAdmission(ctx, cs.disco) },
+		now:       time.Now, sleep: sleepCtx,
+	}
 }
 
 // sleepCtx waits d, or less when ctx ends (its error then).

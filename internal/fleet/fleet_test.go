@@ -170,12 +170,18 @@ func (tf *testFleet) set(members ...string) {
 
 func (tf *testFleet) waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
+	tf.j.waitFor(t, what, ok)
+}
+
+// waitFor waits until ok, and fails the test with the journal after 10 s.
+func (j *journal) waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if ok() {
 			return
 		}
 	}
-	t.Fatalf("%s: journal %s", what, tf.j)
+	t.Fatalf("%s: journal %s", what, j)
 }
 
 // TestMemberLeavesClean: a member removed from the fleet while it runs is cleaned (Leave) while
@@ -409,13 +415,12 @@ func TestStopNeverWaitsOnAMember(t *testing.T) {
 	runFleet(t, f)
 	src := Source{Kubeconfig: []byte(kubeconfig), Origin: "test"}
 	p.sets <- map[string]Source{"a": src}
-	tf := &testFleet{j: j}
-	tf.waitFor(t, "a stuck in its write", func() bool { return j.has("run a") })
+	j.waitFor(t, "a stuck in its write", func() bool { return j.has("run a") })
 	time.Sleep(100 * time.Millisecond) // the write is under way
 	start := time.Now()
 	p.sets <- map[string]Source{"b": src}
-	tf.waitFor(t, "b runs", func() bool { return j.has("run b") })
-	tf.waitFor(t, "a stopped", func() bool { return j.has("stop a") })
+	j.waitFor(t, "b runs", func() bool { return j.has("run b") })
+	j.waitFor(t, "a stopped", func() bool { return j.has("stop a") })
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("removing a member stuck in a write took %s, want it at once (its connections closed)", d)
 	}
@@ -423,7 +428,7 @@ func TestStopNeverWaitsOnAMember(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	start = time.Now()
 	p.sets <- map[string]Source{"b": {Kubeconfig: []byte(kubeconfig + "# rotated\n"), Origin: "test"}}
-	tf.waitFor(t, "b restarted", func() bool { return j.count("run b") == 2 })
+	j.waitFor(t, "b restarted", func() bool { return j.count("run b") == 2 })
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("rotating a member stuck in a write took %s, want it at once", d)
 	}
@@ -449,12 +454,11 @@ func TestSeriesGoWithTheirMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	runFleet(t, f)
-	tf := &testFleet{j: j}
 	src := Source{Kubeconfig: []byte(testKubeconfig), Origin: "test"}
 	p.sets <- map[string]Source{"a": src, "b": src}
-	tf.waitFor(t, "both run", func() bool { return j.has("run a") && j.has("run b") })
+	j.waitFor(t, "both run", func() bool { return j.has("run a") && j.has("run b") })
 	p.sets <- map[string]Source{"b": src}
-	tf.waitFor(t, "a stopped", func() bool { return j.has("stop a") })
+	j.waitFor(t, "a stopped", func() bool { return j.has("stop a") })
 	time.Sleep(50 * time.Millisecond)
 	mu.Lock()
 	if len(forgotten) != 0 {
@@ -462,7 +466,7 @@ func TestSeriesGoWithTheirMember(t *testing.T) {
 	}
 	mu.Unlock()
 	p.sets <- map[string]Source{}
-	tf.waitFor(t, "b's server forgotten", func() bool {
+	j.waitFor(t, "b's server forgotten", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Equal(forgotten, []string{"127.0.0.1:6443"})
@@ -491,14 +495,13 @@ func TestStalledMemberRestartedAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	runFleet(t, f)
-	tf := &testFleet{j: j}
 	src := Source{Kubeconfig: []byte(testKubeconfig), Origin: "test"}
 	p.sets <- map[string]Source{"a": src, "b": src}
-	tf.waitFor(t, "both run", func() bool { return j.has("run a") && j.has("run b") })
+	j.waitFor(t, "both run", func() bool { return j.has("run a") && j.has("run b") })
 	stalled.Store(true)
-	tf.waitFor(t, "a stopped", func() bool { return j.has("stop a") })
+	j.waitFor(t, "a stopped", func() bool { return j.has("stop a") })
 	stalled.Store(false)
-	tf.waitFor(t, "a down with the reason", func() bool {
+	j.waitFor(t, "a down with the reason", func() bool {
 		for _, s := range f.States() {
 			if s.Name == "a" && strings.Contains(s.Reason, "stopped to be started again: workers stalled") {
 				return true
@@ -506,7 +509,7 @@ func TestStalledMemberRestartedAlone(t *testing.T) {
 		}
 		return false
 	})
-	tf.waitFor(t, "a started again", func() bool { return j.count("run a") == 2 })
+	j.waitFor(t, "a started again", func() bool { return j.count("run a") == 2 })
 	if j.has("stop b") || j.count("run b") != 1 {
 		t.Errorf("b was stopped or restarted with a: %s", j)
 	}

@@ -420,15 +420,7 @@ func TestRESTConfigExecRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := client.Get(srv.URL + "/version")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
+	getVersion(t, cfg, srv.URL)
 	if got := auth.Load(); got != "Bearer PLUGIN-TOKEN" {
 		t.Errorf("Authorization = %q, want the plugin's token", got)
 	}
@@ -460,15 +452,7 @@ func TestRESTConfigWorks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := client.Get(srv.URL + "/version")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
+	resp := getVersion(t, cfg, srv.URL)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
@@ -767,4 +751,20 @@ func TestInlineFilesKeepsTheRest(t *testing.T) {
 	if string(out) != string(in) {
 		t.Errorf("InlineFiles =\n%s\nwant\n%s", out, in)
 	}
+}
+
+// getVersion sends GET server/version with a client built on cfg and returns its answer, the
+// body closed.
+func getVersion(t *testing.T, cfg *rest.Config, server string) *http.Response {
+	t.Helper()
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Get(server + "/version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	return resp
 }

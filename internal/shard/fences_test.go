@@ -60,13 +60,7 @@ func TestLostTakeReply(t *testing.T) {
 // LeaseDuration after the holder's writers may have stopped (RenewDeadline after it may
 // have renewed, just before the deletion).
 func TestLeaseDeleted(t *testing.T) {
-	f := newFleet(t, 3)
-	a, b := f.add("a"), f.add("b")
-	f.ticks(20, "split 2/1", func() bool { return f.split(1, 2) })
-	big, small := a, b
-	if len(b.m.Held()) == 2 {
-		big, small = b, a
-	}
+	f, big, small := splitTwoOne(t)
 	i := big.m.Held()[0]
 	deleted := f.clk.Now()
 	if err := f.api.CoordinationV1().Leases("cascade").Delete(context.Background(), shardLeaseName("cascade", i), metav1.DeleteOptions{}); err != nil {
@@ -87,13 +81,7 @@ func TestLeaseDeleted(t *testing.T) {
 // else to name the replica below its share (kubectl edit). That one finds its own name in
 // it, but opens its gate only LeaseDuration after the holder's writers may have stopped.
 func TestLeaseRewritten(t *testing.T) {
-	f := newFleet(t, 3)
-	a, b := f.add("a"), f.add("b")
-	f.ticks(20, "split 2/1", func() bool { return f.split(1, 2) })
-	big, small := a, b
-	if len(b.m.Held()) == 2 {
-		big, small = b, a
-	}
+	f, big, small := splitTwoOne(t)
 	i := big.m.Held()[0]
 	leases := f.api.CoordinationV1().Leases("cascade")
 	l, err := leases.Get(context.Background(), shardLeaseName("cascade", i), metav1.GetOptions{})
@@ -139,4 +127,17 @@ func TestShardCountChangeLostHolder(t *testing.T) {
 			t.Errorf("b opened shard %d at %s, before a's last renewal + LeaseDuration + RenewDeadline", i, s.openedAt.Format(time.TimeOnly))
 		}
 	}
+}
+
+// splitTwoOne is a fleet of 3 shards over two replicas once they split them 2/1: big holds two,
+// small one.
+func splitTwoOne(t *testing.T) (f *fleet, big, small *replica) {
+	t.Helper()
+	f = newFleet(t, 3)
+	a, b := f.add("a"), f.add("b")
+	f.ticks(20, "split 2/1", func() bool { return f.split(1, 2) })
+	if len(b.m.Held()) == 2 {
+		return f, b, a
+	}
+	return f, a, b
 }
