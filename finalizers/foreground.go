@@ -21,12 +21,20 @@ import (
 // (blockOwnerDeletion: true and still present, including one that is itself Terminating) and
 // then removes the foregroundDeletion finalizer. Dependents that do not block are deleted but
 // not waited for. While waiting, the owner is retried with backoff; the departure of a blocking
-// dependent also wakes it (RecheckOwner).
+// dependent also wakes it (RecheckOwner). No finalizer goes while a resource's view is catching
+// up (CatchUpWait).
 func (p *Processor) foreground(ctx context.Context, logger klog.Logger, owner client.Target, pr *progress) (work.Outcome, error) {
 	if blocking := p.view.BlockingDependents(owner.UID); blocking > 0 {
 		logger.V(5).Info("Waiting for blocking dependents", "blocking", blocking)
 		p.reportUnsyncedBlockers(logger, owner, pr)
 		p.reportStuck(ctx, logger, owner, pr, metav1.FinalizerDeleteDependents)
+		return work.Retry, nil
+	}
+	if lagging := p.view.CatchingUp(p.opts.Clock.Now().Add(-p.opts.CatchUpWait)); len(lagging) > 0 {
+		// A resource whose watch ended (an API server restart, an expired watch being relisted)
+		// may hold a blocking dependent written meanwhile that the graph has not seen: the owner
+		// waits until its view is current again, or CatchUpWait after the watch ended.
+		logger.V(4).Info("Waiting for resources to catch up before finishing the foreground deletion", "resources", len(lagging), "first", gc.GVRString(lagging[0].GVR))
 		return work.Retry, nil
 	}
 	if unsynced := p.view.Unsynced(); len(unsynced) > 0 && !pr.finishedUnsyncedReported {

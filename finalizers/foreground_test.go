@@ -4,11 +4,13 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/cascade-gc/cascade/graph"
 	"github.com/cascade-gc/cascade/internal/client/clienttest"
@@ -113,5 +115,44 @@ func TestForegroundFinishedWithUnsyncedResources(t *testing.T) {
 	}
 	if f := live(t, fake, "owner").Finalizers; len(f) != 0 {
 		t.Errorf("finalizers %v, want the foregroundDeletion finalizer removed", f)
+	}
+}
+
+// TestForegroundWaitsForResourcesCatchingUp: a resource whose watch ended and is not open again
+// (an API server restart, an expired watch being relisted) may hold a blocking dependent written
+// meanwhile that the graph has not seen yet. The owner keeps its finalizer while that lasts, and
+// loses it once the watch is open again, or after CatchUpWait whatever happens (no stuck
+// deletion for a resource that stays broken).
+func TestForegroundWaitsForResourcesCatchingUp(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		reopen  bool          // the watch opens again
+		elapsed time.Duration // after the watch ended
+		want    work.Outcome
+	}{
+		{name: "catching up", elapsed: time.Second, want: work.Retry},
+		{name: "caught up", reopen: true, elapsed: time.Second, want: work.Done},
+		{name: "past the wait", elapsed: 31 * time.Second, want: work.Done},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := newFakeClient(widget("owner", "u-owner", "5", true, []string{metav1.FinalizerDeleteDependents}))
+			view := newFakeView()
+			view.nodes["u-owner"] = ownerNode("owner", "u-owner", graph.FinalizerForeground)
+			clk := testingclock.NewFakeClock(time.Now())
+			view.staleSince["example.com/v1/Gizmo"] = clk.Now()
+			p := newTestProcessor(t, view, fake, Options{Clock: clk, CatchUpWait: 30 * time.Second})
+			clk.Step(tc.elapsed)
+			if tc.reopen {
+				view.set(func(v *fakeView) { delete(v.staleSince, "example.com/v1/Gizmo") })
+			}
+			got, err := p.process(context.Background(), "u-owner")
+			if got != tc.want || err != nil {
+				t.Fatalf("process() = %v, %v; want %v", got, err, tc.want)
+			}
+			f := live(t, fake, "owner").Finalizers
+			if kept := len(f) == 1; kept != (tc.want == work.Retry) {
+				t.Errorf("finalizers %v after %v (watch open again: %v)", f, tc.elapsed, tc.reopen)
+			}
+		})
 	}
 }

@@ -85,6 +85,11 @@ type Options struct {
 	// reports it stuck (the DeletionStuck Event, cascade_oldest_waiting_owner_seconds) and
 	// writes nothing: no dependent patched, no finalizer removed, nothing recorded.
 	Companion bool
+	// CatchUpWait bounds how long a foreground owner with no known blocking dependent waits for
+	// resources whose view is catching up (gc.View.CatchingUp: a watch ended and is not open
+	// again) before its finalizer goes anyway; zero: gc.DefaultSyncTimeout. cascade passes
+	// --sync-timeout.
+	CatchUpWait time.Duration
 	// Clock is injected for tests.
 	Clock clock.WithTicker
 }
@@ -146,6 +151,9 @@ func New(opts Options) *Processor {
 	}
 	if opts.PatchWorkers <= 0 {
 		opts.PatchWorkers = DefaultPatchWorkers
+	}
+	if opts.CatchUpWait <= 0 {
+		opts.CatchUpWait = gc.DefaultSyncTimeout
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}

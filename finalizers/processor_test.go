@@ -39,12 +39,15 @@ type fakeView struct {
 	depsCalls map[types.UID]int
 	owners    map[types.UID][]graph.OwnerView
 	unsynced  map[string]bool // apiVersion/kind
+	// staleSince: apiVersion/kind whose watch ended at that moment and is not open again.
+	staleSince map[string]time.Time
 }
 
 func newFakeView() *fakeView {
 	return &fakeView{
 		nodes: map[types.UID]graph.NodeView{}, deps: map[types.UID][][]graph.Ref{}, blocking: map[types.UID]int{},
 		synced: true, depsCalls: map[types.UID]int{}, owners: map[types.UID][]graph.OwnerView{}, unsynced: map[string]bool{},
+		staleSince: map[string]time.Time{},
 	}
 }
 
@@ -68,6 +71,19 @@ func (v *fakeView) Unsynced() []gc.Unsynced {
 			i := strings.LastIndex(k, "/")
 			res, _ := testResolve(k[:i], k[i+1:])
 			out = append(out, gc.Unsynced{Resource: res})
+		}
+	}
+	return out
+}
+func (v *fakeView) CatchingUp(since time.Time) []gc.Resource {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []gc.Resource
+	for k, at := range v.staleSince {
+		if at.After(since) {
+			i := strings.LastIndex(k, "/")
+			res, _ := testResolve(k[:i], k[i+1:])
+			out = append(out, res)
 		}
 	}
 	return out

@@ -293,6 +293,22 @@ func (ms *monitors) unsynced() []Unsynced {
 	return out
 }
 
+// catchingUp returns the resources that synced once and whose watch ended after since without
+// a watch open again: relisting after an expired watch, reconnecting, or failing. What was
+// written there meanwhile has not reached the graph yet.
+func (ms *monitors) catchingUp(since time.Time) []Resource {
+	ms.mu.RLock()
+	defer ms.mu.RUnlock()
+	var out []Resource
+	for _, m := range ms.byR {
+		if at := m.store.staleSince.Load(); at != 0 && at > since.UnixNano() && m.synced() {
+			out = append(out, m.res)
+		}
+	}
+	slices.SortFunc(out, func(a, b Resource) int { return strings.Compare(GVRString(a.GVR), GVRString(b.GVR)) })
+	return out
+}
+
 // kindUnsynced reports whether the watched version of apiVersion/kind is unsynced, with its
 // resource.
 func (ms *monitors) kindUnsynced(apiVersion, kind string) (Resource, bool) {

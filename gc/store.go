@@ -2,6 +2,7 @@ package gc
 
 import (
 	"sync/atomic"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -27,6 +28,11 @@ type graphStore struct {
 	// failure is the last list or watch error since the last complete list ("" when none):
 	// while it is set, the graph's view of this resource may be stale.
 	failure atomic.Pointer[string]
+	// staleSince is when the resource's last watch ended (Unix nanoseconds), until a watch is
+	// open again after it: 0 while one is. A resource that synced once and has it set is
+	// catching up (relisting after an expired watch, reconnecting, or failing): events written
+	// meanwhile reach the graph only later (monitors.catchingUp).
+	staleSince atomic.Int64
 	// streamed is what the lister (streamLister) applied to the graph itself, one object at a
 	// time, for the Replace that completes its list: that list arrives empty. Only the
 	// monitor's loop touches it.
@@ -50,6 +56,11 @@ func (s *graphStore) failed(err error) bool {
 	msg := err.Error()
 	return s.failure.Swap(&msg) == nil
 }
+
+// watchEnded records that the resource's watch ended at now, unless an earlier end is
+// already recorded; watchOpened that a watch is open again.
+func (s *graphStore) watchEnded(now time.Time) { s.staleSince.CompareAndSwap(0, now.UnixNano()) }
+func (s *graphStore) watchOpened()             { s.staleSince.Store(0) }
 
 // lastFailure returns the error since the last complete list, or "".
 func (s *graphStore) lastFailure() string {

@@ -20,6 +20,11 @@ func (c *Controller) Synced() bool { return c.synced.Load() }
 // listing or watching failing since the last complete list), sorted by name.
 func (c *Controller) Unsynced() []Unsynced { return c.monitors.unsynced() }
 
+// CatchingUp returns the resources that synced once and whose watch ended after since and is
+// not open again (relisting after an expired watch, reconnecting after an API server restart, or
+// failing): objects written there meanwhile may be missing from the graph, or old in it.
+func (c *Controller) CatchingUp(since time.Time) []Resource { return c.monitors.catchingUp(since) }
+
 // watchInitialSync marks the graph synced (Synced) once the first discovery round is done and
 // its monitors delivered their initial lists, or SyncTimeout after it started, and logs the
 // resources it proceeds without.

@@ -1,6 +1,8 @@
 package gc
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -32,6 +34,9 @@ type View interface {
 	UnsyncedKind(apiVersion, kind string) (Resource, bool)
 	// Unsynced returns every watched resource whose view is incomplete.
 	Unsynced() []Unsynced
+	// CatchingUp returns the resources that synced once and have had no open watch since a
+	// moment after since: their view may lag behind what was written there.
+	CatchingUp(since time.Time) []Resource
 }
 
 // Stampable is an observed object as Controller.Stampable reports it.

@@ -233,6 +233,7 @@ func (m *monitor) run(ctx context.Context) {
 		_ = m.store.Replace(nil, rv)
 		for {
 			err = m.follow(ctx, &rv)
+			m.store.watchEnded(time.Now())
 			if err == nil {
 				continue // the server ended the watch: resume from rv
 			}
@@ -264,6 +265,7 @@ func (m *monitor) follow(ctx context.Context, rv *string) error {
 		return err
 	}
 	defer s.close()
+	m.store.watchOpened()
 	began, events := time.Now(), 0
 	for {
 		t, obj, err := s.next()

@@ -159,6 +159,20 @@ func (s *sliceStream) next() (watch.EventType, runtime.Object, error) {
 
 func (s *sliceStream) close() {}
 
+// onFirstEvent calls f when its first event is asked for.
+type onFirstEvent struct {
+	eventStream
+	f func()
+}
+
+func (s *onFirstEvent) next() (watch.EventType, runtime.Object, error) {
+	if s.f != nil {
+		s.f()
+		s.f = nil
+	}
+	return s.eventStream.next()
+}
+
 func listOf(rv string, objs ...*metav1.PartialObjectMetadata) func(metav1.ListOptions) (eventStream, error) {
 	return func(metav1.ListOptions) (eventStream, error) {
 		st := &sliceStream{end: io.EOF}
@@ -180,7 +194,8 @@ func events(end error, evs ...watch.Event) func(metav1.ListOptions) (eventStream
 // from the last resourceVersion seen, a bookmark's included), an expired resourceVersion
 // (listed again at once, and what vanished meanwhile deleted from the graph), a watch that
 // cannot open (recorded: the resource is unsynced until a list completes, after a backoff), and
-// a watch the server ends at once with nothing (a failure, not a spin). No object is ever
+// a watch the server ends at once with nothing (a failure, not a spin). From the end of a watch
+// to the opening of the next the resource is catching up (staleSince). No object is ever
 // deleted from the graph but by a Deleted event or a complete list without it.
 func TestMonitorLoop(t *testing.T) {
 	c := New(Options{Metrics: NewMetrics(prometheus.NewRegistry())})
@@ -210,8 +225,12 @@ func TestMonitorLoop(t *testing.T) {
 		// resumed from the bookmark; the server no longer has it
 		events(io.EOF, watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired("too old resource version: 14 (20)").ErrStatus}),
 		// listed again: b went while unwatched, d came
-		listOf("21", a, d),
 		func(opts metav1.ListOptions) (eventStream, error) {
+			check("catching up from the expired watch to the next open one", store.staleSince.Load() != 0)
+			return listOf("21", a, d)(opts)
+		},
+		func(opts metav1.ListOptions) (eventStream, error) {
+			check("still catching up after the list, before the watch opens", store.staleSince.Load() != 0)
 			check("b, gone from the relist, deleted from the graph", !observed("uid-b"))
 			check("d observed", observed("uid-d"))
 			return nil, errors.New("connection refused")
@@ -228,7 +247,12 @@ func TestMonitorLoop(t *testing.T) {
 			check("a watch that ended at once recorded as a failure", strings.Contains(store.lastFailure(), "ended at once"))
 			return listOf("40", a, d)(opts)
 		},
-		events(io.EOF, watch.Event{Type: watch.Deleted, Object: cm("d", "uid-d", "41")}),
+		func(opts metav1.ListOptions) (eventStream, error) {
+			st, err := events(io.EOF, watch.Event{Type: watch.Deleted, Object: cm("d", "uid-d", "41")})(opts)
+			return &onFirstEvent{eventStream: st, f: func() {
+				check("caught up once a watch is open", store.staleSince.Load() == 0)
+			}}, err
+		},
 	}
 	m := &monitor{res: cmResource, store: store, lister: &streamLister{open: script.open, store: store, logger: klog.Background()}}
 	ctx, cancel := context.WithCancel(context.Background())

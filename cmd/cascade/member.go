@@ -225,6 +225,7 @@ func buildMember(ctx context.Context, opts *Options, env memberEnv) (*member, er
 		Events:       events,
 		StuckAfter:   opts.StuckAfter,
 		Companion:    companion,
+		CatchUpWait:  opts.SyncTimeout,
 	})
 	m.always = append(m.always, part{"collector", ctrl})
 	m.edge = edge
