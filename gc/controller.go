@@ -243,6 +243,9 @@ func New(opts Options) *Controller {
 		c.record.held = nil
 	}
 	c.monitors = newMonitors(opts.Metadata, c)
+	if opts.Metrics != nil {
+		c.monitors.tooLarge = opts.Metrics.WatchEventsTooLarge
+	}
 	if opts.Streams != nil {
 		c.monitors.open = opts.Streams.open
 	}

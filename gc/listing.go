@@ -9,10 +9,13 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cascade-gc/cascade/graph"
 )
@@ -47,6 +50,8 @@ type streamLister struct {
 	mode atomic.Int32
 	// listed, when set, is called after each successful list with its context.
 	listed func(ctx context.Context)
+	// tooLarge, when set, counts failures from an object above the decoder's bound.
+	tooLarge prometheus.Counter
 }
 
 // Modes of a list (streamLister.mode).
@@ -71,7 +76,16 @@ func (l *streamLister) setMode(ctx context.Context, mode int32) {
 // list): the resource is then unsynced (/readyz, cascade_resource_unsynced), and its objects'
 // view may be stale until it lists again.
 func (l *streamLister) fail(err error) {
-	if l.store.failed(err) {
+	first := l.store.failed(err)
+	switch {
+	case errors.Is(err, streaming.ErrObjectTooLarge):
+		// An object above 16 MiB ends the stream that carried it: the resource lists again
+		// (and meets it again, if it is still there), unsynced until then. Each is said.
+		l.logger.Error(err, "An object of the resource is larger than the decoder accepts: it counts as unsynced, listing again")
+		if l.tooLarge != nil {
+			l.tooLarge.Inc()
+		}
+	case first:
 		l.logger.Error(err, "Cannot list or watch resource (retrying): it counts as unsynced until it lists again")
 	}
 }

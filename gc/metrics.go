@@ -31,6 +31,9 @@ type Metrics struct {
 	GraphSyncSeconds prometheus.Gauge
 	// CollectionDuration is the collection latency per propagation (latency.go).
 	CollectionDuration *prometheus.HistogramVec
+	// WatchEventsTooLarge counts list and watch streams ended by an object above the decoder's
+	// bound (16 MiB): the resource lists again.
+	WatchEventsTooLarge prometheus.Counter
 }
 
 // NewMetrics creates and registers the metrics on reg.
@@ -78,9 +81,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:      "From an owner's deletion observed to its last dependent's deletion observed (Background), or to the owner gone (Foreground, Orphan), by propagation.",
 			Buckets:   prometheus.ExponentialBuckets(0.01, 2, 16), // 10 ms .. 5.5 min
 		}, []string{"propagation"}),
+		WatchEventsTooLarge: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: MetricsNamespace,
+			Name:      "watch_events_too_large_total",
+			Help:      "Watches and streamed lists ended by an object larger than 16 MiB (the decoder's bound): the resource is listed again after a backoff, and counts as unsynced meanwhile. In fleet mode, every member's; the log names the member and the resource.",
+		}),
 	}
 	reg.MustRegister(m.ResourceWatched, m.DiscoveryErrors, m.Collected, m.OwnerVerifications,
-		m.RESTMappingErrors, m.InvalidNamespaceRefs, m.GraphSyncSeconds, m.CollectionDuration)
+		m.RESTMappingErrors, m.InvalidNamespaceRefs, m.GraphSyncSeconds, m.CollectionDuration, m.WatchEventsTooLarge)
 	return m
 }
 

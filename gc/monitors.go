@@ -2,6 +2,8 @@ package gc
 
 import (
 	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
 	"slices"
 	"strings"
 	"sync"
@@ -38,6 +40,8 @@ type monitors struct {
 	// asks for a discovery round at once (apiwatch.go).
 	kick  func()
 	graph graphWriter
+	// tooLarge, when set, counts streams ended by an object above the decoder's bound.
+	tooLarge prometheus.Counter
 
 	mu   sync.RWMutex
 	byR  map[schema.GroupVersionResource]*monitor
@@ -79,7 +83,7 @@ func (ms *monitors) start(ctx context.Context, r Resource) error {
 	// Failures are recorded on the store, so a resource that cannot be listed is named in
 	// /readyz, the metrics and the Events instead of silently holding everything back. Lists
 	// stream into the graph (listing.go).
-	lw := &streamLister{client: ms.client.Resource(r.GVR), open: ms.open, store: store, logger: logger, listed: ms.reportLists}
+	lw := &streamLister{client: ms.client.Resource(r.GVR), open: ms.open, store: store, logger: logger, listed: ms.reportLists, tooLarge: ms.tooLarge}
 	mctx, cancel := context.WithCancel(klog.NewContext(ctx, logger))
 	m := &monitor{res: r, store: store, lister: lw, cancel: cancel, done: make(chan struct{})}
 	go func() {

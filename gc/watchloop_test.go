@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -287,5 +289,50 @@ func TestMonitorLoop(t *testing.T) {
 	}
 	if !observed("uid-a") || observed("uid-d") {
 		t.Error("the graph does not end with a observed and d deleted")
+	}
+}
+
+// TestWatchEventTooLarge: a watch event above the decoder's 16 MiB (in protobuf and in JSON) ends
+// the watch with an error, after the events before it; the monitor's loop records it as a
+// failure (the resource lists again, unsynced meanwhile) and counts it.
+func TestWatchEventTooLarge(t *testing.T) {
+	huge := metaObject("huge", "uid-huge", "12")
+	huge.Annotations = map[string]string{"x": strings.Repeat("x", 17<<20)}
+	events := []watch.Event{{Type: watch.Added, Object: metaObject("a", "uid-a", "11")}, {Type: watch.Modified, Object: huge}}
+	for _, mediaType := range []string{"application/vnd.kubernetes.protobuf", "application/json"} {
+		t.Run(mediaType, func(t *testing.T) {
+			body := encodeWatch(t, mediaType, events)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", mediaType+";stream=watch")
+				_, _ = w.Write(body)
+			}))
+			defer srv.Close()
+			s, err := NewStreams(&rest.Config{Host: srv.URL}, srv.Client())
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := s.open(context.Background(), cmResource.GVR, metav1.ListOptions{ResourceVersion: "10"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.close()
+			if _, obj, err := st.next(); err != nil || obj.(*metav1.PartialObjectMetadata).Name != "a" {
+				t.Fatalf("first event: %v, %v", obj, err)
+			}
+			_, _, err = st.next()
+			if !errors.Is(err, streaming.ErrObjectTooLarge) {
+				t.Fatalf("the 17 MiB event: %v, want streaming.ErrObjectTooLarge", err)
+			}
+			m := NewMetrics(prometheus.NewRegistry())
+			store := &graphStore{res: cmResource}
+			l := &streamLister{store: store, logger: klog.Background(), tooLarge: m.WatchEventsTooLarge}
+			l.fail(err)
+			if store.lastFailure() == "" {
+				t.Error("the failure is not recorded: the resource would not count as unsynced until it lists again")
+			}
+			if v := testutil.ToFloat64(m.WatchEventsTooLarge); v != 1 {
+				t.Errorf("cascade_watch_events_too_large_total = %v, want 1", v)
+			}
+		})
 	}
 }
