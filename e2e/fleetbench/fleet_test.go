@@ -548,6 +548,87 @@ func BenchmarkFleetFairness(b *testing.B) {
 	}
 }
 
+// BenchmarkFleetHungMembers (issue 40.3): FLEET_QUIET healthy members (default 4, each a
+// kube-apiserver of its own) delete one owner a second each, first alone in the fleet, then
+// beside FLEET_HUNG members (default 10) whose API server hangs: all registrations of one more
+// kube-apiserver that, with FLEET_HUNG_OWNERS owners (default 200) of its own just deleted and
+// their dependents' collection under way, is stopped with SIGSTOP (it accepts connections and
+// answers nothing, as a frozen VM does), so every hung member has work in flight and more
+// queued. The healthy members' time from owner deleted to dependent gone, p50 and p99, over
+// FLEET_WINDOW seconds (default 40) each way, side by side in one run. The pool is the
+// default's (20 slots), each member's client budget FLEET_QPS (default 200).
+func BenchmarkFleetHungMembers(b *testing.B) {
+	quietN := envInt(b, "FLEET_QUIET", 4)
+	hungN := envInt(b, "FLEET_HUNG", 10)
+	owners := envInt(b, "FLEET_HUNG_OWNERS", 200)
+	window := time.Duration(envInt(b, "FLEET_WINDOW", 40)) * time.Second
+	qps := envInt(b, "FLEET_QPS", 200)
+	ms := startMembers(b, "calm", quietN)
+	hung := startMembers(b, "hung", 1)[0]
+	// SIGCONT before the control plane's own cleanup stops it (cleanups run last first).
+	b.Cleanup(func() { _ = hung.cp.APIServer.Signal(syscall.SIGCONT) })
+	for _, m := range ms {
+		m.cs.CreateNamespace(b, "quiet")
+	}
+	hung.cs.CreateNamespace(b, "hung")
+	dir := b.TempDir()
+	for i, m := range ms {
+		register(b, dir, fmt.Sprintf("quiet-%02d", i), m)
+	}
+	casc := suite.StartCascade(b, "--fleet-kubeconfig-dir="+dir, "--orphan-record-configmap=",
+		"--fleet-member-qps="+strconv.Itoa(qps), "--fleet-member-burst="+strconv.Itoa(2*qps))
+	waitMembers(b, casc, quietN, 5*time.Minute)
+	for b.Loop() {
+		alone := quietRun(b, ms, "alone", func() { time.Sleep(window) })
+
+		uids := hung.cs.CreateConfigMaps(b, "hung", owners, 20, func(i int) *corev1.ConfigMap {
+			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("owner-%04d", i)}}
+		})
+		hung.cs.CreateConfigMaps(b, "hung", owners, 20, func(i int) *corev1.ConfigMap {
+			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("dep-%04d", i), OwnerReferences: []metav1.OwnerReference{
+				{APIVersion: "v1", Kind: "ConfigMap", Name: fmt.Sprintf("owner-%04d", i), UID: uids[i]},
+			}}}
+		})
+		for i := range hungN {
+			register(b, dir, fmt.Sprintf("hung-%02d", i), hung)
+		}
+		waitMembers(b, casc, quietN+hungN, 5*time.Minute)
+		framework.EventuallyEvery(b, time.Second, 2*time.Minute, "the hung members' graphs hold the owners", func() (bool, error) {
+			m := framework.Scrape(b, casc)
+			for i := range hungN {
+				if v, _ := m.Value(fmt.Sprintf(`cascade_member_graph_objects{member="hung-%02d"}`, i)); v < float64(2*owners) {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		bg := metav1.DeletePropagationBackground
+		if err := framework.Parallel(owners, 20, func(i int) error {
+			return hung.cs.Kube.CoreV1().ConfigMaps("hung").Delete(context.Background(), fmt.Sprintf("owner-%04d", i), metav1.DeleteOptions{PropagationPolicy: &bg})
+		}); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond) // the deletions reach the hung members' graphs; collection starts
+		if err := hung.cp.APIServer.Signal(syscall.SIGSTOP); err != nil {
+			b.Fatal(err)
+		}
+		during := quietRun(b, ms, "hung", func() { time.Sleep(window) })
+		up, _ := framework.Scrape(b, casc).Value(`cascade_fleet_members{state="up"}`)
+		restarts, _ := framework.Scrape(b, casc).Value("cascade_fleet_member_restarts_total")
+		if err := hung.cp.APIServer.Signal(syscall.SIGCONT); err != nil {
+			b.Fatal(err)
+		}
+		fmt.Printf("fleet-hung: %d members registered on one kube-apiserver stopped with SIGSTOP 300ms after %d owners were deleted; at the end %v members up, %v member restarts\n",
+			hungN, owners, up, restarts)
+		fmt.Printf("| healthy members' owner deleted to dependent gone | samples | p50 | p99 |\n|---|---|---|---|\n")
+		fmt.Printf("| no hung member | %d | %v | %v |\n", len(alone), percentile(alone, 50).Round(time.Millisecond), percentile(alone, 99).Round(time.Millisecond))
+		fmt.Printf("| beside %d hung members | %d | %v | %v |\n", hungN, len(during), percentile(during, 50).Round(time.Millisecond), percentile(during, 99).Round(time.Millisecond))
+		ratio := float64(percentile(during, 99)) / float64(percentile(alone, 99))
+		fmt.Printf("fleet-hung: p99 beside the hung members is %.2fx its value without them (goal: at most 2)\n", ratio)
+		b.ReportMetric(ratio, "p99-ratio")
+	}
+}
+
 // collectGarbage has cascade run a garbage collection (its /debug/pprof/heap with gc=1, served
 // with --enable-profiling), so that the heap read next holds live objects only.
 func collectGarbage(b *testing.B, casc *harness.Cascade) {
