@@ -3,14 +3,10 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -43,55 +39,6 @@ const (
 	shardRenew = 3 * time.Second
 	shardRetry = time.Second
 )
-
-// shardWrite is one write of a replica to a member, from a member API server's audit log.
-type shardWrite struct {
-	at              time.Time
-	member, replica string
-	what            string
-}
-
-var replicaAgent = regexp.MustCompile(`^cascade/([^ ]+) \(replica ([^)]+)\)`)
-
-// readShardWrites reads the writes of cascade's replicas from an audit log.
-func readShardWrites(t *testing.T, path string) []shardWrite {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	var out []shardWrite
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var ev struct {
-			Verb      string `json:"verb"`
-			UserAgent string `json:"userAgent"`
-			ObjectRef *struct {
-				Resource, Namespace, Name string
-			} `json:"objectRef"`
-			Stage                    string           `json:"stage"`
-			RequestReceivedTimestamp metav1.MicroTime `json:"requestReceivedTimestamp"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		m := replicaAgent.FindStringSubmatch(ev.UserAgent)
-		if m == nil || ev.Stage != "ResponseComplete" {
-			continue
-		}
-		what := ev.Verb
-		if ev.ObjectRef != nil {
-			what += " " + ev.ObjectRef.Resource + " " + ev.ObjectRef.Namespace + "/" + ev.ObjectRef.Name
-		}
-		out = append(out, shardWrite{at: ev.RequestReceivedTimestamp.Time, member: m[1], replica: m[2], what: what})
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // TestFleetShards (issue 34): three cascade replicas share six members over six shards held
 // through Leases in the host. Members are three member kube-apiservers, each registered twice
@@ -254,35 +201,30 @@ func TestFleetShards(t *testing.T) {
 	}
 
 	// The audit: writes to one member from two replicas at least a lease duration apart.
-	var writes []shardWrite
+	var writes []framework.ReplicaWrite
+	written := map[string]bool{}
 	for _, a := range audits {
-		writes = append(writes, readShardWrites(t, a)...)
+		ws, err := framework.ReplicaWrites(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writes = append(writes, ws...)
 	}
-	byMember := map[string][]shardWrite{}
 	for _, w := range writes {
-		byMember[w.member] = append(byMember[w.member], w)
+		written[w.Member] = true
 	}
-	if len(byMember) != 6 {
-		t.Errorf("writes to %d members in the audit logs, want 6", len(byMember))
+	if len(written) != 6 {
+		t.Errorf("writes to %d members in the audit logs, want 6", len(written))
 	}
-	handoffs := 0
+	hs := framework.Handoffs(writes)
+	handoffs := len(hs)
 	var closest time.Duration = -1
-	for member, ws := range byMember {
-		sort.Slice(ws, func(i, j int) bool { return ws[i].at.Before(ws[j].at) })
-		for i := 1; i < len(ws); i++ {
-			prev, w := ws[i-1], ws[i]
-			if prev.replica == w.replica {
-				continue
-			}
-			handoffs++
-			gap := w.at.Sub(prev.at)
-			if closest < 0 || gap < closest {
-				closest = gap
-			}
-			if gap < shardLease {
-				t.Errorf("member %s: written by %s at %s (%s), then by %s at %s (%s): %v apart, under the lease duration %v",
-					member, prev.replica, prev.at.Format("15:04:05.000"), prev.what, w.replica, w.at.Format("15:04:05.000"), w.what, gap, shardLease)
-			}
+	for _, h := range hs {
+		if closest < 0 || h.Gap() < closest {
+			closest = h.Gap()
+		}
+		if h.Gap() < shardLease {
+			t.Errorf("%s, under the lease duration %v", h, shardLease)
 		}
 	}
 	t.Logf("%d writes of the replicas to the six members; a member changed writer %d times, the closest two writers %v apart (lease duration %v)", len(writes), handoffs, closest, shardLease)

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
 	"github.com/cascade-gc/cascade/gc"
@@ -119,7 +120,17 @@ func (f *Fleet) config(m *runningMember, d *dialer) (*rest.Config, error) {
 	}
 	timeout := f.opts.RequestTimeout
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return boundRequests(rt, timeout, MaxResponseBytes) })
+	// An item that waits, on its API server or its budget, holds no slot of the fleet's pool
+	// meanwhile (LendAfter).
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return lendWhileWaiting(rt, LendAfter) })
 	cfg.QPS, cfg.Burst = f.opts.QPS, f.opts.Burst
+	if cfg.QPS > 0 {
+		burst := cfg.Burst
+		if burst < 1 {
+			burst = rest.DefaultBurst
+		}
+		cfg.RateLimiter = lendingLimiter{RateLimiter: flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, burst), after: LendAfter}
+	}
 	cfg.Dial = d.DialContext
 	return cfg, nil
 }

@@ -198,7 +198,9 @@ func (q *Queue[T]) ProcessNext(ctx context.Context, process Func[T]) bool {
 		if !q.share.Acquire(ctx) {
 			return false // stopping: the queue shuts down with ctx (Run)
 		}
-		defer q.share.Release()
+		s := &slot{share: q.share, held: true}
+		defer s.release()
+		ctx = withSlot(ctx, s) // its waits lend the slot back (Waiting)
 	}
 	defer q.progress.done.Add(1)
 	out, err := process(ctx, item)

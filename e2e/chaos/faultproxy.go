@@ -1,0 +1,65 @@
+//go:build e2e
+
+package chaos
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync/atomic"
+
+	"k8s.io/client-go/rest"
+)
+
+// faultProxy is an HTTPS reverse proxy in front of a member's kube-apiserver for cascade (the
+// driver talks to the apiserver directly). It passes every request on, with the client's own
+// bearer token (the audit log still names cascade), until told to answer every request with a
+// 500 (an API server, or a load balancer before it, failing), or to drop every connection.
+type faultProxy struct {
+	srv      *httptest.Server
+	failing  atomic.Bool
+	answered atomic.Int64 // requests answered with a 500
+}
+
+// startFaultProxy proxies to the API server of cfg (its address and CA only: no credential
+// of cfg is sent).
+func startFaultProxy(cfg *rest.Config) (*faultProxy, error) {
+	target, err := url.Parse(cfg.Host)
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := rest.TLSConfigFor(&rest.Config{TLSClientConfig: rest.TLSClientConfig{CAFile: cfg.CAFile, CAData: cfg.CAData}})
+	if err != nil {
+		return nil, err
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = &http.Transport{TLSClientConfig: tlsCfg, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 64}
+	rp.FlushInterval = -1 // watches stream
+	p := &faultProxy{}
+	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.failing.Load() {
+			p.answered.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"InternalError","message":"chaos: the member answers 500","code":500}`))
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	p.srv.EnableHTTP2 = true
+	p.srv.StartTLS()
+	return p, nil
+}
+
+// url is the proxy's address; caPEM the certificate a client trusts it by.
+func (p *faultProxy) url() string { return p.srv.URL }
+
+// fail500 makes every request answer 500 (on) or pass again (off); either way the connections
+// open now are dropped, so that watches open meet it too.
+func (p *faultProxy) fail500(on bool) {
+	p.failing.Store(on)
+	p.srv.CloseClientConnections()
+}
+
+func (p *faultProxy) close() { p.srv.Close() }
