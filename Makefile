@@ -408,6 +408,10 @@ chaos: build tools ## @HELP the chaos suite, long form (CHAOS_SEED, CHAOS_DURATI
 	CHAOS_SEED=$$seed CHAOS_DURATION=$$dur CHAOS_FAULT_EVERY=$${CHAOS_FAULT_EVERY:-100} CHAOS_OBJECTS=$${CHAOS_OBJECTS:-400} \
 	  CASCADE_BINARY=$(BIN)/cascade $(GO) test -tags e2e -count=1 -v -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) ./e2e/chaos/
 
+.PHONY: chaos-fleet
+chaos-fleet: build tools ## @HELP the chaos suite over a fleet: 3 members, 2 replicas with shards, faults on both (CHAOS_SEED, CHAOS_FLEET_MEMBERS, CHAOS_FLEET_OPS, CHAOS_FLEET_OBJECTS, CHAOS_FLEET_FAULT_EVERY)
+	CASCADE_BINARY=$(BIN)/cascade $(GO) test -tags e2e -count=1 -v -run '^TestChaosFleet$$' -timeout 30m ./e2e/chaos/
+
 .PHONY: test-chaos-checks
 test-chaos-checks: build tools ## @HELP the chaos suite's deterministic e2e tests only (bad input, CRD deleted under held owners, the oracle's and the audit check's tests)
 	CASCADE_BINARY=$(BIN)/cascade $(GO) test -tags e2e -count=1 -v -timeout 20m -run '^(TestBadInput|TestCRDDeletedOwnerHeldByFinalizer|TestAudit.*|TestOracle.*)$$' ./e2e/chaos/
