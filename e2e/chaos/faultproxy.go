@@ -3,6 +3,8 @@
 package chaos
 
 import (
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -36,6 +38,10 @@ func startFaultProxy(cfg *rest.Config) (*faultProxy, error) {
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.Transport = &http.Transport{TLSClientConfig: tlsCfg, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 64}
 	rp.FlushInterval = -1 // watches stream
+	// Requests cut, cancelled or refused by a stopped API server are the point: not logged
+	// (the proxy answers 502 to what it could not forward, as a load balancer does).
+	quiet := log.New(io.Discard, "", 0)
+	rp.ErrorLog = quiet
 	p := &faultProxy{}
 	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p.failing.Load() {
@@ -48,11 +54,12 @@ func startFaultProxy(cfg *rest.Config) (*faultProxy, error) {
 		rp.ServeHTTP(w, r)
 	}))
 	p.srv.EnableHTTP2 = true
+	p.srv.Config.ErrorLog = quiet
 	p.srv.StartTLS()
 	return p, nil
 }
 
-// url is the proxy's address; caPEM the certificate a client trusts it by.
+// url is the proxy's address (its certificate: srv.Certificate).
 func (p *faultProxy) url() string { return p.srv.URL }
 
 // fail500 makes every request answer 500 (on) or pass again (off); either way the connections
@@ -62,4 +69,7 @@ func (p *faultProxy) fail500(on bool) {
 	p.srv.CloseClientConnections()
 }
 
-func (p *faultProxy) close() { p.srv.Close() }
+func (p *faultProxy) close() {
+	p.srv.CloseClientConnections()
+	p.srv.Close()
+}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -35,6 +36,11 @@ import (
 const (
 	fleetLease          = 4 * time.Second
 	fleetRequestTimeout = 5 * time.Second
+	// maxPause bounds how long a member that is not at fault itself may go without a deletion
+	// by cascade while its driver works: a replica SIGSTOP'd past its Leases (6 s), the other
+	// taking its shards (a lease duration after it last saw them renewed) and the member
+	// starting there (lists, sync), with room for a slow machine.
+	maxPause = 45 * time.Second
 )
 
 // fleetConfig is the fleet run's size, from the environment (the seed is CHAOS_SEED's).
@@ -44,17 +50,18 @@ type fleetConfig struct {
 	ops        int           // CHAOS_FLEET_OPS: operations per member
 	objects    int           // CHAOS_FLEET_OBJECTS: live objects each member's driver keeps around
 	faultEvery time.Duration // CHAOS_FLEET_FAULT_EVERY: time between two faults
+	rounds     int           // CHAOS_FLEET_ROUNDS: times every fault type occurs
 	converge   time.Duration // CHAOS_CONVERGE_TIMEOUT
 }
 
 func loadFleetConfig(t *testing.T) fleetConfig {
 	base := loadConfig(t)
-	c := fleetConfig{seed: base.seed, members: 3, ops: 600, objects: 120, faultEvery: 4 * time.Second, converge: base.converge}
+	c := fleetConfig{seed: base.seed, members: 3, ops: 600, objects: 120, faultEvery: 3 * time.Second, rounds: 2, converge: base.converge}
 	for _, e := range []struct {
 		name string
 		dst  *int
 		min  int
-	}{{"CHAOS_FLEET_MEMBERS", &c.members, 3}, {"CHAOS_FLEET_OPS", &c.ops, 1}, {"CHAOS_FLEET_OBJECTS", &c.objects, 10}} {
+	}{{"CHAOS_FLEET_MEMBERS", &c.members, 3}, {"CHAOS_FLEET_OPS", &c.ops, 1}, {"CHAOS_FLEET_OBJECTS", &c.objects, 10}, {"CHAOS_FLEET_ROUNDS", &c.rounds, 1}} {
 		if v := os.Getenv(e.name); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < e.min {
@@ -74,8 +81,8 @@ func loadFleetConfig(t *testing.T) fleetConfig {
 }
 
 func (c fleetConfig) replay() string {
-	return fmt.Sprintf("CHAOS_SEED=%d CHAOS_FLEET_MEMBERS=%d CHAOS_FLEET_OPS=%d CHAOS_FLEET_OBJECTS=%d CHAOS_FLEET_FAULT_EVERY=%s make chaos-fleet",
-		c.seed, c.members, c.ops, c.objects, c.faultEvery)
+	return fmt.Sprintf("CHAOS_SEED=%d CHAOS_FLEET_MEMBERS=%d CHAOS_FLEET_OPS=%d CHAOS_FLEET_OBJECTS=%d CHAOS_FLEET_FAULT_EVERY=%s CHAOS_FLEET_ROUNDS=%d make chaos-fleet",
+		c.seed, c.members, c.ops, c.objects, c.faultEvery, c.rounds)
 }
 
 // chaosMember is one member control plane: its kube-apiserver (on the host's etcd) with an
@@ -221,33 +228,33 @@ func TestChaosFleet(t *testing.T) {
 	}
 	healFleet(t, cl, members)
 
-	// The drivers, each in its member, all at once; the faults meanwhile, in a seeded rotation.
+	// The drivers, each in its member, all at once; the faults meanwhile, in a seeded rotation,
+	// until every driver made its operations and every fault type occurred cfg.rounds times.
 	opsStart := time.Now()
+	var faultsDone atomic.Bool
 	var wg sync.WaitGroup
-	for _, m := range members {
+	ops := make([]int, len(members))
+	for i, m := range members {
 		wg.Go(func() {
-			for n := range cfg.ops {
+			for n := 0; n < cfg.ops || !faultsDone.Load(); n++ {
 				m.mu.Lock()
 				m.d.step()
 				m.mu.Unlock()
-				if n > 0 && n%200 == 0 {
+				if n > 0 && n%500 == 0 {
 					t.Logf("chaos-fleet: %s: %d operations, %d objects believed alive", m.name, n, len(m.d.alive))
 				}
+				ops[i] = n + 1
 			}
 		})
 	}
 	driving := make(chan struct{})
 	go func() { wg.Wait(); close(driving) }()
+	all := append(slices.Clone(memberFaults), replicaFaults...)
 	var rotation []string
-	for done := false; !done; {
-		select {
-		case <-driving:
-			done = true
-			continue
-		case <-time.After(cfg.faultEvery):
-		}
+	for round := 0; round < cfg.rounds; {
+		time.Sleep(cfg.faultEvery)
 		if len(rotation) == 0 {
-			rotation = append(slices.Clone(memberFaults), replicaFaults...)
+			rotation = slices.Clone(all)
 			cl.rng.Shuffle(len(rotation), func(i, j int) { rotation[i], rotation[j] = rotation[j], rotation[i] })
 		}
 		f := rotation[0]
@@ -258,14 +265,19 @@ func TestChaosFleet(t *testing.T) {
 		if err := cl.supervise(); err != nil {
 			t.Fatal(err)
 		}
+		if len(rotation) == 0 {
+			round++
+		}
 	}
+	faultsDone.Store(true)
+	<-driving
 	opsDone := time.Now()
 	healFleet(t, cl, members)
 
 	// Judged per member, from its own audit log.
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos-fleet report (seed %d): %d members, 2 replicas over %d shards\n", cfg.seed, cfg.members, cfg.members)
-	fmt.Fprintf(&b, "  operations:  %d per member in %s\n", cfg.ops, opsDone.Sub(opsStart).Round(time.Second))
+	fmt.Fprintf(&b, "  operations:  %v (per member) in %s\n", ops, opsDone.Sub(opsStart).Round(time.Second))
 	fmt.Fprintf(&b, "  faults:      %s\n", summarize(cl.faults))
 	fmt.Fprintf(&b, "  replicas:    %d exits on their own after losing a Lease, %d crashes\n", cl.leaseExits, len(cl.crashes))
 	var findings []string
@@ -499,6 +511,10 @@ func judgeMember(t *testing.T, m *chaosMember, cfg fleetConfig, opsStart, opsDon
 		findings = append(findings, m.name+": cascade deleted nothing there")
 	}
 	pause, at := longestPause(m, opsStart, opsDone)
+	if pause > maxPause {
+		findings = append(findings, fmt.Sprintf("%s: its collection paused %v from %s while it was not at fault itself (bound %v: a replica's pause and its shards' handoff)",
+			m.name, pause.Round(100*time.Millisecond), at.Format("15:04:05.000"), maxPause))
+	}
 	line := fmt.Sprintf("%s: %d objects (%d must exist, %d must be gone); cascade: %d deletions, %d reference removals, %d foreground finishes (%d early); converged: %v; %d stuck, %d GC finalizers left; own faults %d; longest pause of its collection outside them %v (from %s)",
 		m.name, len(verdicts), count(verdicts, MustExist), count(verdicts, MustBeGone), audit.deletes, audit.refRemovals, audit.foregroundDone, len(audit.earlyForeground),
 		converged, len(stuck), len(badFinalizers), len(m.faults), pause.Round(100*time.Millisecond), at.Format("15:04:05"))
