@@ -474,6 +474,35 @@ func percentile(lat []time.Duration, p int) time.Duration {
 	return lat[min(len(lat)-1, len(lat)*p/100)]
 }
 
+// ownedPairs creates n owners (owner-00000...) in namespace ns of m, each with a dependent
+// (dep-00000...).
+func ownedPairs(b *testing.B, m *member, ns string, n int) {
+	b.Helper()
+	owners := m.cs.CreateConfigMaps(b, ns, n, 20, func(i int) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("owner-%05d", i)}}
+	})
+	m.cs.CreateConfigMaps(b, ns, n, 20, func(i int) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("dep-%05d", i), OwnerReferences: []metav1.OwnerReference{
+			{APIVersion: "v1", Kind: "ConfigMap", Name: fmt.Sprintf("owner-%05d", i), UID: owners[i]},
+		}}}
+	})
+}
+
+// deleteOwners deletes the n owners of ownedPairs in the background, 20 at a time.
+func deleteOwners(b *testing.B, m *member, ns string, n int) {
+	b.Helper()
+	bg := metav1.DeletePropagationBackground
+	if err := framework.Parallel(n, 20, func(i int) error {
+		err := m.cs.Kube.CoreV1().ConfigMaps(ns).Delete(context.Background(), fmt.Sprintf("owner-%05d", i), metav1.DeleteOptions{PropagationPolicy: &bg})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // BenchmarkFleetFairness (issue 33.4): one busy member deletes FLEET_BURST owners (default
 // 10,000), each with a dependent, while FLEET_QUIET quiet members (default 4, each a
 // kube-apiserver of its own: 20 do not fit on 2 cores beside the rest) each delete one owner a
@@ -503,14 +532,7 @@ func BenchmarkFleetFairness(b *testing.B) {
 	for b.Loop() {
 		alone := quietRun(b, quiet, "alone", func() { time.Sleep(window) })
 
-		owners := busy.cs.CreateConfigMaps(b, "busy", burst, 20, func(i int) *corev1.ConfigMap {
-			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("owner-%05d", i)}}
-		})
-		busy.cs.CreateConfigMaps(b, "busy", burst, 20, func(i int) *corev1.ConfigMap {
-			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("dep-%05d", i), OwnerReferences: []metav1.OwnerReference{
-				{APIVersion: "v1", Kind: "ConfigMap", Name: fmt.Sprintf("owner-%05d", i), UID: owners[i]},
-			}}}
-		})
+		ownedPairs(b, busy, "busy", burst)
 		framework.EventuallyEvery(b, 2*time.Second, 5*time.Minute, "the burst's objects in the busy member's graph", func() (bool, error) {
 			v, _ := framework.Scrape(b, casc).Value(`cascade_member_graph_objects{member="busy"}`)
 			return v >= float64(2*burst), nil
@@ -518,16 +540,7 @@ func BenchmarkFleetFairness(b *testing.B) {
 		var collected time.Duration
 		during := quietRun(b, quiet, "burst", func() {
 			start := time.Now()
-			bg := metav1.DeletePropagationBackground
-			if err := framework.Parallel(burst, 20, func(i int) error {
-				err := busy.cs.Kube.CoreV1().ConfigMaps("busy").Delete(context.Background(), fmt.Sprintf("owner-%05d", i), metav1.DeleteOptions{PropagationPolicy: &bg})
-				if apierrors.IsNotFound(err) {
-					return nil
-				}
-				return err
-			}); err != nil {
-				b.Fatal(err)
-			}
+			deleteOwners(b, busy, "busy", burst)
 			framework.EventuallyEvery(b, 2*time.Second, 30*time.Minute, "the burst's dependents gone", func() (bool, error) {
 				n, err := busy.cs.CountCMs("busy", "dep-")
 				return n == 0, err
@@ -581,14 +594,7 @@ func BenchmarkFleetHungMembers(b *testing.B) {
 	for b.Loop() {
 		alone := quietRun(b, ms, "alone", func() { time.Sleep(window) })
 
-		uids := hung.cs.CreateConfigMaps(b, "hung", owners, 20, func(i int) *corev1.ConfigMap {
-			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("owner-%04d", i)}}
-		})
-		hung.cs.CreateConfigMaps(b, "hung", owners, 20, func(i int) *corev1.ConfigMap {
-			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("dep-%04d", i), OwnerReferences: []metav1.OwnerReference{
-				{APIVersion: "v1", Kind: "ConfigMap", Name: fmt.Sprintf("owner-%04d", i), UID: uids[i]},
-			}}}
-		})
+		ownedPairs(b, hung, "hung", owners)
 		for i := range hungN {
 			register(b, dir, fmt.Sprintf("hung-%02d", i), hung)
 		}
@@ -602,12 +608,7 @@ func BenchmarkFleetHungMembers(b *testing.B) {
 			}
 			return true, nil
 		})
-		bg := metav1.DeletePropagationBackground
-		if err := framework.Parallel(owners, 20, func(i int) error {
-			return hung.cs.Kube.CoreV1().ConfigMaps("hung").Delete(context.Background(), fmt.Sprintf("owner-%04d", i), metav1.DeleteOptions{PropagationPolicy: &bg})
-		}); err != nil {
-			b.Fatal(err)
-		}
+		deleteOwners(b, hung, "hung", owners)
 		time.Sleep(300 * time.Millisecond) // the deletions reach the hung members' graphs; collection starts
 		if err := hung.cp.APIServer.Signal(syscall.SIGSTOP); err != nil {
 			b.Fatal(err)
