@@ -77,6 +77,7 @@ func (l *streamLister) setMode(ctx context.Context, mode int32) {
 // view may be stale until it lists again.
 func (l *streamLister) fail(err error) {
 	first := l.store.failed(err)
+	l.store.notServed.Store(apierrors.IsNotFound(err))
 	switch {
 	case errors.Is(err, streaming.ErrObjectTooLarge):
 		// An object above 16 MiB ends the stream that carried it: the resource lists again

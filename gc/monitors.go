@@ -298,14 +298,15 @@ func (ms *monitors) unsynced() []Unsynced {
 }
 
 // catchingUp returns the resources that synced once and whose watch ended after since without
-// a watch open again: relisting after an expired watch, reconnecting, or failing. What was
-// written there meanwhile has not reached the graph yet.
+// a watch open again: relisting after an expired watch, reconnecting, or failing (but for a
+// resource no longer served: its CRD deleted, nothing is written there). What was written there
+// meanwhile has not reached the graph yet.
 func (ms *monitors) catchingUp(since time.Time) []Resource {
 	ms.mu.RLock()
 	defer ms.mu.RUnlock()
 	var out []Resource
 	for _, m := range ms.byR {
-		if at := m.store.staleSince.Load(); at != 0 && at > since.UnixNano() && m.synced() {
+		if at := m.store.staleSince.Load(); at != 0 && at > since.UnixNano() && m.synced() && !m.store.notServed.Load() {
 			out = append(out, m.res)
 		}
 	}

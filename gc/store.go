@@ -33,6 +33,10 @@ type graphStore struct {
 	// catching up (relisting after an expired watch, reconnecting, or failing): events written
 	// meanwhile reach the graph only later (monitors.catchingUp).
 	staleSince atomic.Int64
+	// notServed: the last list or watch failed with NotFound (the resource is no longer served,
+	// its CRD or APIService gone): nothing can be written there, so it is not catching up.
+	// The next complete list clears it.
+	notServed atomic.Bool
 	// streamed is what the lister (streamLister) applied to the graph itself, one object at a
 	// time, for the Replace that completes its list: that list arrives empty. Only the
 	// monitor's loop touches it.
@@ -100,6 +104,7 @@ func (s *graphStore) Replace(list []any, _ string) error {
 	}
 	relist := s.synced.Swap(true)
 	s.failure.Store(nil)
+	s.notServed.Store(false)
 	if relist {
 		s.tell()
 	}

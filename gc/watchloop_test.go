@@ -336,3 +336,50 @@ func TestWatchEventTooLarge(t *testing.T) {
 		})
 	}
 }
+
+// TestCatchingUp: a resource that synced once counts as catching up from the end of its watch
+// to the opening of the next, when the watch ended after the moment asked about; not when it
+// never synced, and not when it is no longer served (its list fails with NotFound: its CRD went,
+// nothing can be written there), until a list completes again.
+func TestCatchingUp(t *testing.T) {
+	c := New(Options{Metrics: NewMetrics(prometheus.NewRegistry())})
+	ms := newMonitors(nil, c)
+	add := func(resource string) (*graphStore, *streamLister) {
+		r := Resource{GVR: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: resource}, Kind: resource}
+		st := &graphStore{res: r, graph: c}
+		ms.byR[r.GVR] = &monitor{res: r, store: st}
+		return st, &streamLister{store: st, logger: klog.Background()}
+	}
+	relisting, _ := add("relisting")
+	failing, failingL := add("failing")
+	gone, goneL := add("gone")
+	never, _ := add("never")
+	open, _ := add("open")
+	for _, s := range []*graphStore{relisting, failing, gone, open} {
+		s.synced.Store(true)
+	}
+	before := time.Now()
+	for _, s := range []*graphStore{relisting, failing, gone, never, open} {
+		s.watchEnded(time.Now())
+	}
+	open.watchOpened()
+	failingL.fail(errors.New("connection refused"))
+	goneL.fail(apierrors.NewNotFound(schema.GroupResource{Group: "example.com", Resource: "gone"}, ""))
+	names := func(rs []Resource) string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.GVR.Resource)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := names(ms.catchingUp(before.Add(-time.Second))); got != "failing,relisting" {
+		t.Errorf("catching up: %q, want failing,relisting", got)
+	}
+	if got := names(ms.catchingUp(time.Now().Add(time.Second))); got != "" {
+		t.Errorf("catching up since a moment after the watches ended: %q, want none", got)
+	}
+	_ = gone.Replace(nil, "5") // served again, listed; its watch not open yet
+	if got := names(ms.catchingUp(before.Add(-time.Second))); got != "failing,gone,relisting" {
+		t.Errorf("after the gone resource listed again: %q, want failing,gone,relisting", got)
+	}
+}
