@@ -277,6 +277,10 @@ KUBE_VERSIONS ?= v1.34.4 v1.35.4 v1.36.3 v1.37.2
 VERSIONS_BIN := $(BIN)/versions
 VERSIONS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/cascade-tools
 VERSIONS_TIMEOUT ?= 30m
+# The matrix's versions run side by side, each on its control plane (their tests mostly wait on
+# the API servers); each one's output is printed whole once it ends, in order.
+VERSIONS_PARALLEL ?= 3
+VERSIONS_LOGS := $(BIN)/versions-logs
 # Versions whose kube-apiserver runs with MutatingAdmissionPolicy at v1beta1 turned on (off by
 # default before 1.36): with v1.34.4 at its defaults (no admission policy: the stamping pass
 # alone) and v1.36.3, v1.37.2 at v1, the matrix runs each of cascade's three admission levels.
@@ -318,16 +322,26 @@ tools-versions: ## @HELP build kube-apiserver and etcd of every Kubernetes versi
 # versions and their binaries were built from those modules (e2e/framework: checkVersions). A
 # failing version does not stop the others; the target fails at the end, naming them.
 .PHONY: test-versions
-test-versions: build tools-versions ## @HELP the core e2e subset (VERSIONS_RUN) against kube-apiserver and etcd of every version in KUBE_VERSIONS
-	@failed=; for v in $(KUBE_VERSIONS); do \
-	  $(VERSION_VARS) \
-	  apiargs=; case " $(V1BETA1_ADMISSION_VERSIONS) " in *" $$v "*) apiargs="$(V1BETA1_ADMISSION_ARGS)";; esac; \
-	  echo "=== test-versions: Kubernetes $$v, etcd $$etcd$${apiargs:+, kube-apiserver $$apiargs}"; \
-	  start=$$(date +%s); \
-	  CASCADE_APISERVER_ARGS="$$apiargs" CASCADE_BIN_DIR=$(VERSIONS_BIN)/$$v CASCADE_KUBE_VERSION=$$v CASCADE_ETCD_VERSION=$$etcd CASCADE_BINARY=$(BIN)/cascade \
-	    $(GO) test -tags e2e -count=1 -v $(E2E_FLAGS) -timeout $(VERSIONS_TIMEOUT) -run '$(VERSIONS_RUN)' ./e2e/ || failed="$$failed $$v"; \
-	  echo "=== test-versions: Kubernetes $$v took $$(( $$(date +%s) - start ))s"; \
+test-versions: build tools-versions ## @HELP the core e2e subset (VERSIONS_RUN) against kube-apiserver and etcd of every version in KUBE_VERSIONS, VERSIONS_PARALLEL at a time
+	@mkdir -p $(VERSIONS_LOGS); \
+	$(GO) test -tags e2e -c -o /dev/null ./e2e/ || exit 1; \
+	failed=; pids=; vs=; \
+	for v in $(KUBE_VERSIONS); do \
+	  if [ $$(echo $$pids | wc -w) -ge $(VERSIONS_PARALLEL) ]; then \
+	    set -- $$pids; p=$$1; shift; pids="$$*"; set -- $$vs; w=$$1; shift; vs="$$*"; \
+	    wait $$p || failed="$$failed $$w"; cat $(VERSIONS_LOGS)/$$w.log; \
+	  fi; \
+	  ( $(VERSION_VARS) \
+	    apiargs=; case " $(V1BETA1_ADMISSION_VERSIONS) " in *" $$v "*) apiargs="$(V1BETA1_ADMISSION_ARGS)";; esac; \
+	    echo "=== test-versions: Kubernetes $$v, etcd $$etcd$${apiargs:+, kube-apiserver $$apiargs}"; \
+	    start=$$(date +%s); \
+	    CASCADE_APISERVER_ARGS="$$apiargs" CASCADE_BIN_DIR=$(VERSIONS_BIN)/$$v CASCADE_KUBE_VERSION=$$v CASCADE_ETCD_VERSION=$$etcd CASCADE_BINARY=$(BIN)/cascade \
+	      $(GO) test -tags e2e -count=1 -v $(E2E_FLAGS) -timeout $(VERSIONS_TIMEOUT) -run '$(VERSIONS_RUN)' ./e2e/; rc=$$?; \
+	    echo "=== test-versions: Kubernetes $$v took $$(( $$(date +%s) - start ))s"; exit $$rc \
+	  ) > $(VERSIONS_LOGS)/$$v.log 2>&1 & \
+	  pids="$$pids $$!"; vs="$$vs $$v"; \
 	done; \
+	set -- $$vs; for p in $$pids; do w=$$1; shift; wait $$p || failed="$$failed $$w"; cat $(VERSIONS_LOGS)/$$w.log; done; \
 	if [ -n "$$failed" ]; then echo "test-versions failed on:$$failed" >&2; exit 1; fi
 
 .PHONY: run
