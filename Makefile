@@ -64,6 +64,11 @@ E2E_FLAGS ?=
 # The e2e tests on control planes of their own (t.Parallel) run this many at a time, after the
 # tests on the suite's shared control plane: they mostly wait on their API servers.
 E2E_PARALLEL ?= 3
+# The e2e suite runs in this many go test processes side by side, each with a shared control
+# plane of its own and every E2E_SHARDS-th test by name (its tests mostly wait on API servers);
+# E2E_FLAGS with -run runs one process.
+E2E_SHARDS ?= 2
+E2E_LOGS := $(BIN)/e2e-logs
 QUICK ?=
 
 # Version and commit stamped into cascade (`cascade --version`) and used as the image's tag.
@@ -399,9 +404,25 @@ test-unit: helm ## @HELP unit tests with the race detector (the fast loop)
 	$(GO) test -race -count=1 ./...
 
 .PHONY: e2e
-e2e: build tools helm prometheus-operator-crds ## @HELP the e2e suite against a real etcd + kube-apiserver
-	CASCADE_KUBE_VERSION=$(KUBE_VERSION) CASCADE_ETCD_VERSION=$(KUBE_ETCD_VERSION) CASCADE_BINARY=$(BIN)/cascade \
-	  $(GO) test -tags e2e -count=1 -v -parallel $(E2E_PARALLEL) $(E2E_FLAGS) -timeout $(E2E_TIMEOUT) ./e2e/
+e2e: build tools helm prometheus-operator-crds ## @HELP the e2e suite against a real etcd + kube-apiserver, in E2E_SHARDS processes side by side (each with its own shared control plane)
+	@mkdir -p $(E2E_LOGS); shards=$(E2E_SHARDS); \
+	case "$(E2E_FLAGS)" in *-run*) shards=1;; esac; \
+	if [ "$$shards" -le 1 ]; then \
+	  CASCADE_KUBE_VERSION=$(KUBE_VERSION) CASCADE_ETCD_VERSION=$(KUBE_ETCD_VERSION) CASCADE_BINARY=$(BIN)/cascade \
+	    $(GO) test -tags e2e -count=1 -v -parallel $(E2E_PARALLEL) $(E2E_FLAGS) -timeout $(E2E_TIMEOUT) ./e2e/; exit $$?; \
+	fi; \
+	$(GO) test -tags e2e -c -o /dev/null ./e2e/ || exit 1; \
+	tests=$$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$$/\1/p' e2e/*_test.go | sort); \
+	pids=; i=0; while [ $$i -lt $$shards ]; do \
+	  run=$$(echo "$$tests" | awk -v n=$$shards -v i=$$i 'NR % n == i' | paste -sd'|'); \
+	  echo "=== e2e shard $$i of $$shards: $$(echo "$$run" | tr '|' ' ' | wc -w) tests"; \
+	  ( CASCADE_KUBE_VERSION=$(KUBE_VERSION) CASCADE_ETCD_VERSION=$(KUBE_ETCD_VERSION) CASCADE_BINARY=$(BIN)/cascade \
+	      $(GO) test -tags e2e -count=1 -v -parallel $(E2E_PARALLEL) $(E2E_FLAGS) -timeout $(E2E_TIMEOUT) -run "^($$run)\$$" ./e2e/ \
+	  ) > $(E2E_LOGS)/shard-$$i.log 2>&1 & \
+	  pids="$$pids $$!"; i=$$((i+1)); \
+	done; \
+	failed=; i=0; for p in $$pids; do wait $$p || failed="$$failed $$i"; echo "=== e2e shard $$i:"; cat $(E2E_LOGS)/shard-$$i.log; i=$$((i+1)); done; \
+	if [ -n "$$failed" ]; then echo "e2e failed in shard(s):$$failed" >&2; exit 1; fi
 
 # The chaos suite (e2e/chaos): a seeded random driver builds an ownership graph and applies
 # random operations on its own control plane while faults are injected, then checks the live
