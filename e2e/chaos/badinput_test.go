@@ -35,6 +35,9 @@ import (
 //
 // It reports cascade's peak RSS (VmHWM).
 func TestBadInput(t *testing.T) {
+	// On control planes of its own: runs beside the suite's other such tests once TestChaos, which
+	// runs alone, is done (t.Parallel; go test's -parallel is GOMAXPROCS, 2 here), CI's time.
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const ns = "bad-input"

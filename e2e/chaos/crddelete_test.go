@@ -23,6 +23,9 @@ import (
 // ConfigMap must stay until the owner is really gone. What must never happen: the ConfigMap
 // collected while its owner is still there.
 func TestCRDDeletedOwnerHeldByFinalizer(t *testing.T) {
+	// On control planes of its own: runs beside the suite's other such tests once TestChaos, which
+	// runs alone, is done (t.Parallel; go test's -parallel is GOMAXPROCS, 2 here), CI's time.
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const ns = "crd-held"

@@ -121,6 +121,9 @@ var replicaFaults = []string{"replica-kill", "replica-sigstop"}
 // no member written by two replicas less than a lease duration apart; and every member kept
 // being collected while it was not itself at fault.
 func TestChaosFleet(t *testing.T) {
+	// On control planes of its own: runs beside the suite's other such tests once TestChaos, which
+	// runs alone, is done (t.Parallel; go test's -parallel is GOMAXPROCS, 2 here), CI's time.
+	t.Parallel()
 	cfg := loadFleetConfig(t)
 	start := time.Now()
 	t.Logf("chaos-fleet: seed %d (replay: %s)", cfg.seed, cfg.replay())
