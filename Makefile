@@ -65,9 +65,13 @@ E2E_FLAGS ?=
 # tests on the suite's shared control plane: they mostly wait on their API servers.
 E2E_PARALLEL ?= 3
 # The e2e suite runs in this many go test processes side by side, each with a shared control
-# plane of its own and every E2E_SHARDS-th test by name (its tests mostly wait on API servers);
+# plane of its own and every E2E_SHARDS-th test (E2E_FIRST, then by name; its tests mostly wait
+# on API servers);
 # E2E_FLAGS with -run runs one process.
 E2E_SHARDS ?= 2
+# Dealt out first, in this order, so that the shards end together: the suite's longest tests
+# (TestDocsExamples on a control plane of its own, in its shard's parallel tail).
+E2E_FIRST ?= TestDocsExamples TestFleet TestOrphanRecordFullNeverStalls TestRelease TestImage TestDiscoveryWithinASecond TestMonitoringOnPrometheus TestFleetShards
 E2E_LOGS := $(BIN)/e2e-logs
 QUICK ?=
 
@@ -412,7 +416,9 @@ e2e: build tools helm prometheus-operator-crds ## @HELP the e2e suite against a 
 	    $(GO) test -tags e2e -count=1 -v -parallel $(E2E_PARALLEL) $(E2E_FLAGS) -timeout $(E2E_TIMEOUT) ./e2e/; exit $$?; \
 	fi; \
 	$(GO) test -tags e2e -c -o /dev/null ./e2e/ || exit 1; \
-	tests=$$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$$/\1/p' e2e/*_test.go | sort); \
+	all=$$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$$/\1/p' e2e/*_test.go | sort); \
+	first=$$(for x in $(E2E_FIRST); do echo "$$all" | grep -x "$$x"; done); \
+	tests=$$( (echo "$$first"; echo "$$all" | grep -vxF "$$first") | grep .); \
 	pids=; i=0; while [ $$i -lt $$shards ]; do \
 	  run=$$(echo "$$tests" | awk -v n=$$shards -v i=$$i 'NR % n == i' | paste -sd'|'); \
 	  echo "=== e2e shard $$i of $$shards: $$(echo "$$run" | tr '|' ' ' | wc -w) tests"; \

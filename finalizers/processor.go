@@ -35,6 +35,11 @@ const (
 	// blocking dependents (whose departures also wake the owner through RecheckOwner).
 	retryBase = 50 * time.Millisecond
 	retryMax  = 10 * time.Second
+	// DefaultCatchUpWait is Options.CatchUpWait's default: a watch that failed is retried with a
+	// backoff of up to 30 s and then lists again, so 2 minutes covers an API server that was
+	// away for a minute (a member's, restarted or answering errors) and its resources' relists;
+	// past that, a resource that stays broken holds no deletion longer.
+	DefaultCatchUpWait = 2 * time.Minute
 	// maxOrphanRounds bounds how often one pass re-reads the dependents to orphan those the
 	// graph learned of meanwhile. Later arrivals are covered by the graph, which remembers that
 	// the owner was deleted while orphaning (graph.OwnerOrphaned).
@@ -87,8 +92,8 @@ type Options struct {
 	Companion bool
 	// CatchUpWait bounds how long a foreground owner with no known blocking dependent waits for
 	// resources whose view is catching up (gc.View.CatchingUp: a watch ended and is not open
-	// again) before its finalizer goes anyway; zero: gc.DefaultSyncTimeout. cascade passes
-	// --sync-timeout.
+	// again) before its finalizer goes anyway; zero: DefaultCatchUpWait. cascade passes the
+	// longer of that and --sync-timeout.
 	CatchUpWait time.Duration
 	// Clock is injected for tests.
 	Clock clock.WithTicker
@@ -153,7 +158,7 @@ func New(opts Options) *Processor {
 		opts.PatchWorkers = DefaultPatchWorkers
 	}
 	if opts.CatchUpWait <= 0 {
-		opts.CatchUpWait = gc.DefaultSyncTimeout
+		opts.CatchUpWait = DefaultCatchUpWait
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}

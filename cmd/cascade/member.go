@@ -225,7 +225,7 @@ func buildMember(ctx context.Context, opts *Options, env memberEnv) (*member, er
 		Events:       events,
 		StuckAfter:   opts.StuckAfter,
 		Companion:    companion,
-		CatchUpWait:  opts.SyncTimeout,
+		CatchUpWait:  max(opts.SyncTimeout, finalizers.DefaultCatchUpWait),
 	})
 	m.always = append(m.always, part{"collector", ctrl})
 	m.edge = edge
