@@ -23,6 +23,8 @@ import (
 	restwatch "k8s.io/client-go/rest/watch"
 	clientmetrics "k8s.io/client-go/tools/metrics"
 	"k8s.io/utils/clock"
+
+	"github.com/cascade-gc/cascade/internal/client"
 )
 
 // A monitor's loop (issue 33.5): one goroutine per watched resource lists it into the graph
@@ -84,10 +86,6 @@ func (s *chanStream) next() (watch.EventType, runtime.Object, error) {
 
 func (s *chanStream) close() { s.w.Stop() }
 
-// metadataAccept is what the metadata client asks for: PartialObjectMetadata, in protobuf where
-// the server has it, else JSON.
-const metadataAccept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
-
 // Streams opens metadata watches on a cluster's HTTP client and decodes their events in the
 // goroutine that reads them. Requests are built, rate limited and counted as client-go's
 // metadata client does (its URL, parameters, Accept header, rate limiter and request metrics).
@@ -137,7 +135,7 @@ func (s *Streams) open(ctx context.Context, gvr schema.GroupVersionResource, opt
 	if err != nil {
 		return nil, err
 	}
-	hreq.Header.Set("Accept", metadataAccept)
+	hreq.Header.Set("Accept", client.MetadataAccept)
 	start := time.Now()
 	resp, err := s.hc.Do(hreq)
 	clientmetrics.RequestLatency.Observe(ctx, http.MethodGet, *u, time.Since(start))
@@ -168,16 +166,7 @@ func (s *Streams) open(ctx context.Context, gvr schema.GroupVersionResource, opt
 
 // responseError is the error a non-2xx answer carries: its Status when it has one.
 func (s *Streams) responseError(resp *http.Response, gvr schema.GroupVersionResource) error {
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if mediaType, params, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err == nil {
-		if dec, err := s.negotiator.Decoder(mediaType, params); err == nil {
-			var status metav1.Status
-			if _, _, err := dec.Decode(body, nil, &status); err == nil && status.Status == metav1.StatusFailure {
-				return &apierrors.StatusError{ErrStatus: status}
-			}
-		}
-	}
-	return apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodGet, gvr.GroupResource(), "", string(body), 0, true)
+	return client.ResponseError(s.negotiator, resp, http.MethodGet, gvr.GroupResource(), "")
 }
 
 // bodyStream decodes a watch's events from its response body.

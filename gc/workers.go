@@ -26,7 +26,7 @@ func (c *Controller) attemptToDelete(ctx context.Context, uid types.UID) (work.O
 	if !ok {
 		return work.Done, nil
 	}
-	logger := klog.FromContext(ctx).WithValues("uid", uid, "object", n.Ref.String())
+	logger := klog.FromContext(ctx).WithValues("uid", uid, "object", n.Ref) // a Stringer: formatted only when a line is written
 	in, d, err := c.decide(ctx, res, n, owners)
 	if err != nil {
 		return work.Retry, err

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/cascade-gc/cascade/gc"
+	"github.com/cascade-gc/cascade/internal/client"
 )
 
 // userAgent identifies cascade's requests in the API server's logs and metrics.
@@ -33,6 +34,8 @@ type clients struct {
 	kube     kubernetes.Interface
 	// streams opens the monitors' watches on the same HTTP client and rate limiter.
 	streams *gc.Streams
+	// deletes sends the collector's DELETEs on the same HTTP client and rate limiter.
+	deletes *client.Deleter
 }
 
 // newClients builds the clients on one HTTP client and one client-side rate limiter: one
@@ -67,6 +70,9 @@ func newClients(cfg *rest.Config) (*clients, error) {
 	}
 	if c.streams, err = gc.NewStreams(cfg, hc); err != nil {
 		return nil, fmt.Errorf("build watch client: %w", err)
+	}
+	if c.deletes, err = client.NewDeleter(cfg, hc); err != nil {
+		return nil, fmt.Errorf("build delete client: %w", err)
 	}
 	return c, nil
 }

@@ -88,6 +88,9 @@ func buildMember(ctx context.Context, opts *Options, env memberEnv) (*member, er
 	cs, ms := env.cs, env.ms
 	m := &member{}
 	edge := client.NewEdge(cs.metadata, cs.kube)
+	if cs.deletes != nil {
+		edge.Objects = client.NewDirect(cs.metadata, cs.deletes)
+	}
 	companion := opts.Mode == client.ModeCompanion
 	if companion {
 		edge = edge.Companion(env.reg)

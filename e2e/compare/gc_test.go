@@ -471,15 +471,20 @@ func (r *comparison) cpuNow(gc *gcRun) cpuSample {
 	return s
 }
 
-// cpuReport is what the window between two samples cost, per processed object.
-func cpuReport(a, b cpuSample, objects int) string {
+// cpuPerObject is what the window between two samples cost, per processed object.
+func cpuPerObject(a, b cpuSample, objects int) report.CPUPerObject {
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(objects) }
-	busy := 0.0
+	c := report.CPUPerObject{APIServer: per(b.apiserver - a.apiserver), Etcd: per(b.etcd - a.etcd), GC: per(b.gc - a.gc), Bench: per(b.bench - a.bench)}
 	if all := b.machineAll - a.machineAll; all > 0 {
-		busy = 100 * float64(b.machineBusy-a.machineBusy) / float64(all)
+		c.MachineBusy = float64(b.machineBusy-a.machineBusy) / float64(all)
 	}
-	return fmt.Sprintf("CPU ms/object apiserver %.2f etcd %.2f gc %.2f bench %.2f; machine busy %.0f%%",
-		per(b.apiserver-a.apiserver), per(b.etcd-a.etcd), per(b.gc-a.gc), per(b.bench-a.bench), busy)
+	return c
+}
+
+// cpuReport prints c.
+func cpuReport(c report.CPUPerObject) string {
+	return fmt.Sprintf("CPU ms/object apiserver %.3f etcd %.3f gc %.3f bench %.3f; machine busy %.0f%%",
+		c.APIServer, c.Etcd, c.GC, c.Bench, 100*c.MachineBusy)
 }
 
 // procCPU is process pid's user+system CPU time so far (0 when unreadable).

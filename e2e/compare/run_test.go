@@ -186,7 +186,9 @@ func (r *comparison) measureTree(sc treeScenario, subject string, bud report.Bud
 	m.Requests, m.RequestDetail = reqs, detail
 	m.RequestsPerObject = reqs / float64(m.Objects)
 	fmt.Printf("compare: %s %s run %d (%s) timeline: requests sent +%.0f ms, %s\n", sc.key, bud.Name, run, subject, float64(sent.Microseconds())/1000, tr.timeline(deps, start))
-	fmt.Printf("compare: %s %s run %d (%s) %s\n", sc.key, bud.Name, run, subject, cpuReport(cpuStart, cpuEnd, m.Objects))
+	cpu := cpuPerObject(cpuStart, cpuEnd, m.Objects)
+	m.CPU = &cpu
+	fmt.Printf("compare: %s %s run %d (%s) %s\n", sc.key, bud.Name, run, subject, cpuReport(cpu))
 	return m
 }
 

@@ -211,8 +211,23 @@ type Measurement struct {
 	SyncSeconds       float64 `json:"sync_seconds,omitempty"`
 	RSSBytes          float64 `json:"rss_bytes,omitempty"`
 	HeapBytes         float64 `json:"heap_bytes,omitempty"`
-	Error             string  `json:"error,omitempty"`
+	// CPU is what each process spent per object in the measured window (tree scenarios).
+	CPU   *CPUPerObject `json:"cpu_ms_per_object,omitempty"`
+	Error string        `json:"error,omitempty"`
 }
+
+// CPUPerObject is user+system CPU time in milliseconds per processed object, per process,
+// over one measured window; MachineBusy is the share of the machine's CPU busy in it (0-1).
+type CPUPerObject struct {
+	APIServer   float64 `json:"apiserver"`
+	Etcd        float64 `json:"etcd"`
+	GC          float64 `json:"gc"`
+	Bench       float64 `json:"bench"`
+	MachineBusy float64 `json:"machine_busy"`
+}
+
+// ControlPlane is what kube-apiserver, etcd and the collector spent together per object.
+func (c CPUPerObject) ControlPlane() float64 { return c.APIServer + c.Etcd + c.GC }
 
 // Write writes rep to path as indented JSON, creating the directory.
 func Write(path string, rep Report) error {
