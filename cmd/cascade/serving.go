@@ -614,12 +614,32 @@ func readyz(r readiness) http.HandlerFunc {
 
 // countRequests wraps the client transport to count every request by verb and status code.
 func countRequests(c *prometheus.CounterVec) func(http.RoundTripper) http.RoundTripper {
-	return func(rt http.RoundTripper) http.RoundTripper { return countingRoundTripper{rt: rt, c: c} }
+	counters := &requestCounters{vec: c}
+	return func(rt http.RoundTripper) http.RoundTripper { return countingRoundTripper{rt: rt, c: counters} }
+}
+
+// requestCounters keeps the counter of each verb and code once looked up: one request per
+// collected object made the vector's lookup (label hashing and checks) a measurable part of
+// cascade's CPU (issue 41). Verbs and codes are few; their series are never deleted.
+type requestCounters struct {
+	vec   *prometheus.CounterVec
+	known sync.Map // [2]string{method, code} → prometheus.Counter
+}
+
+func (r *requestCounters) inc(method, code string) {
+	key := [2]string{method, code}
+	if c, ok := r.known.Load(key); ok {
+		c.(prometheus.Counter).Inc()
+		return
+	}
+	c := r.vec.WithLabelValues(method, code)
+	r.known.Store(key, c)
+	c.Inc()
 }
 
 type countingRoundTripper struct {
 	rt http.RoundTripper
-	c  *prometheus.CounterVec
+	c  *requestCounters
 }
 
 func (t countingRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -628,7 +648,7 @@ func (t countingRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	if err == nil {
 		code = strconv.Itoa(resp.StatusCode)
 	}
-	t.c.WithLabelValues(req.Method, code).Inc()
+	t.c.inc(req.Method, code)
 	return resp, err
 }
 

@@ -52,11 +52,14 @@ const MetadataAccept = "application/vnd.kubernetes.protobuf;as=PartialObjectMeta
 
 // Deleter sends DELETEs of objects on a cluster's HTTP client.
 type Deleter struct {
-	base     *url.URL // scheme, host and path prefix of the API server
-	hc       *http.Client
-	limiter  flowcontrol.RateLimiter
-	warnings rest.WarningHandlerWithContext
-	decoder  runtime.ClientNegotiator
+	base *url.URL // scheme, host and path prefix of the API server
+	hc   *http.Client
+	// userAgent is set on each request, as client-go's requests have it (the transport's
+	// user-agent round tripper then leaves the request as it is instead of copying it).
+	userAgent string
+	limiter   flowcontrol.RateLimiter
+	warnings  rest.WarningHandlerWithContext
+	decoder   runtime.ClientNegotiator
 }
 
 // NewDeleter builds a Deleter on cfg and hc, the HTTP client the cluster's other clients use.
@@ -68,10 +71,14 @@ func NewDeleter(cfg *rest.Config, hc *http.Client) (*Deleter, error) {
 		return nil, err
 	}
 	d := &Deleter{
-		base:    base,
-		hc:      hc,
-		limiter: cfg.RateLimiter,
-		decoder: runtime.NewClientNegotiator(metainternalversionscheme.Codecs.WithoutConversion(), schema.GroupVersion{}),
+		base:      base,
+		hc:        hc,
+		limiter:   cfg.RateLimiter,
+		userAgent: cfg.UserAgent,
+		decoder:   runtime.NewClientNegotiator(metainternalversionscheme.Codecs.WithoutConversion(), schema.GroupVersion{}),
+	}
+	if d.userAgent == "" {
+		d.userAgent = rest.DefaultKubernetesUserAgent()
 	}
 	if d.limiter == nil && cfg.QPS > 0 {
 		burst := cfg.Burst
@@ -157,6 +164,7 @@ func (d *Deleter) Delete(ctx context.Context, gvr schema.GroupVersionResource, n
 		req.Header = http.Header{
 			"Accept":       {MetadataAccept},
 			"Content-Type": {"application/json"},
+			"User-Agent":   {d.userAgent},
 		}
 		start := time.Now()
 		resp, err := d.hc.Do(req)

@@ -19,7 +19,7 @@ import (
 
 // seenRequest is what a test server received.
 type seenRequest struct {
-	method, path, accept, contentType string
+	method, path, accept, contentType, userAgent string
 	body                              map[string]any
 }
 
@@ -36,7 +36,7 @@ func (s *recordingServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.Unmarshal(data, &body)
 	s.mu.Lock()
 	n := len(s.seen)
-	s.seen = append(s.seen, seenRequest{method: r.Method, path: r.URL.Path, accept: r.Header.Get("Accept"), contentType: r.Header.Get("Content-Type"), body: body})
+	s.seen = append(s.seen, seenRequest{method: r.Method, path: r.URL.Path, accept: r.Header.Get("Accept"), contentType: r.Header.Get("Content-Type"), userAgent: r.Header.Get("User-Agent"), body: body})
 	s.mu.Unlock()
 	s.answer(n, w)
 }
@@ -62,8 +62,11 @@ func TestDirectDeleteIsTheMetadataClients(t *testing.T) {
 	srv := &recordingServer{answer: okAnswer}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
-	cfg := &rest.Config{Host: ts.URL + "/prefix", QPS: -1}
-	hc := ts.Client()
+	cfg := &rest.Config{Host: ts.URL + "/prefix", QPS: -1, UserAgent: "cascade"}
+	hc, err := rest.HTTPClientFor(cfg) // with the transport's user-agent round tripper, as cascade's
+	if err != nil {
+		t.Fatal(err)
+	}
 	mc, err := metadata.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		t.Fatal(err)
@@ -103,9 +106,9 @@ func TestDirectDeleteIsTheMetadataClients(t *testing.T) {
 			t.Errorf("Accept %q, want %q", got.accept, MetadataAccept)
 		}
 		got.accept = want.accept
-		if got.method != want.method || got.path != want.path || got.contentType != want.contentType || string(gb) != string(wb) {
-			t.Errorf("direct DELETE\n %s %s accept=%q type=%q %s\nmetadata client's\n %s %s accept=%q type=%q %s",
-				got.method, got.path, got.accept, got.contentType, gb, want.method, want.path, want.accept, want.contentType, wb)
+		if got.method != want.method || got.path != want.path || got.contentType != want.contentType || got.userAgent != want.userAgent || string(gb) != string(wb) {
+			t.Errorf("direct DELETE\n %s %s accept=%q type=%q agent=%q %s\nmetadata client's\n %s %s accept=%q type=%q agent=%q %s",
+				got.method, got.path, got.accept, got.contentType, got.userAgent, gb, want.method, want.path, want.accept, want.contentType, want.userAgent, wb)
 		}
 	}
 	if p := srv.seen[0].path; p != "/prefix/api/v1/namespaces/ns-1/configmaps/name:with-colon" {
