@@ -404,8 +404,17 @@ test-quick: build tools ## @HELP the quick loop: unit tests with -race, then the
 .PHONY: test-unit
 # helm first: deploy's tests render the chart with bin/helm, and its first build (minutes, then
 # cached) belongs outside their go test timeout.
-test-unit: helm ## @HELP unit tests with the race detector (the fast loop)
+test-unit: helm ## @HELP unit tests with the race detector (the fast loop), then the watch decode's fuzzer for FUZZ_TIME
 	$(GO) test -race -count=1 ./...
+	$(MAKE) --no-print-directory fuzz
+
+# make fuzz: FuzzFastDecode (gc/fastdecode_test.go) for FUZZ_TIME: whatever the bytes, a watch
+# frame the fast decode reads is one the full decode reads the same. Its seeds and the corpus in
+# gc/testdata/fuzz run with every go test.
+FUZZ_TIME ?= 20s
+.PHONY: fuzz
+fuzz: ## @HELP fuzz the fast watch decode against apimachinery's (FUZZ_TIME, default 20s)
+	$(GO) test -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(FUZZ_TIME) ./gc/
 
 .PHONY: e2e
 e2e: build tools helm prometheus-operator-crds ## @HELP the e2e suite against a real etcd + kube-apiserver, in E2E_SHARDS processes side by side (each with its own shared control plane)

@@ -154,6 +154,9 @@ func (s *Streams) open(ctx context.Context, gvr schema.GroupVersionResource, opt
 		var events runtime.Serializer
 		var framer runtime.Framer
 		if objects, events, framer, err = s.negotiator.StreamDecoder(mediaType, params); err == nil {
+			if mediaType == runtime.ContentTypeProtobuf {
+				return newFrameStream(resp.Body, framer, events, objects), nil // fastdecode.go
+			}
 			return &bodyStream{
 				body: resp.Body,
 				dec:  restwatch.NewDecoder(streaming.NewDecoder(framer.NewFrameReader(resp.Body), events), objects),

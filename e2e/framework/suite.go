@@ -102,7 +102,7 @@ func MainWith(m *testing.M, s *Suite, options func() harness.Options) (code int)
 		return 1
 	}
 	*s = Suite{CP: cp, CascadeBin: bin, KubeVersion: versions.APIServer, KubeMinor: kubeMinor(versions.APIServer)}
-	return m.Run()
+	return WithDecodeCheck(m.Run)
 }
 
 // Clients are a test's own clients: the control plane's admin, unthrottled.

@@ -20,7 +20,7 @@ import (
 // seenRequest is what a test server received.
 type seenRequest struct {
 	method, path, accept, contentType, userAgent string
-	body                              map[string]any
+	body                                         map[string]any
 }
 
 type recordingServer struct {
