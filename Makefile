@@ -504,12 +504,18 @@ bench: build tools ## @HELP benchmarks (graph; collector; cascade vs the in-tree
 # make bench-cpu: collector CPU per collected object, cascade against the in-tree GC (issue 41):
 # background 10 x 1,000 unthrottled, CPU_PAIRS pairs (default 5) in alternating order, the
 # ratio per pair and the median, for the collector alone and with kube-apiserver and etcd.
-# BENCH_PROFILE=dir keeps a CPU profile of each cascade window.
+# BENCH_PROFILE=dir keeps a CPU profile of each cascade window, and then prints where it went
+# (e2e/cmd/cpubreakdown) and the profile's top entries.
 CPU_PAIRS ?=
 .PHONY: bench-cpu
 bench-cpu: build tools ## @HELP collector CPU per collected object, cascade vs the in-tree GC in alternating pairs (CPU_PAIRS=5; BENCH_PROFILE=dir for profiles)
 	CASCADE_BINARY=$(BIN)/cascade CASCADE_COMPARE=1 CPU_PAIRS=$(CPU_PAIRS) BENCH_WORKERS=$(BENCH_WORKERS) BENCH_PROFILE=$(BENCH_PROFILE) \
 	  $(GO) test -tags e2e -run '^$$' -bench '^BenchmarkCollectorCPU$$' -benchtime 1x -timeout 60m -v ./e2e/compare/
+	@if [ -n "$(BENCH_PROFILE)" ]; then \
+	  echo "where cascade's CPU went (e2e/cmd/cpubreakdown over $(BENCH_PROFILE)/*.pprof):"; \
+	  $(GO) tool pprof -traces $(BIN)/cascade $(BENCH_PROFILE)/*.pprof 2>/dev/null | $(GO) run ./e2e/cmd/cpubreakdown; \
+	  $(GO) tool pprof -top -nodecount=15 $(BIN)/cascade $(BENCH_PROFILE)/*.pprof 2>/dev/null; \
+	fi
 
 # make bench-scale: cascade and kube-controller-manager's GC side by side on a control plane loaded
 # with SCALE_OBJECTS ConfigMaps (default 100000; 1000000 loads for about half an hour here), 10%
