@@ -1,6 +1,7 @@
 package gc
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -172,7 +173,7 @@ func readWatchEvent(b []byte) (evType string, raw []byte, ok bool) {
 			evType = string(v)
 			continue
 		}
-		// RawExtension: raw = 1.
+		// The object, a RawExtension: its one field is the raw bytes (1).
 		var rseen uint32
 		for len(v) > 0 {
 			rnum, rtyp, rn := protoField(v)
@@ -235,7 +236,7 @@ func readObjectMeta(b []byte, o *metav1.ObjectMeta) bool {
 			case 3:
 				o.Namespace = string(v)
 			case 4:
-				o.SelfLink = string(v)
+				o.SelfLink = string(v) //nolint:staticcheck // deprecated, but the full decode reads it: so does this one
 			case 5:
 				o.UID = types.UID(v)
 			case 6:
@@ -496,7 +497,7 @@ func (s *frameStream) readFrame() ([]byte, error) {
 	base := 0
 	for {
 		n, err := s.frames.Read(s.buf[base:])
-		if err == io.ErrShortBuffer {
+		if errors.Is(err, io.ErrShortBuffer) {
 			if n == 0 {
 				return nil, fmt.Errorf("got short buffer with n=0, base=%d, cap=%d", base, cap(s.buf))
 			}

@@ -3,6 +3,7 @@ package gc
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"io"
 	"testing"
 	"time"
@@ -58,7 +59,8 @@ func decodeCases() map[string]runtime.Object {
 	full := &metav1.PartialObjectMetadata{
 		TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name: "cm-1", GenerateName: "cm-", Namespace: "ns-1", SelfLink: "/api/v1/x", UID: types.UID("7d4c1e0e-0c2c-4e59-9f5e-0d7e7e3f8a11"),
+			Name: "cm-1", GenerateName: "cm-", Namespace: "ns-1", SelfLink: "/api/v1/x", //nolint:staticcheck // the server no longer sets it; the decode reads it still
+			UID:             types.UID("7d4c1e0e-0c2c-4e59-9f5e-0d7e7e3f8a11"),
 			ResourceVersion: "12345", Generation: 3, CreationTimestamp: created, DeletionTimestamp: &deleting,
 			DeletionGracePeriodSeconds: ptr.To(int64(30)),
 			Labels:                     map[string]string{"app": "a", "tier": ""},
@@ -71,7 +73,7 @@ func decodeCases() map[string]runtime.Object {
 			Finalizers: []string{"orphan", "foregroundDeletion", "example.com/keep"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{
 				Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1", Time: &created,
-				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{"f:a":{}}}`)},
+				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:data":{"f:a":{}}}`),
 			}},
 		},
 	}
@@ -139,7 +141,7 @@ func TestFrameStream(t *testing.T) {
 			t.Errorf("event %d: %T", i, obj)
 		}
 	}
-	if _, _, err := s.next(); err != io.EOF {
+	if _, _, err := s.next(); !errors.Is(err, io.EOF) {
 		t.Errorf("after the last event: %v, want io.EOF", err)
 	}
 
@@ -148,7 +150,7 @@ func TestFrameStream(t *testing.T) {
 	frame(encodeEvent(t, watch.Added, big))
 	frame(encodeEvent(t, watch.Added, cases["name only"]))
 	s = newFrameStream(io.NopCloser(&body), framer, events, objects)
-	if _, _, err := s.next(); err != streaming.ErrObjectTooLarge {
+	if _, _, err := s.next(); !errors.Is(err, streaming.ErrObjectTooLarge) {
 		t.Fatalf("the 17 MiB event: %v, want ErrObjectTooLarge", err)
 	}
 }
