@@ -414,7 +414,7 @@ test-unit: helm ## @HELP unit tests with the race detector (the fast loop), then
 FUZZ_TIME ?= 20s
 .PHONY: fuzz
 fuzz: ## @HELP fuzz the fast watch decode against apimachinery's (FUZZ_TIME, default 20s)
-	$(GO) test -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(FUZZ_TIME) ./gc/
+	$(GO) test -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(FUZZ_TIME) -fuzzminimizetime 2s ./gc/
 
 .PHONY: e2e
 e2e: build tools helm prometheus-operator-crds ## @HELP the e2e suite against a real etcd + kube-apiserver, in E2E_SHARDS processes side by side (each with its own shared control plane)
