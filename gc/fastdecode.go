@@ -1,6 +1,7 @@
 package gc
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -459,29 +460,60 @@ func readOwnerReference(b []byte, r *metav1.OwnerReference) bool {
 
 // frameStream is a protobuf watch read frame by frame: each event goes through decodeEventFast,
 // or through apimachinery's decoders (what restwatch.Decoder does, on the same bytes) when that
-// leaves it. Frames are read as apimachinery's streaming decoder reads them: into a buffer from
-// 1 KiB, doubled up to 16 MiB, an event above that ending the stream with ErrObjectTooLarge.
+// leaves it. Frames are length-delimited (4 bytes, big-endian, then the frame), as
+// apimachinery's framer reads them, and bounded as its streaming decoder bounds them: an event
+// above 16 MiB ends the stream with ErrObjectTooLarge. Where that decoder keeps a buffer per
+// watch (1 KiB, doubled to the largest event seen), a frame here is read into a buffer from a
+// pool only once its length has arrived, and handed back once decoded (the decoded object keeps
+// copies, never the buffer): an idle watch, waiting for its next length, holds none.
 type frameStream struct {
-	body      io.Closer
-	frames    io.Reader // one frame per Read; io.ErrShortBuffer while it does not fit
-	buf       []byte
-	resetRead bool
-	events    runtime.Decoder // a WatchEvent's
-	objects   runtime.Decoder // the object's inside it
+	body    io.ReadCloser
+	length  [4]byte
+	err     error           // once set (an event too large), every next call answers it
+	events  runtime.Decoder // a WatchEvent's
+	objects runtime.Decoder // the object's inside it
 }
 
 // maxFrameBytes is apimachinery's streaming decoder's bound on one event.
 const maxFrameBytes = 16 << 20
 
-func newFrameStream(body io.ReadCloser, framer runtime.Framer, events, objects runtime.Decoder) *frameStream {
-	return &frameStream{body: body, frames: framer.NewFrameReader(body), buf: make([]byte, 1024), events: events, objects: objects}
+// maxPooledFrame: buffers up to this size go back to the pool; a larger event's is dropped.
+const maxPooledFrame = 64 << 10
+
+var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+func newFrameStream(body io.ReadCloser, events, objects runtime.Decoder) *frameStream {
+	return &frameStream{body: body, events: events, objects: objects}
 }
 
 func (s *frameStream) close() { _ = s.body.Close() }
 
 func (s *frameStream) next() (watch.EventType, runtime.Object, error) {
-	frame, err := s.readFrame()
-	if err != nil {
+	if s.err != nil {
+		return "", nil, s.err
+	}
+	if _, err := io.ReadFull(s.body, s.length[:]); err != nil {
+		return "", nil, err // io.EOF where the server ended the watch between events
+	}
+	n := binary.BigEndian.Uint32(s.length[:])
+	if n > maxFrameBytes {
+		s.err = streaming.ErrObjectTooLarge
+		return "", nil, s.err
+	}
+	bp := framePool.Get().(*[]byte)
+	if uint32(cap(*bp)) < n {
+		*bp = make([]byte, n)
+	}
+	frame := (*bp)[:n]
+	defer func() {
+		if cap(*bp) <= maxPooledFrame {
+			framePool.Put(bp)
+		}
+	}()
+	if _, err := io.ReadFull(s.body, frame); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
 		return "", nil, err
 	}
 	if t, m, ok := decodeEventFast(frame); ok {
@@ -491,36 +523,6 @@ func (s *frameStream) next() (watch.EventType, runtime.Object, error) {
 		return t, m, nil
 	}
 	return decodeEventFull(frame, s.events, s.objects)
-}
-
-func (s *frameStream) readFrame() ([]byte, error) {
-	base := 0
-	for {
-		n, err := s.frames.Read(s.buf[base:])
-		if errors.Is(err, io.ErrShortBuffer) {
-			if n == 0 {
-				return nil, fmt.Errorf("got short buffer with n=0, base=%d, cap=%d", base, cap(s.buf))
-			}
-			if s.resetRead {
-				continue
-			}
-			if len(s.buf) < maxFrameBytes {
-				base += n
-				s.buf = append(s.buf, make([]byte, len(s.buf))...)
-				continue
-			}
-			s.resetRead = true // the rest of the frame is read and dropped by the next call
-			return nil, streaming.ErrObjectTooLarge
-		}
-		if err != nil {
-			return nil, err
-		}
-		if s.resetRead {
-			s.resetRead = false
-			continue
-		}
-		return s.buf[:base+n], nil
-	}
 }
 
 // decodeEventFull is restwatch.Decoder's decode of one event, from its frame.

@@ -116,9 +116,11 @@ func TestFastDecodeEqualsFullDecode(t *testing.T) {
 
 // TestFrameStream: a protobuf watch body read by frameStream gives the events in order, through
 // the fast decode where it reads them and the full one where it does not (the ERROR event),
-// then io.EOF; an event above 16 MiB ends it with ErrObjectTooLarge, as the streaming decoder.
+// objects that keep no part of the pooled buffer, then io.EOF; an event above 16 MiB ends it
+// with ErrObjectTooLarge, as the streaming decoder, and a frame cut short with
+// io.ErrUnexpectedEOF.
 func TestFrameStream(t *testing.T) {
-	events, objects, framer := protobufDecoders(t)
+	events, objects, _ := protobufDecoders(t)
 	var body bytes.Buffer
 	frame := func(b []byte) {
 		var n [4]byte
@@ -130,8 +132,9 @@ func TestFrameStream(t *testing.T) {
 	frame(encodeEvent(t, watch.Added, cases["every field"]))
 	frame(encodeEvent(t, watch.Error, &metav1.Status{Status: metav1.StatusFailure, Code: 410}))
 	frame(encodeEvent(t, watch.Deleted, cases["name only"]))
-	s := newFrameStream(io.NopCloser(&body), framer, events, objects)
+	s := newFrameStream(io.NopCloser(&body), events, objects)
 	want := []watch.EventType{watch.Added, watch.Error, watch.Deleted}
+	var got []runtime.Object
 	for i, w := range want {
 		typ, obj, err := s.next()
 		if err != nil || typ != w {
@@ -140,6 +143,12 @@ func TestFrameStream(t *testing.T) {
 		if _, isStatus := obj.(*metav1.Status); isStatus != (w == watch.Error) {
 			t.Errorf("event %d: %T", i, obj)
 		}
+		got = append(got, obj)
+	}
+	// The frames' buffer went back to the pool and was read into again: the objects decoded
+	// from it hold copies.
+	if m := got[0].(*metav1.PartialObjectMetadata); m.Name != "cm-1" || m.OwnerReferences[0].Name != "rs" || m.Annotations["k"] != "v" {
+		t.Errorf("the first event's object changed after the next frames were read: %+v", m.ObjectMeta)
 	}
 	if _, _, err := s.next(); !errors.Is(err, io.EOF) {
 		t.Errorf("after the last event: %v, want io.EOF", err)
@@ -149,9 +158,20 @@ func TestFrameStream(t *testing.T) {
 	body.Reset()
 	frame(encodeEvent(t, watch.Added, big))
 	frame(encodeEvent(t, watch.Added, cases["name only"]))
-	s = newFrameStream(io.NopCloser(&body), framer, events, objects)
+	s = newFrameStream(io.NopCloser(&body), events, objects)
 	if _, _, err := s.next(); !errors.Is(err, streaming.ErrObjectTooLarge) {
 		t.Fatalf("the 17 MiB event: %v, want ErrObjectTooLarge", err)
+	}
+	if _, _, err := s.next(); !errors.Is(err, streaming.ErrObjectTooLarge) {
+		t.Fatalf("after the 17 MiB event: %v, want ErrObjectTooLarge again (the stream is done)", err)
+	}
+
+	body.Reset()
+	frame(encodeEvent(t, watch.Added, cases["name only"]))
+	body.Truncate(body.Len() - 3)
+	s = newFrameStream(io.NopCloser(&body), events, objects)
+	if _, _, err := s.next(); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("a frame cut short: %v, want io.ErrUnexpectedEOF", err)
 	}
 }
 

@@ -155,7 +155,7 @@ func (s *Streams) open(ctx context.Context, gvr schema.GroupVersionResource, opt
 		var framer runtime.Framer
 		if objects, events, framer, err = s.negotiator.StreamDecoder(mediaType, params); err == nil {
 			if mediaType == runtime.ContentTypeProtobuf {
-				return newFrameStream(resp.Body, framer, events, objects), nil // fastdecode.go
+				return newFrameStream(resp.Body, events, objects), nil // fastdecode.go
 			}
 			return &bodyStream{
 				body: resp.Body,
