@@ -93,6 +93,9 @@ type Streams struct {
 	rest       rest.Interface
 	hc         *http.Client
 	negotiator runtime.ClientNegotiator
+	// userAgent is set on each watch, as client-go sets it: the transport's user-agent round
+	// tripper then leaves the request as it is, instead of a copy held for the watch's life.
+	userAgent string
 }
 
 // NewStreams builds Streams on cfg (its rate limiter, when set, is shared with the clients
@@ -105,9 +108,14 @@ func NewStreams(cfg *rest.Config, hc *http.Client) (*Streams, error) {
 	if err != nil {
 		return nil, err
 	}
+	ua := cfg.UserAgent
+	if ua == "" {
+		ua = rest.DefaultKubernetesUserAgent()
+	}
 	return &Streams{
 		rest:       rc,
 		hc:         hc,
+		userAgent:  ua,
 		negotiator: runtime.NewClientNegotiator(metainternalversionscheme.Codecs.WithoutConversion(), schema.GroupVersion{}),
 	}, nil
 }
@@ -136,6 +144,7 @@ func (s *Streams) open(ctx context.Context, gvr schema.GroupVersionResource, opt
 		return nil, err
 	}
 	hreq.Header.Set("Accept", client.MetadataAccept)
+	hreq.Header.Set("User-Agent", s.userAgent)
 	start := time.Now()
 	resp, err := s.hc.Do(hreq)
 	clientmetrics.RequestLatency.Observe(ctx, http.MethodGet, *u, time.Since(start))

@@ -58,7 +58,7 @@ func metaObject(name string, uid types.UID, rv string) *metav1.PartialObjectMeta
 }
 
 // TestStreamsDecodeWhatTheServerSends: Streams asks as client-go's metadata client does (path,
-// watch parameters, Accept) and decodes events from the body in protobuf and in JSON (custom
+// watch parameters, Accept, User-Agent) and decodes events from the body in protobuf and in JSON (custom
 // resources are served in JSON); an error answer comes back as its Status, so an expired
 // resourceVersion is recognized.
 func TestStreamsDecodeWhatTheServerSends(t *testing.T) {
@@ -82,7 +82,7 @@ func TestStreamsDecodeWhatTheServerSends(t *testing.T) {
 				_, _ = w.Write(encodeWatch(t, mediaType, events))
 			}))
 			defer srv.Close()
-			s, err := NewStreams(&rest.Config{Host: srv.URL}, srv.Client())
+			s, err := NewStreams(&rest.Config{Host: srv.URL, UserAgent: "cascade"}, srv.Client())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,6 +95,9 @@ func TestStreamsDecodeWhatTheServerSends(t *testing.T) {
 			if got.URL.Path != "/apis/apps/v1/deployments" || q.Get("watch") != "true" || q.Get("resourceVersion") != "10" ||
 				q.Get("allowWatchBookmarks") != "true" || q.Get("timeoutSeconds") != "300" || !strings.HasPrefix(got.Header.Get("Accept"), "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata") {
 				t.Errorf("request %s %s, Accept %q: not a metadata watch from resourceVersion 10", got.Method, got.URL, got.Header.Get("Accept"))
+			}
+			if ua := got.Header.Get("User-Agent"); ua != "cascade" {
+				t.Errorf("User-Agent %q, want the config's (the transport would copy the request to set it)", ua)
 			}
 			for i, want := range events {
 				typ, obj, err := st.next()
