@@ -404,13 +404,13 @@ test-quick: build tools ## @HELP the quick loop: unit tests with -race, then the
 .PHONY: test-unit
 # helm first: deploy's tests render the chart with bin/helm, and its first build (minutes, then
 # cached) belongs outside their go test timeout.
-test-unit: helm ## @HELP unit tests with the race detector (the fast loop), then the watch decode's fuzzer for FUZZ_TIME
+test-unit: helm ## @HELP unit tests with the race detector (the fast loop), then the watch decode's fuzzer for 10 s
 	$(GO) test -race -count=1 ./...
-	$(MAKE) --no-print-directory fuzz
+	$(MAKE) --no-print-directory fuzz FUZZ_TIME=10s
 
 # make fuzz: FuzzFastDecode (gc/fastdecode_test.go) for FUZZ_TIME: whatever the bytes, a watch
 # frame the fast decode reads is one the full decode reads the same. Its seeds and the corpus in
-# gc/testdata/fuzz run with every go test.
+# gc/testdata/fuzz run with every go test; make test-unit (CI) fuzzes for 10 s.
 FUZZ_TIME ?= 20s
 .PHONY: fuzz
 fuzz: ## @HELP fuzz the fast watch decode against apimachinery's (FUZZ_TIME, default 20s)
