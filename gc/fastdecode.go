@@ -134,7 +134,12 @@ func unwrapEnvelope(b []byte) (apiVersion, kind string, raw []byte, ok bool) {
 	return apiVersion, kind, raw, true
 }
 
-func readTypeMeta(b []byte) (apiVersion, kind string, ok bool) {
+// readTypeMeta reads a TypeMeta: apiVersion = 1, kind = 2.
+func readTypeMeta(b []byte) (apiVersion, kind string, ok bool) { return readStringPair(b) }
+
+// readStringPair reads a message of two string fields, 1 and 2, each at most once (absent ones
+// empty): a TypeMeta, or an entry of a map<string, string> (key, value).
+func readStringPair(b []byte) (first, second string, ok bool) {
 	var seen uint32
 	for len(b) > 0 {
 		num, typ, n := protoField(b)
@@ -142,18 +147,18 @@ func readTypeMeta(b []byte) (apiVersion, kind string, ok bool) {
 			return "", "", false
 		}
 		b = b[n:]
-		v, m := bytesField(b, typ)
-		if m < 0 {
+		v, l := bytesField(b, typ)
+		if l < 0 {
 			return "", "", false
 		}
-		b = b[m:]
+		b = b[l:]
 		if num == 1 {
-			apiVersion = string(v)
+			first = string(v)
 		} else {
-			kind = string(v)
+			second = string(v)
 		}
 	}
-	return apiVersion, kind, true
+	return first, second, true
 }
 
 // readWatchEvent reads a WatchEvent: its type and its RawExtension's bytes.
@@ -276,7 +281,7 @@ func readObjectMeta(b []byte, o *metav1.ObjectMeta) bool {
 				return false
 			}
 			b = b[l:]
-			k, val, ok := readMapEntry(v)
+			k, val, ok := readStringPair(v) // a map entry: key, value
 			if !ok {
 				return false
 			}
@@ -387,29 +392,6 @@ func readTime(b []byte) (metav1.Time, bool) {
 		}
 	}
 	return metav1.Time{Time: time.Unix(seconds, 0).Local()}, true
-}
-
-// readMapEntry reads a map<string, string> entry (key = 1, value = 2; absent ones empty).
-func readMapEntry(b []byte) (key, value string, ok bool) {
-	var seen uint32
-	for len(b) > 0 {
-		num, typ, n := protoField(b)
-		if n < 0 || num > 2 || !once(&seen, num) {
-			return "", "", false
-		}
-		b = b[n:]
-		v, l := bytesField(b, typ)
-		if l < 0 {
-			return "", "", false
-		}
-		b = b[l:]
-		if num == 1 {
-			key = string(v)
-		} else {
-			value = string(v)
-		}
-	}
-	return key, value, true
 }
 
 // readOwnerReference reads kind = 1, name = 3, uid = 4, apiVersion = 5, controller = 6 and
