@@ -1,6 +1,7 @@
 package gc
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -447,7 +448,9 @@ func readOwnerReference(b []byte, r *metav1.OwnerReference) bool {
 // above 16 MiB ends the stream with ErrObjectTooLarge. Where that decoder keeps a buffer per
 // watch (1 KiB, doubled to the largest event seen), a frame here is read into a buffer from a
 // pool only once its length has arrived, and handed back once decoded (the decoded object keeps
-// copies, never the buffer): an idle watch, waiting for its next length, holds none.
+// copies, never the buffer): an idle watch, waiting for its next length, holds none. A frame
+// larger than that buffer grows it as its bytes arrive, as the streaming decoder does, never
+// on the announced length alone.
 type frameStream struct {
 	body    io.ReadCloser
 	length  [4]byte
@@ -483,20 +486,27 @@ func (s *frameStream) next() (watch.EventType, runtime.Object, error) {
 		return "", nil, s.err
 	}
 	bp := framePool.Get().(*[]byte)
-	if uint32(cap(*bp)) < n {
-		*bp = make([]byte, n)
-	}
-	frame := (*bp)[:n]
 	defer func() {
 		if cap(*bp) <= maxPooledFrame {
 			framePool.Put(bp)
 		}
 	}()
-	if _, err := io.ReadFull(s.body, frame); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
+	var frame []byte
+	if int(n) <= cap(*bp) {
+		frame = (*bp)[:n]
+		if _, err := io.ReadFull(s.body, frame); err != nil {
+			return "", nil, unexpectedEOF(err)
 		}
-		return "", nil, err
+	} else {
+		// Larger than the pooled buffer: grown as the bytes arrive, never on the length alone
+		// (a member's server that announces 16 MiB and sends nothing costs nothing).
+		buf := bytes.NewBuffer((*bp)[:0])
+		got, err := io.CopyN(buf, s.body, int64(n))
+		if err != nil || got != int64(n) {
+			return "", nil, unexpectedEOF(err)
+		}
+		frame = buf.Bytes()
+		*bp = frame[:0]
 	}
 	if t, m, ok := decodeEventFast(frame); ok {
 		if decodeCheck != nil {
@@ -505,6 +515,14 @@ func (s *frameStream) next() (watch.EventType, runtime.Object, error) {
 		return t, m, nil
 	}
 	return decodeEventFull(frame, s.events, s.objects)
+}
+
+// unexpectedEOF is a frame's read error: the body ending inside a frame is io.ErrUnexpectedEOF.
+func unexpectedEOF(err error) error {
+	if err == nil || errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // decodeEventFull is restwatch.Decoder's decode of one event, from its frame.

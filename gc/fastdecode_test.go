@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	goruntime "runtime"
 	"testing"
 	"time"
 
@@ -197,4 +198,43 @@ func FuzzFastDecode(f *testing.F) {
 			t.Fatalf("the fast decode read a frame the full decode reads otherwise:\n%s", diff)
 		}
 	})
+}
+
+// TestFrameStreamGrowsAsBytesArrive: a frame larger than the pooled buffer is read whole (an
+// object with a 100 KiB annotation), and one whose announced length never arrives costs what
+// arrived, not what was announced: a member's server that claims 16 MiB and sends 1 KiB makes
+// the stream end with io.ErrUnexpectedEOF having allocated well under a MiB.
+func TestFrameStreamGrowsAsBytesArrive(t *testing.T) {
+	events, objects, _ := protobufDecoders(t)
+	big := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "big", UID: "u", Annotations: map[string]string{"a": string(bytes.Repeat([]byte("x"), 100<<10))}}}
+	payload := encodeEvent(t, watch.Added, big)
+	var body bytes.Buffer
+	var length [4]byte
+	binary.BigEndian.PutUint32(length[:], uint32(len(payload)))
+	body.Write(length[:])
+	body.Write(payload)
+	s := newFrameStream(io.NopCloser(&body), events, objects)
+	typ, obj, err := s.next()
+	if err != nil || typ != watch.Added {
+		t.Fatalf("the 100 KiB event: %s %v", typ, err)
+	}
+	if m := obj.(*metav1.PartialObjectMetadata); m.Name != "big" || len(m.Annotations["a"]) != 100<<10 {
+		t.Errorf("the 100 KiB event decoded as %q with a %d-byte annotation", m.Name, len(m.Annotations["a"]))
+	}
+
+	body.Reset()
+	binary.BigEndian.PutUint32(length[:], maxFrameBytes)
+	body.Write(length[:])
+	body.Write(bytes.Repeat([]byte{0}, 1024))
+	s = newFrameStream(io.NopCloser(&body), events, objects)
+	var before, after goruntime.MemStats
+	goruntime.ReadMemStats(&before)
+	_, _, err = s.next()
+	goruntime.ReadMemStats(&after)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("16 MiB announced, 1 KiB sent: %v, want io.ErrUnexpectedEOF", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+		t.Errorf("16 MiB announced, 1 KiB sent: %d bytes allocated", grew)
+	}
 }
