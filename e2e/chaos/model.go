@@ -576,37 +576,60 @@ type plan struct {
 }
 
 // decide classifies the references of a live dependent and returns what it does, and whether
-// it acts at all.
+// it acts at all. A reference the collector cannot resolve (a kind without REST mapping, a
+// namespaced owner named by a cluster-scoped dependent) is never removed and never a reason to
+// delete: without a present owner the dependent is left alone (in-tree leaves it alone in every
+// case); with one, cascade removes the references to gone and waiting owners all the same and
+// keeps the unresolvable ones (policy.removeStaleRefs: the present owner keeps the dependent
+// whatever the others are, so a foreground owner it blocks is not held for ever; found by the
+// CI form, seed 1: pod-170, with a Phantom reference and a present Widget, lost its reference
+// to rc-501, which then finished). The patch removes references by UID, so a UID also named by
+// a kept reference stays whole.
 func (s *sim) decide(d *simObj) (plan, bool) {
 	if d.state != sLive || len(d.refs) == 0 {
 		return plan{}, false
 	}
-	var solid, dangling, waiting []Ref
+	var solid, unresolvable bool
+	stale := map[string]bool{} // UIDs of references to gone and waiting owners
+	keep := map[string]bool{}  // UIDs of references to present owners and unresolvable ones
+	waiting := false
 	for _, r := range d.refs {
 		c, o := s.or.resolve(d.o, r)
 		switch c {
 		case refUnresolvable:
-			return plan{}, false
+			unresolvable = true
+			keep[r.UID] = true
 		case refAbsent:
-			dangling = append(dangling, r)
+			stale[r.UID] = true
 		case refOwner:
 			switch s.st[o.UID].state {
 			case sGone:
-				dangling = append(dangling, r)
+				stale[r.UID] = true
 			case sFG:
-				waiting = append(waiting, r)
+				stale[r.UID] = true
+				waiting = true
 			default:
-				solid = append(solid, r)
+				solid = true
+				keep[r.UID] = true
 			}
 		}
 	}
-	if len(solid) > 0 {
-		if len(dangling)+len(waiting) == 0 {
+	if solid {
+		var kept []Ref
+		for _, r := range d.refs {
+			if keep[r.UID] || !stale[r.UID] {
+				kept = append(kept, r)
+			}
+		}
+		if len(kept) == len(d.refs) {
 			return plan{}, false
 		}
-		return plan{keepRefs: solid, remove: true}, true
+		return plan{keepRefs: kept, remove: true}, true
 	}
-	return plan{del: true, waiting: len(waiting) > 0}, true
+	if unresolvable {
+		return plan{}, false
+	}
+	return plan{del: true, waiting: waiting}, true
 }
 
 // mayPrecedeDependents says whether the collector may have decided on d before any of its

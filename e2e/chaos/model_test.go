@@ -112,6 +112,20 @@ func TestOracle(t *testing.T) {
 			w := cm("w", "a", DeletedForeground)
 			return []*Obj{w, cm("d", "a", NotDeleted, to(w, true), unknown)}
 		}, want{"w": MustExist, "d": MustExist}, []string{"w"}},
+		{"a present owner: references to waiting owners go whatever the unresolvable ones", func() []*Obj {
+			// CI form, seed 1: pod-170 (a Phantom reference, rc-501 waiting, a present Widget)
+			w := cm("w", "a", DeletedForeground)
+			l := cm("l", "a", NotDeleted)
+			w.Refs = []Ref{{APIVersion: "v1", Kind: "ConfigMap", Name: "d", UID: "d", Block: true}}
+			return []*Obj{w, l, cm("d", "a", NotDeleted, unknown, to(w, true), to(l, true))}
+		}, want{"w": MustBeGone, "d": MustExist, "l": MustExist}, nil},
+		{"a present owner keeps a reference whose UID an unresolvable one names too", func() []*Obj {
+			w := cm("w", "a", DeletedForeground)
+			l := cm("l", "a", NotDeleted)
+			alias := unknown
+			alias.UID = "w"
+			return []*Obj{w, l, cm("d", "a", NotDeleted, alias, to(w, true), to(l, false))}
+		}, want{"w": MustExist, "d": MustExist, "l": MustExist}, []string{"w"}},
 		{"no references: never collected", func() []*Obj {
 			return []*Obj{cm("d", "a", NotDeleted)}
 		}, want{"d": MustExist}, nil},
