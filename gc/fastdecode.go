@@ -473,13 +473,43 @@ func newFrameStream(body io.ReadCloser, events, objects runtime.Decoder) *frameS
 
 func (s *frameStream) close() { _ = s.body.Close() }
 
+// next waits for the next event's length, then reads and decodes the event (frame). An idle
+// watch waits here: this frame and readFull's are all it keeps on the stack above HTTP/2's read
+// (watchloop.go says why that matters).
 func (s *frameStream) next() (watch.EventType, runtime.Object, error) {
 	if s.err != nil {
 		return "", nil, s.err
 	}
-	if _, err := io.ReadFull(s.body, s.length[:]); err != nil {
+	if err := readFull(s.body, s.length[:]); err != nil {
 		return "", nil, err // io.EOF where the server ended the watch between events
 	}
+	return s.frame()
+}
+
+// readFull is io.ReadFull in a smaller frame (io.ReadFull and io.ReadAtLeast take 150 bytes).
+//
+//go:noinline
+func readFull(r io.Reader, b []byte) error {
+	n := 0
+	for n < len(b) {
+		m, err := r.Read(b[n:])
+		n += m
+		switch {
+		case n == len(b):
+			return nil
+		case err == io.EOF && n > 0:
+			return io.ErrUnexpectedEOF
+		case err != nil:
+			return err
+		}
+	}
+	return nil
+}
+
+// frame reads and decodes the event whose length next read.
+//
+//go:noinline
+func (s *frameStream) frame() (watch.EventType, runtime.Object, error) {
 	n := binary.BigEndian.Uint32(s.length[:])
 	if n > maxFrameBytes {
 		s.err = streaming.ErrObjectTooLarge

@@ -222,47 +222,65 @@ func (b *backoff) wait(ctx context.Context) bool {
 // errExpired: the server no longer has the watch's resourceVersion; the resource is listed again.
 var errExpired = errors.New("the watch's resourceVersion expired")
 
+// An idle watch is a goroutine parked in its body's Read, one per watched resource (57 per
+// member of a fleet). The runtime halves a parked goroutine's stack at a garbage collection only
+// while it uses less than a quarter of it (the frames below the park plus 800 bytes), so the
+// frames that stay on the stack while a watch waits (run, follow, frameStream.next, then
+// HTTP/2's read) are kept small: what they do besides waiting is in functions of its own, not
+// inlined. Under 1,248 bytes of frames, the 8 KiB a list grew the stack to comes back down to 4
+// KiB (TestIdleWatchStackIsShallow; docs/fleet.md).
+
 // run lists m's resource and follows its watch until ctx ends.
 func (m *monitor) run(ctx context.Context) {
-	bo := backoff{clock: clock.RealClock{}}
+	bo := &backoff{clock: clock.RealClock{}}
 	for ctx.Err() == nil {
-		rv, err := m.lister.list(ctx)
-		if err != nil {
-			bo.wait(ctx)
+		rv, ok := m.listOnce(ctx, bo)
+		if !ok {
 			continue
 		}
-		_ = m.store.Replace(nil, rv)
 		for {
-			err = m.follow(ctx, &rv)
-			m.store.watchEnded(time.Now())
-			if err == nil {
-				continue // the server ended the watch: resume from rv
+			err := m.follow(ctx, &rv)
+			if !m.followEnded(ctx, err, bo) {
+				break // list again
 			}
-			if ctx.Err() != nil {
-				return
-			}
-			if !errors.Is(err, errExpired) {
-				m.lister.fail(err)
-				bo.wait(ctx)
-			}
-			break // list again
 		}
 	}
+}
+
+// listOnce lists m's resource into the store; false (after the backoff) when that failed.
+//
+//go:noinline
+func (m *monitor) listOnce(ctx context.Context, bo *backoff) (string, bool) {
+	rv, err := m.lister.list(ctx)
+	if err != nil {
+		bo.wait(ctx)
+		return "", false
+	}
+	_ = m.store.Replace(nil, rv)
+	return rv, true
+}
+
+// followEnded records the end of a watch that follow returned err for, and says whether to
+// watch again from where it ended (the server ended it: nil) rather than list again.
+//
+//go:noinline
+func (m *monitor) followEnded(ctx context.Context, err error, bo *backoff) bool {
+	m.store.watchEnded(time.Now())
+	if err == nil {
+		return true // the server ended the watch: resume from rv
+	}
+	if ctx.Err() == nil && !errors.Is(err, errExpired) {
+		m.lister.fail(err)
+		bo.wait(ctx)
+	}
+	return false
 }
 
 // follow watches from *rv, applying every event to the graph and advancing *rv, until the
 // server ends the watch (nil) or something fails (errExpired when rv is too old).
 func (m *monitor) follow(ctx context.Context, rv *string) error {
-	timeout := int64((minWatchTimeout + rand.N(minWatchTimeout)).Seconds())
-	s, err := m.lister.openWatch(ctx, metav1.ListOptions{
-		ResourceVersion:     *rv,
-		AllowWatchBookmarks: true,
-		TimeoutSeconds:      &timeout,
-	})
+	s, err := m.openFrom(ctx, *rv)
 	if err != nil {
-		if isExpired(err) {
-			return errExpired
-		}
 		return err
 	}
 	defer s.close()
@@ -270,39 +288,77 @@ func (m *monitor) follow(ctx context.Context, rv *string) error {
 	began, events := time.Now(), 0
 	for {
 		t, obj, err := s.next()
-		switch {
-		case errors.Is(err, io.EOF) && events == 0 && time.Since(began) < time.Second:
-			// A server that ends every watch at once would have the loop spin: as client-go's
-			// reflector, take it as a failure (backoff, then a list).
-			return errors.New("the watch ended at once, with no event")
-		case errors.Is(err, io.EOF):
-			return nil
-		case err != nil:
-			return err
+		if err != nil {
+			return streamEnded(err, events, began)
 		}
 		events++
-		if t == watch.Error {
-			err := apierrors.FromObject(obj)
-			if isExpired(err) {
-				return errExpired
-			}
+		if err := m.apply(t, obj, rv); err != nil {
 			return err
 		}
-		o, ok := obj.(*metav1.PartialObjectMetadata)
-		if !ok {
-			return fmt.Errorf("watch: unexpected %T in a %s event", obj, t)
-		}
-		switch t {
-		case watch.Added, watch.Modified:
-			m.store.observe(o)
-		case watch.Deleted:
-			_ = m.store.Delete(o)
-		case watch.Bookmark:
-		default:
-			return fmt.Errorf("watch: unexpected event type %q", t)
-		}
-		*rv = o.ResourceVersion
 	}
+}
+
+// openFrom opens m's watch from rv (errExpired when rv is too old).
+//
+//go:noinline
+func (m *monitor) openFrom(ctx context.Context, rv string) (eventStream, error) {
+	timeout := int64((minWatchTimeout + rand.N(minWatchTimeout)).Seconds())
+	s, err := m.lister.openWatch(ctx, metav1.ListOptions{
+		ResourceVersion:     rv,
+		AllowWatchBookmarks: true,
+		TimeoutSeconds:      &timeout,
+	})
+	if err != nil {
+		if isExpired(err) {
+			return nil, errExpired
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// streamEnded is what follow returns when reading the next event failed with err, after events
+// events since began.
+//
+//go:noinline
+func streamEnded(err error, events int, began time.Time) error {
+	switch {
+	case errors.Is(err, io.EOF) && events == 0 && time.Since(began) < time.Second:
+		// A server that ends every watch at once would have the loop spin: as client-go's
+		// reflector, take it as a failure (backoff, then a list).
+		return errors.New("the watch ended at once, with no event")
+	case errors.Is(err, io.EOF):
+		return nil
+	}
+	return err
+}
+
+// apply applies one watch event to the graph and advances *rv; an error ends the watch.
+//
+//go:noinline
+func (m *monitor) apply(t watch.EventType, obj runtime.Object, rv *string) error {
+	if t == watch.Error {
+		err := apierrors.FromObject(obj)
+		if isExpired(err) {
+			return errExpired
+		}
+		return err
+	}
+	o, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return fmt.Errorf("watch: unexpected %T in a %s event", obj, t)
+	}
+	switch t {
+	case watch.Added, watch.Modified:
+		m.store.observe(o)
+	case watch.Deleted:
+		_ = m.store.Delete(o)
+	case watch.Bookmark:
+	default:
+		return fmt.Errorf("watch: unexpected event type %q", t)
+	}
+	*rv = o.ResourceVersion
+	return nil
 }
 
 // isExpired reports whether err says a resourceVersion is too old to watch from.

@@ -201,8 +201,9 @@ func memberGETs(b *testing.B, casc framework.Server) float64 {
 // settled: resident memory, Go heap in use, goroutines, connections, the WATCH requests the
 // members' API servers serve for it, the objects in the members' graphs, and over
 // FLEET_IDLE_SECONDS (default 60) of idleness the GET requests to members per second (while
-// idle, discovery's are the only periodic ones). Per member: the difference from the process
-// with no member, divided by the members.
+// idle, discovery's are the only periodic ones), and then resident memory, heap and stacks again
+// (an idle process's stacks shrink at its collections, one at least every 2 minutes). Per
+// member: the difference from the process with no member, divided by the members.
 func BenchmarkFleetCost(b *testing.B) {
 	sizes := envInts(b, "FLEET_SIZES", "10,100,250")
 	ms := startMembers(b, "cost", envInt(b, "FLEET_APISERVERS", 3))
@@ -254,6 +255,9 @@ func BenchmarkFleetCost(b *testing.B) {
 			framework.MeasurementPause(idle)
 			gets := (memberGETs(b, casc) - g0) / idle.Seconds()
 			per := func(v, v0 float64) float64 { return (v - v0) / float64(n) }
+			ui := measure(b, casc.Pid(), casc)
+			fmt.Printf("fleet-cost: after %s idle, per member: RSS %.2f MiB, heap %.2f MiB, stacks %.2f MiB\n", idle,
+				per(ui.rss, base.rss)/(1<<20), per(ui.heap, base.heap)/(1<<20), per(ui.stacks, base.stacks)/(1<<20))
 			fmt.Printf("| %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.0f | %.1f | %.3f |\n",
 				n, u.rss/(1<<20), u.heap/(1<<20), u.goroutines, conns, w, objs,
 				per(u.rss, base.rss)/(1<<20), per(u.heap, base.heap)/(1<<20), per(u.stacks, base.stacks)/(1<<20),
