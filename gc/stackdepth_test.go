@@ -2,9 +2,12 @@ package gc
 
 import (
 	"context"
+	"errors"
 	"io"
 	"runtime/debug"
+	"strings"
 	"testing"
+	"testing/iotest"
 	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -82,5 +85,31 @@ func TestIdleWatchStackIsShallow(t *testing.T) {
 	}
 	if depth > idleFramesBudget {
 		t.Errorf("an idle watch keeps %d bytes of the monitor loop's frames on its stack, over %d: the runtime can no longer halve its stack (move what run, follow or frameStream.next do besides waiting into functions of their own)", depth, idleFramesBudget)
+	}
+}
+
+// TestReadFullIsIOReadFull: readFull answers as io.ReadFull on whole, split, short and failing
+// reads.
+func TestReadFullIsIOReadFull(t *testing.T) {
+	boom := errors.New("boom")
+	sources := map[string]func() io.Reader{
+		"whole":              func() io.Reader { return strings.NewReader("abcd") },
+		"one byte at a time": func() io.Reader { return iotest.OneByteReader(strings.NewReader("abcdef")) },
+		"data with EOF":      func() io.Reader { return iotest.DataErrReader(strings.NewReader("abcd")) },
+		"empty":              func() io.Reader { return strings.NewReader("") },
+		"short":              func() io.Reader { return iotest.OneByteReader(strings.NewReader("ab")) },
+		"short with EOF":     func() io.Reader { return iotest.DataErrReader(strings.NewReader("ab")) },
+		"failing":            func() io.Reader { return iotest.ErrReader(boom) },
+		"failing midway":     func() io.Reader { return io.MultiReader(strings.NewReader("ab"), iotest.ErrReader(boom)) },
+		"timeout then data":  func() io.Reader { return iotest.TimeoutReader(strings.NewReader("abcd")) },
+	}
+	for name, src := range sources {
+		want := make([]byte, 4)
+		_, wantErr := io.ReadFull(src(), want)
+		got := make([]byte, 4)
+		gotErr := readFull(src(), got)
+		if !errors.Is(gotErr, wantErr) || (gotErr == nil) != (wantErr == nil) || string(got) != string(want) {
+			t.Errorf("%s: %q, %v; io.ReadFull: %q, %v", name, got, gotErr, want, wantErr)
+		}
 	}
 }
