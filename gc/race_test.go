@@ -1,5 +1,0 @@
-//go:build race
-
-package gc
-
-const raceEnabled = true
