@@ -224,7 +224,7 @@ var errExpired = errors.New("the watch's resourceVersion expired")
 
 // An idle watch is a goroutine parked in its body's Read, one per watched resource (57 per
 // member of a fleet). The runtime halves a parked goroutine's stack at a garbage collection only
-// while it uses less than a quarter of it (the frames below the park plus 800 bytes), so the
+// while it uses less than a quarter of it (its frames down to the park, plus 800 bytes), so the
 // frames that stay on the stack while a watch waits (run, follow, frameStream.next, then
 // HTTP/2's read) are kept small: what they do besides waiting is in functions of its own, not
 // inlined. Under 1,248 bytes of frames, the 8 KiB a list grew the stack to comes back down to 4

@@ -589,10 +589,9 @@ func (s *sim) decide(d *simObj) (plan, bool) {
 	if d.state != sLive || len(d.refs) == 0 {
 		return plan{}, false
 	}
-	var solid, unresolvable bool
+	var solid, unresolvable, waiting bool
 	stale := map[string]bool{} // UIDs of references to gone and waiting owners
 	keep := map[string]bool{}  // UIDs of references to present owners and unresolvable ones
-	waiting := false
 	for _, r := range d.refs {
 		c, o := s.or.resolve(d.o, r)
 		switch c {
