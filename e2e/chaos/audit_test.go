@@ -492,19 +492,36 @@ func TestAuditDeletePrecondition(t *testing.T) {
 		rv     string
 		code   int
 		wrong  bool
+		// refused: the check shows the precondition refused it (counted, not judged)
+		refused bool
 	}{
-		{"a live owner added since, judged at the precondition's version", []Ref{refGone, refLive}, "3", 504, false},
-		{"every reference removed since, judged at the precondition's version", []Ref{}, "3", 504, false},
-		{"a live owner added, the DELETE at the newer version", []Ref{refGone, refLive}, "4", 504, true},
-		{"every reference removed, the DELETE at the newer version, applied", []Ref{}, "4", 200, true},
-		{"a version the driver never saw: every version it may have met", []Ref{refGone, refLive}, "9", 504, true},
+		// The driver's newer version (5) was answered before the DELETE was received: the
+		// precondition's version (3) is one the object had left, so the DELETE was refused.
+		{"a live owner added since: refused, its version left before the DELETE", []Ref{refGone, refLive}, "3", 504, false, true},
+		{"every reference removed since: refused, its version left before the DELETE", []Ref{}, "3", 504, false, true},
+		{"a live owner added, the DELETE at the newer version", []Ref{refGone, refLive}, "5", 504, true, false},
+		{"every reference removed, the DELETE at the newer version, applied", []Ref{}, "5", 200, true, false},
+		{"a version the driver never saw: every version it may have met", []Ref{refGone, refLive}, "9", 504, true, false},
+		// The CI form, seed 1 (rc-603): the precondition names a version between two of the
+		// driver's (cascade's own patch, say), and the driver's later version was written before
+		// the DELETE was received: the precondition refused it, whatever its answer.
+		{"a version the driver never saw, written past before the DELETE: refused", []Ref{}, "4", 504, false, true},
+		{"the same, never answered: refused", []Ref{}, "4", 0, false, true},
+		{"the same, the driver's write answered after the DELETE was received: judged, on every version", []Ref{}, "4", 504, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d.events = append(slices.Clone(base), event{T0: at(400), T1: at(410), Op: "refs", UID: dep.UID, Refs: tc.change, RV: "4"})
+			refsAt := 410
+			if strings.Contains(tc.name, "after the DELETE was received") {
+				refsAt = 505
+			}
+			d.events = append(slices.Clone(base), event{T0: at(400), T1: at(refsAt), Op: "refs", UID: dep.UID, Refs: tc.change, RV: "5"})
 			del := map[string]any{"kind": "DeleteOptions", "preconditions": map[string]any{"uid": dep.UID, "resourceVersion": tc.rv}, "propagationPolicy": "Background"}
 			res := checkLines(t, d, []string{auditLine(t, at(500), "delete", "secrets", "chaos-b", dep.Name, tc.code, del)})
 			if got := len(res.wrongDeletes) == 1; got != tc.wrong {
 				t.Errorf("wrongful deletes %q; want wrongful: %v", res.wrongDeletes, tc.wrong)
+			}
+			if got := res.refusedDeletes == 1; got != tc.refused {
+				t.Errorf("%d refused by the precondition; want refused: %v", res.refusedDeletes, tc.refused)
 			}
 		})
 	}

@@ -416,7 +416,7 @@ func TestChaos(t *testing.T) {
 	}
 	fmt.Fprintf(&b, "  GC finalizers at healing:  %d owners; %d lost it, the last %s after healing (at most: first checked after the driver's end steps); %d held by a dependent that can never go (oracle)\n",
 		len(withFinalizer), len(finalizerGone), maxFin.Round(100*time.Millisecond), held)
-	fmt.Fprintf(&b, "  audit: %d cascade writes unverifiable (object unknown to the driver); %d DELETEs answered with a server error or not at all (perhaps applied; judged like the others)\n", audit.unverifiable, audit.maybeDeletes)
+	fmt.Fprintf(&b, "  audit: %d cascade writes unverifiable (object unknown to the driver); %d DELETEs answered with a server error or not at all (perhaps applied; judged like the others, but for %d that their resourceVersion precondition shows refused)\n", audit.unverifiable, audit.maybeDeletes, audit.refusedDeletes)
 	fmt.Fprintf(&b, "  total time:               %s\n", time.Since(start).Round(time.Second))
 	fmt.Print(b.String())
 	t.Log(b.String())
