@@ -447,7 +447,6 @@ func (c *checker) refsAt(uid string, from, to time.Time) [][]Ref {
 	return out
 }
 
-// versionAt returns the version of uid the driver wrote or read at resourceVersion rv.
 // refusedByPrecondition reports whether a DELETE (answered with a server error, or never) could
 // not have been applied because of its resourceVersion precondition: the driver had written a
 // version of the same object (same UID) with a greater resourceVersion, and that write was
@@ -472,6 +471,7 @@ func (c *checker) refusedByPrecondition(w cascadeWrite) bool {
 	return false
 }
 
+// versionAt returns the version of uid the driver wrote or read at resourceVersion rv.
 func (c *checker) versionAt(uid, rv string) (event, bool) {
 	if rv == "" {
 		return event{}, false

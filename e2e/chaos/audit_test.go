@@ -465,7 +465,10 @@ func TestAuditMaybeDeleteJudged(t *testing.T) {
 // owner added, or every reference removed). The check judged each DELETE on the newer
 // references, which the precondition would have refused. A DELETE with a resourceVersion
 // precondition is judged on the version at that resourceVersion where the driver knows it;
-// where it does not, on every version it may have met, as before.
+// where it does not, on every version it may have met, as before. And (the CI form again,
+// rc-603) one answered with a server error, or never, whose precondition names a version older
+// than one the driver wrote and saw answered before the DELETE was received, is refused: not
+// judged, counted apart.
 func TestAuditDeletePrecondition(t *testing.T) {
 	secKind := kinds[1]
 	if secKind.kind != "Secret" {
@@ -494,29 +497,35 @@ func TestAuditDeletePrecondition(t *testing.T) {
 		wrong  bool
 		// refused: the check shows the precondition refused it (counted, not judged)
 		refused bool
+		// late: the driver's newer version was answered after the DELETE was received
+		late bool
 	}{
 		// The driver's newer version (5) was answered before the DELETE was received: the
 		// precondition's version (3) is one the object had left, so the DELETE was refused.
-		{"a live owner added since: refused, its version left before the DELETE", []Ref{refGone, refLive}, "3", 504, false, true},
-		{"every reference removed since: refused, its version left before the DELETE", []Ref{}, "3", 504, false, true},
-		{"a live owner added, the DELETE at the newer version", []Ref{refGone, refLive}, "5", 504, true, false},
-		{"every reference removed, the DELETE at the newer version, applied", []Ref{}, "5", 200, true, false},
-		{"a version the driver never saw: every version it may have met", []Ref{refGone, refLive}, "9", 504, true, false},
+		{"a live owner added since: refused, its version left before the DELETE", []Ref{refGone, refLive}, "3", 504, false, true, false},
+		{"every reference removed since: refused, its version left before the DELETE", []Ref{}, "3", 504, false, true, false},
+		{"a live owner added, the DELETE at the newer version", []Ref{refGone, refLive}, "5", 504, true, false, false},
+		{"every reference removed, the DELETE at the newer version, applied", []Ref{}, "5", 200, true, false, false},
+		{"a version the driver never saw: every version it may have met", []Ref{refGone, refLive}, "9", 504, true, false, false},
 		// The CI form, seed 1 (rc-603): the precondition names a version between two of the
 		// driver's (cascade's own patch, say), and the driver's later version was written before
 		// the DELETE was received: the precondition refused it, whatever its answer.
-		{"a version the driver never saw, written past before the DELETE: refused", []Ref{}, "4", 504, false, true},
-		{"the same, never answered: refused", []Ref{}, "4", 0, false, true},
-		{"the same, the driver's write answered after the DELETE was received: judged, on every version", []Ref{}, "4", 504, false, false},
+		{"a version the driver never saw, written past before the DELETE: refused", []Ref{}, "4", 504, false, true, false},
+		{"the same, never answered: refused", []Ref{}, "4", 0, false, true, false},
+		{"the same, the driver's write answered after the DELETE was received: judged, on every version", []Ref{}, "4", 504, false, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			refsAt := 410
-			if strings.Contains(tc.name, "after the DELETE was received") {
+			if tc.late {
 				refsAt = 505
 			}
 			d.events = append(slices.Clone(base), event{T0: at(400), T1: at(refsAt), Op: "refs", UID: dep.UID, Refs: tc.change, RV: "5"})
 			del := map[string]any{"kind": "DeleteOptions", "preconditions": map[string]any{"uid": dep.UID, "resourceVersion": tc.rv}, "propagationPolicy": "Background"}
-			res := checkLines(t, d, []string{auditLine(t, at(500), "delete", "secrets", "chaos-b", dep.Name, tc.code, del)})
+			line := auditLine(t, at(500), "delete", "secrets", "chaos-b", dep.Name, tc.code, del)
+			if tc.code == 0 { // received, never answered: only the RequestReceived stage
+				line = auditStage(t, "RequestReceived", "lost", at(500), "delete", "secrets", "chaos-b", dep.Name, 0, del)
+			}
+			res := checkLines(t, d, []string{line})
 			if got := len(res.wrongDeletes) == 1; got != tc.wrong {
 				t.Errorf("wrongful deletes %q; want wrongful: %v", res.wrongDeletes, tc.wrong)
 			}
