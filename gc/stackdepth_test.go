@@ -108,7 +108,7 @@ func TestReadFullIsIOReadFull(t *testing.T) {
 		_, wantErr := io.ReadFull(src(), want)
 		got := make([]byte, 4)
 		gotErr := readFull(src(), got)
-		if !errors.Is(gotErr, wantErr) || (gotErr == nil) != (wantErr == nil) || string(got) != string(want) {
+		if !errors.Is(gotErr, wantErr) || string(got) != string(want) {
 			t.Errorf("%s: %q, %v; io.ReadFull: %q, %v", name, got, gotErr, want, wantErr)
 		}
 	}

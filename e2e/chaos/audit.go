@@ -222,18 +222,17 @@ func checkAudit(path string, d *driver) (*auditResult, error) {
 		}
 		switch w.verb {
 		case "delete":
-			if w.refused {
-				c.res.maybeDeletes++
-				continue
-			}
 			// One answered with a server error, or never answered, is judged too: whether or
-			// not it was applied, cascade decided to send it, on what it knew then.
+			// not it was applied, cascade decided to send it, on what it knew then; but for one
+			// its precondition refused (first pass).
 			if w.maybe {
 				c.res.maybeDeletes++
 			} else {
 				c.res.deletes++
 			}
-			c.checkDelete(w)
+			if !w.refused {
+				c.checkDelete(w)
+			}
 		case "patch":
 			if len(w.removed) > 0 {
 				if !w.maybe {
