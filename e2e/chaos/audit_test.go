@@ -535,3 +535,69 @@ func TestAuditDeletePrecondition(t *testing.T) {
 		})
 	}
 }
+
+// TestAuditUnansweredDeleteOutlived: make test-chaos, seed 1 (dep-199). cascade's graph lagged
+// while the apiserver restarted: it decided on a 33-second-old version (its owner gone) and sent
+// DELETEs with that version's precondition, refused (409) while the driver had since removed
+// every reference; the last DELETE was received and never answered (the apiserver killed), its
+// body unknown. The driver then wrote the object again (same UID, not being deleted): the
+// DELETE was not applied, and is not judged. Without that later write it is judged on every
+// version the object may have had, as before; a later write whose answer was lost (the read
+// that settled it) or a removal of the driver's finalizer (done on objects being deleted too)
+// proves nothing. And a DELETE whose body is logged must carry both preconditions.
+func TestAuditUnansweredDeleteOutlived(t *testing.T) {
+	secKind := kinds[1]
+	t0 := time.Date(2026, 11, 29, 21, 29, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	mk := func(name, uid string) *record {
+		return &record{Obj: &Obj{UID: uid, GK: secKind.gk(), Namespace: "chaos-a", Name: name, Namespaced: true}, k: secKind}
+	}
+	gone, dep := mk("sec-1", "uid-gone"), mk("sec-2", "uid-dep")
+	refGone := Ref{APIVersion: "v1", Kind: "Secret", Name: gone.Name, UID: gone.UID}
+	d := &driver{recs: map[string]*record{gone.UID: gone, dep.UID: dep}, order: []string{gone.UID, dep.UID}}
+	base := []event{
+		{T0: at(0), T1: at(3), Op: "create", UID: gone.UID, RV: "1"},
+		{T0: at(10), T1: at(13), Op: "create", UID: dep.UID, Refs: []Ref{refGone}, RV: "3"},
+		{T0: at(20), T1: at(23), Op: "delete", UID: gone.UID, Deletion: DeletedBackground},
+		{T0: at(400), T1: at(410), Op: "refs", UID: dep.UID, Refs: []Ref{}, RV: "5"},
+	}
+	for _, tc := range []struct {
+		name  string
+		later *event
+		wrong bool
+	}{
+		{"written again after: not applied, not judged", &event{T0: at(9000), T1: at(9010), Op: "refs", UID: dep.UID, Refs: []Ref{refGone}, RV: "7"}, false},
+		{"nothing written after: judged on the version with no references", nil, true},
+		{"written after, its answer lost: judged", &event{T0: at(9000), T1: at(9500), Op: "refs", UID: dep.UID, Refs: []Ref{refGone}, RV: "7", Lost: true}, true},
+		{"its finalizer removed after: judged", &event{T0: at(9000), T1: at(9010), Op: "unhold", UID: dep.UID, Refs: []Ref{}, RV: "7"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d.events = slices.Clone(base)
+			if tc.later != nil {
+				d.events = append(d.events, *tc.later)
+			}
+			del := map[string]any{"kind": "DeleteOptions", "preconditions": map[string]any{"uid": dep.UID, "resourceVersion": "3"}, "propagationPolicy": "Background"}
+			lines := []string{
+				auditLine(t, at(500), "delete", "secrets", "chaos-a", dep.Name, 409, del),
+				// Received, never answered: no body at that stage.
+				auditStage(t, "RequestReceived", "lost", at(600), "delete", "secrets", "chaos-a", dep.Name, 0, nil),
+			}
+			res := checkLines(t, d, lines)
+			if got := len(res.wrongDeletes) == 1; got != tc.wrong {
+				t.Errorf("wrongful deletes %q; want wrongful: %v", res.wrongDeletes, tc.wrong)
+			}
+			if got := res.refusedDeletes == 1; got == tc.wrong {
+				t.Errorf("%d shown not applied; want %v", res.refusedDeletes, !tc.wrong)
+			}
+			if len(res.noPrecondition) != 0 {
+				t.Errorf("DELETEs without preconditions: %q, want none", res.noPrecondition)
+			}
+		})
+	}
+	d.events = slices.Clone(base)
+	del := map[string]any{"kind": "DeleteOptions", "preconditions": map[string]any{"uid": dep.UID}, "propagationPolicy": "Background"}
+	res := checkLines(t, d, []string{auditLine(t, at(500), "delete", "secrets", "chaos-a", dep.Name, 200, del)})
+	if len(res.noPrecondition) != 1 {
+		t.Errorf("a DELETE with a UID precondition only: %q, want it named", res.noPrecondition)
+	}
+}

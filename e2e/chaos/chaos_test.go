@@ -416,12 +416,12 @@ func TestChaos(t *testing.T) {
 	}
 	fmt.Fprintf(&b, "  GC finalizers at healing:  %d owners; %d lost it, the last %s after healing (at most: first checked after the driver's end steps); %d held by a dependent that can never go (oracle)\n",
 		len(withFinalizer), len(finalizerGone), maxFin.Round(100*time.Millisecond), held)
-	fmt.Fprintf(&b, "  audit: %d cascade writes unverifiable (object unknown to the driver); %d DELETEs answered with a server error or not at all (perhaps applied; judged like the others, but for %d that their resourceVersion precondition shows refused)\n", audit.unverifiable, audit.maybeDeletes, audit.refusedDeletes)
+	fmt.Fprintf(&b, "  audit: %d cascade writes unverifiable (object unknown to the driver); %d DELETEs answered with a server error or not at all (perhaps applied; judged like the others, but for %d shown not applied: their resourceVersion precondition refused, or the object outlived one never answered)\n", audit.unverifiable, audit.maybeDeletes, audit.refusedDeletes)
 	fmt.Fprintf(&b, "  total time:               %s\n", time.Since(start).Round(time.Second))
 	fmt.Print(b.String())
 	t.Log(b.String())
 
-	if len(wrongful)+len(audit.wrongDeletes)+len(audit.wrongRefRemovals)+len(audit.earlyForeground)+len(stuck)+len(badFinalizers) > 0 {
+	if len(wrongful)+len(audit.wrongDeletes)+len(audit.wrongRefRemovals)+len(audit.earlyForeground)+len(audit.noPrecondition)+len(stuck)+len(badFinalizers) > 0 {
 		// The driver's view of every object, for tracing a finding with the audit log.
 		if b, err := json.MarshalIndent(d.dump(), "", " "); err == nil {
 			_ = os.WriteFile(filepath.Join(dir, "driver.json"), b, 0o644)
@@ -446,6 +446,9 @@ func TestChaos(t *testing.T) {
 	for _, w := range audit.earlyForeground {
 		t.Errorf("FOREGROUND FINISHED EARLY (audit): %s%s", w, traceFinding(d, auditLog, w))
 	}
+	for _, w := range audit.noPrecondition {
+		t.Errorf("DELETE WITHOUT PRECONDITIONS (audit): %s", w)
+	}
 	for _, s := range stuck {
 		t.Errorf("NOT COLLECTED after %s: %s%s", cfg.converge, s, traceFinding(d, auditLog, s))
 	}
@@ -464,7 +467,7 @@ func TestChaos(t *testing.T) {
 	}{
 		{"WRONGFUL DELETION", wrongful}, {"WRONGFUL DELETION (audit)", audit.wrongDeletes},
 		{"WRONGFUL REFERENCE REMOVAL (audit)", audit.wrongRefRemovals}, {"FOREGROUND FINISHED EARLY (audit)", audit.earlyForeground},
-		{"NOT COLLECTED", stuck}, {"GC FINALIZER LEFT", badFinalizers},
+		{"DELETE WITHOUT PRECONDITIONS (audit)", audit.noPrecondition}, {"NOT COLLECTED", stuck}, {"GC FINALIZER LEFT", badFinalizers},
 	} {
 		for _, s := range f.list {
 			findings = append(findings, "  "+f.what+": "+s)

@@ -45,6 +45,9 @@ type event struct {
 	// apiserver's answer, or the read that settled a lost one): the audit check judges a DELETE
 	// with that resourceVersion precondition on exactly this version.
 	RV string `json:",omitempty"`
+	// Lost: a write whose answer was lost, recorded as the read that settled it (it may or may
+	// not have been applied).
+	Lost bool `json:",omitempty"`
 }
 
 // driver applies random operations and keeps the oracle's view of what it applied.
@@ -546,7 +549,7 @@ func (d *driver) update(r *record, op string, change func(u *unstructured.Unstru
 			// there as a write spanning the whole window (the audit check takes both sides).
 			d.uncertain++
 			if u, _ := d.getSettled(r); u != nil {
-				d.note(event{T0: t0, T1: time.Now(), Op: "refs", UID: r.UID, Refs: r.Refs, Hold: r.hold, Own: r.Own, RV: r.rv})
+				d.note(event{T0: t0, T1: time.Now(), Op: "refs", UID: r.UID, Refs: r.Refs, Hold: r.hold, Own: r.Own, RV: r.rv, Lost: true})
 			}
 			return ""
 		}

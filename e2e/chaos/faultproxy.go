@@ -3,6 +3,7 @@
 package chaos
 
 import (
+	"context"
 	"io"
 	"log"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/client-go/rest"
 )
@@ -22,6 +24,11 @@ type faultProxy struct {
 	srv      *httptest.Server
 	failing  atomic.Bool
 	answered atomic.Int64 // requests answered with a 500
+	// closing ends every request in flight when the proxy closes: httptest's Close waits for
+	// them, and a watch a replica opened through the proxy would otherwise hold it until
+	// kube-apiserver ends the watch (up to an hour).
+	closing context.Context
+	stop    context.CancelFunc
 }
 
 // startFaultProxy proxies to the API server of cfg (its address and CA only: no credential
@@ -43,6 +50,7 @@ func startFaultProxy(cfg *rest.Config) (*faultProxy, error) {
 	quiet := log.New(io.Discard, "", 0)
 	rp.ErrorLog = quiet
 	p := &faultProxy{}
+	p.closing, p.stop = context.WithCancel(context.Background())
 	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p.failing.Load() {
 			p.answered.Add(1)
@@ -51,7 +59,10 @@ func startFaultProxy(cfg *rest.Config) (*faultProxy, error) {
 			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"InternalError","message":"chaos: the member answers 500","code":500}`))
 			return
 		}
-		rp.ServeHTTP(w, r)
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(p.closing, cancel)()
+		rp.ServeHTTP(w, r.WithContext(ctx))
 	}))
 	p.srv.EnableHTTP2 = true
 	p.srv.Config.ErrorLog = quiet
@@ -69,7 +80,16 @@ func (p *faultProxy) fail500(on bool) {
 	p.srv.CloseClientConnections()
 }
 
+// close stops the proxy: no new connection, every request in flight ended, and never more
+// than a few seconds' wait (the replicas behind it are still running and dial again at once).
 func (p *faultProxy) close() {
+	p.stop()
+	_ = p.srv.Listener.Close()
 	p.srv.CloseClientConnections()
-	p.srv.Close()
+	done := make(chan struct{})
+	go func() { p.srv.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+	}
 }

@@ -505,6 +505,7 @@ func judgeMember(t *testing.T, m *chaosMember, cfg fleetConfig, opsStart, opsDon
 	add("WRONGFUL DELETION (audit)", audit.wrongDeletes)
 	add("WRONGFUL REFERENCE REMOVAL (audit)", audit.wrongRefRemovals)
 	add("FOREGROUND FINISHED EARLY (audit)", audit.earlyForeground)
+	add("DELETE WITHOUT PRECONDITIONS (audit)", audit.noPrecondition)
 	add("NOT COLLECTED", stuck)
 	add("GC FINALIZER LEFT", badFinalizers)
 	if d.unsettled > 0 {
