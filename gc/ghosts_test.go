@@ -3,6 +3,7 @@ package gc
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -362,5 +363,46 @@ func TestUnwatchDue(t *testing.T) {
 	c.monitors.stopAll()
 	if got := due(); len(got) != 0 {
 		t.Errorf("after stopAll: due %v, want nothing", got)
+	}
+}
+
+// TestUnwatchedDependentLookedAtAgain: make test-chaos, seed 1. A dependent whose owner was
+// verified absent is taken from the queue while its own resource is missing from discovery for
+// a moment (a round answered while kube-apiserver restarted). Nothing is decided on it then, no
+// API call, but it is looked at again: the resource's return changes none of its objects and
+// brings no event. Once the resource is watched again, it is collected.
+func TestUnwatchedDependentLookedAtAgain(t *testing.T) {
+	dep := ghostMeta(ghostCMs, "dep-gone", "u-dep-gone", widgetRefV1("u-gone", false))
+	c, _, acts := newGhostController(t, dep)
+	ghostWatch(c, ghostWidgetsV1, true)
+	cms := ghostWatch(c, ghostCMs, true)
+	if err := cms.Add(dep); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, ref := range worktest.Drain(c.verifyQueue) {
+		if got, err := c.verifyOwner(ctx, ref); got != work.Done || err != nil {
+			t.Fatalf("verifyOwner(%s) = %v, %v", ref, got, err)
+		}
+	}
+	if got := ghostOwnerStates(c, "u-dep-gone"); !slices.Equal(got, []graph.OwnerState{graph.OwnerAbsent}) {
+		t.Fatalf("owner states = %v, want [Absent]", got)
+	}
+	before := len(acts())
+
+	c.monitors.stop(ghostCMs.GVR, c.opts.Clock.Now())
+	if got, err := c.attemptToDelete(ctx, "u-dep-gone"); got != work.WaitForSync || err != nil {
+		t.Errorf("attemptToDelete while its resource is not watched = %v, %v; want WaitForSync (looked at again)", got, err)
+	}
+	if a := acts()[before:]; len(a) != 0 {
+		t.Fatalf("API calls while its resource is not watched: %q", a)
+	}
+
+	ghostWatch(c, ghostCMs, true) // discovery lists it again; its list changes nothing
+	if got, err := c.attemptToDelete(ctx, "u-dep-gone"); got != work.Done || err != nil {
+		t.Errorf("attemptToDelete once watched again = %v, %v; want Done", got, err)
+	}
+	if a := acts()[before:]; !slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "DELETE ") }) {
+		t.Errorf("API calls once watched again: %q, want its DELETE", a)
 	}
 }
