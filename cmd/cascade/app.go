@@ -10,12 +10,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"github.com/cascade-gc/cascade/gc"
 	"github.com/cascade-gc/cascade/internal/features"
 	"github.com/cascade-gc/cascade/internal/leader"
+	"github.com/cascade-gc/cascade/internal/work"
 	"github.com/cascade-gc/cascade/policy/watch"
 )
 
@@ -62,7 +62,7 @@ func newApp(ctx context.Context, opts *Options) (*app, error) {
 	ms := newMetricSet(reg)
 	ms.rest.Hook()                       // client-go's request metrics (rest_client_*), every client
 	cfg.Wrap(countRequests(ms.requests)) // every request but discovery's is counted
-	workqueue.SetProvider(ms.queues)     // before any queue is created
+	work.SetQueueMetrics(ms.queues)      // before any queue is created
 	cs, err := newClients(cfg)
 	if err != nil {
 		return nil, err

@@ -109,8 +109,9 @@ type Func[T comparable] func(ctx context.Context, item T) (Outcome, error)
 // from any goroutine, before and during Run.
 type Queue[T comparable] struct {
 	name     string
-	q        workqueue.TypedRateLimitingInterface[T]
+	q        *rqueue[T]
 	metrics  *Metrics
+	qm       *QueueMetrics // nil: none installed
 	share    *Share
 	progress queueProgress
 
@@ -123,17 +124,27 @@ func NewQueue[T comparable](name string, opts Options[T]) *Queue[T] {
 	if opts.RateLimiter == nil {
 		opts.RateLimiter = DefaultRateLimiter[T]()
 	}
-	cfg := workqueue.TypedRateLimitingQueueConfig[T]{Name: name}
+	var clk clock.WithDelayedExecution = clock.RealClock{}
 	if opts.Clock != nil {
-		cfg.Clock = opts.Clock
+		c, ok := opts.Clock.(clock.WithDelayedExecution)
+		if !ok {
+			panic("work.NewQueue: the clock has no AfterFunc (k8s.io/utils/clock's real and fake clocks have)")
+		}
+		clk = c
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
+	qm := installed.Load()
+	var series *queueSeries
+	if qm != nil {
+		series = qm.series(name)
+	}
 	q := &Queue[T]{
 		name:    name,
-		q:       workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter, cfg),
+		q:       newRQueue(clk, opts.RateLimiter, series),
 		metrics: opts.Metrics,
+		qm:      qm,
 		share:   opts.Share,
 		failing: map[T]struct{}{},
 	}
@@ -155,7 +166,10 @@ func (q *Queue[T]) AddAfter(item T, d time.Duration) { q.q.AddAfter(item, d) }
 func (q *Queue[T]) Len() int { return q.q.Len() }
 
 func (q *Queue[T]) finished() uint64 { return q.progress.done.Load() }
-func (q *Queue[T]) serving() bool    { return q.progress.workers.Load() > 0 }
+func (q *Queue[T]) unfinished() (total, longest float64) {
+	return q.q.unfinished()
+}
+func (q *Queue[T]) serving() bool { return q.progress.workers.Load() > 0 }
 
 // ShutDown stops the queue: workers return once their current item is finished.
 func (q *Queue[T]) ShutDown() { q.q.ShutDown() }
@@ -166,6 +180,10 @@ func (q *Queue[T]) ShutDown() { q.q.ShutDown() }
 func (q *Queue[T]) Run(ctx context.Context, workers int, process Func[T]) {
 	q.metrics.queues.add(q) // for the liveness check while it is served
 	defer q.metrics.queues.remove(q)
+	if q.qm != nil { // for the unfinished-work gauges while it is served
+		q.qm.serve(q)
+		defer q.qm.stopServing(q)
+	}
 	stop := context.AfterFunc(ctx, q.q.ShutDown)
 	defer stop()
 	work := func() {

@@ -1,18 +1,40 @@
 package work
 
 import (
+	"slices"
+	"sync"
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/util/workqueue"
 )
 
-// QueueMetrics implements client-go's workqueue.MetricsProvider with Prometheus metrics
-// labelled by queue name (attempt_to_delete, verify_owner, finalize_owner). Queue duration
-// plus work duration is the collection latency of one object. Install it once with
-// workqueue.SetProvider before any queue is created.
+// QueueMetrics are the work queues' metrics, labelled by queue name (attempt_to_delete,
+// verify_owner, finalize_owner, ...), with client-go's workqueue metric names under cascade_.
+// Queue duration plus work duration is the collection latency of one object. Install them once
+// with SetQueueMetrics before any queue is created; a fleet's members' queues of one name
+// count into one series. The unfinished-work gauges are computed when scraped, over the queues
+// served at that moment: no queue keeps a goroutine to update them.
 type QueueMetrics struct {
-	depth, unfinished, longest *prometheus.GaugeVec
-	adds, retries              *prometheus.CounterVec
-	latency, work              *prometheus.HistogramVec
+	depth            *prometheus.GaugeVec
+	adds, retries    *prometheus.CounterVec
+	latency, work    *prometheus.HistogramVec
+	unfinished, long *prometheus.Desc
+
+	mu     sync.Mutex
+	served []unfinishedSource // guarded by mu: the queues being served (Queue.Run)
+}
+
+// unfinishedSource is a queue as the unfinished-work gauges read it.
+type unfinishedSource interface {
+	Name() string
+	unfinished() (total, longest float64)
+}
+
+// queueSeries are one queue's series.
+type queueSeries struct {
+	depth         prometheus.Gauge
+	adds, retries prometheus.Counter
+	latency, work prometheus.Observer
 }
 
 // NewQueueMetrics creates and registers the work queue metrics on reg.
@@ -22,10 +44,6 @@ func NewQueueMetrics(reg prometheus.Registerer) *QueueMetrics {
 	q := &QueueMetrics{
 		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Subsystem: sub, Name: "depth",
 			Help: "Items waiting in the work queue."}, []string{"name"}),
-		unfinished: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Subsystem: sub, Name: "unfinished_work_seconds",
-			Help: "Seconds of work in progress not yet observed by work_duration_seconds."}, []string{"name"}),
-		longest: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Subsystem: sub, Name: "longest_running_processor_seconds",
-			Help: "Seconds the longest running item has been processed."}, []string{"name"}),
 		adds: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Subsystem: sub, Name: "adds_total",
 			Help: "Items added to the work queue."}, []string{"name"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Subsystem: sub, Name: "retries_total",
@@ -34,31 +52,71 @@ func NewQueueMetrics(reg prometheus.Registerer) *QueueMetrics {
 			Help: "Seconds an item waits in the queue before a worker takes it.", Buckets: buckets}, []string{"name"}),
 		work: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metricsNamespace, Subsystem: sub, Name: "work_duration_seconds",
 			Help: "Seconds a worker spends on one item (decision and API calls).", Buckets: buckets}, []string{"name"}),
+		unfinished: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, sub, "unfinished_work_seconds"),
+			"Seconds of work in progress not yet observed by work_duration_seconds.", []string{"name"}, nil),
+		long: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, sub, "longest_running_processor_seconds"),
+			"Seconds the longest running item has been processed.", []string{"name"}, nil),
 	}
-	reg.MustRegister(q.depth, q.unfinished, q.longest, q.adds, q.retries, q.latency, q.work)
+	reg.MustRegister(q.depth, q.adds, q.retries, q.latency, q.work, q)
 	return q
 }
 
-var _ workqueue.MetricsProvider = (*QueueMetrics)(nil)
+// series returns the series of the queue name.
+func (q *QueueMetrics) series(name string) *queueSeries {
+	return &queueSeries{
+		depth: q.depth.WithLabelValues(name), adds: q.adds.WithLabelValues(name), retries: q.retries.WithLabelValues(name),
+		latency: q.latency.WithLabelValues(name), work: q.work.WithLabelValues(name),
+	}
+}
 
-func (q *QueueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {
-	return q.depth.WithLabelValues(name)
+func (q *QueueMetrics) serve(s unfinishedSource) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.served = append(q.served, s)
 }
-func (q *QueueMetrics) NewAddsMetric(name string) workqueue.CounterMetric {
-	return q.adds.WithLabelValues(name)
+
+func (q *QueueMetrics) stopServing(s unfinishedSource) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if i := slices.Index(q.served, s); i >= 0 {
+		q.served = slices.Delete(q.served, i, i+1)
+	}
 }
-func (q *QueueMetrics) NewLatencyMetric(name string) workqueue.HistogramMetric {
-	return q.latency.WithLabelValues(name)
+
+// Describe implements prometheus.Collector for the unfinished-work gauges.
+func (q *QueueMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- q.unfinished
+	ch <- q.long
 }
-func (q *QueueMetrics) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
-	return q.work.WithLabelValues(name)
+
+// Collect implements prometheus.Collector: per queue name, the seconds of work in progress
+// summed over the queues of that name served now, and the longest of them.
+func (q *QueueMetrics) Collect(ch chan<- prometheus.Metric) {
+	q.mu.Lock()
+	served := slices.Clone(q.served)
+	q.mu.Unlock()
+	type sums struct{ total, longest float64 }
+	by := map[string]*sums{}
+	var names []string
+	for _, s := range served {
+		total, longest := s.unfinished()
+		n := s.Name()
+		if by[n] == nil {
+			by[n] = &sums{}
+			names = append(names, n)
+		}
+		by[n].total += total
+		by[n].longest = max(by[n].longest, longest)
+	}
+	for _, n := range names {
+		ch <- prometheus.MustNewConstMetric(q.unfinished, prometheus.GaugeValue, by[n].total, n)
+		ch <- prometheus.MustNewConstMetric(q.long, prometheus.GaugeValue, by[n].longest, n)
+	}
 }
-func (q *QueueMetrics) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
-	return q.unfinished.WithLabelValues(name)
-}
-func (q *QueueMetrics) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
-	return q.longest.WithLabelValues(name)
-}
-func (q *QueueMetrics) NewRetriesMetric(name string) workqueue.CounterMetric {
-	return q.retries.WithLabelValues(name)
-}
+
+// installed are the metrics every queue created from now on counts into (SetQueueMetrics).
+var installed atomic.Pointer[QueueMetrics]
+
+// SetQueueMetrics makes every queue created from now on count into m (once, before any queue
+// is created, as client-go's workqueue.SetProvider; nil: no metrics).
+func SetQueueMetrics(m *QueueMetrics) { installed.Store(m) }
