@@ -741,8 +741,22 @@ func plantCanaries(t *testing.T, ctx context.Context, cp *harness.ControlPlane, 
 	if del != "" {
 		r := d.recs[del]
 		uid := types.UID(del)
-		if _, err := as.del(ctx, r.k, r.Namespace, r.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil {
-			t.Fatalf("canary delete: %v", err)
+		// With both preconditions, as cascade sends every DELETE (the audit check requires it),
+		// at the live version (read again after a conflict).
+		rv := live[del].GetResourceVersion()
+		for attempt := 0; ; attempt++ {
+			_, err := as.del(ctx, r.k, r.Namespace, r.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+			if err == nil {
+				break
+			}
+			if !apierrors.IsConflict(err) || attempt == 4 {
+				t.Fatalf("canary delete: %v", err)
+			}
+			got, gerr := as.res(r.k, r.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
+			if gerr != nil {
+				t.Fatalf("canary delete: %v; reading it again: %v", err, gerr)
+			}
+			rv = got.GetResourceVersion()
 		}
 	}
 	if rem != "" {
