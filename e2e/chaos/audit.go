@@ -74,8 +74,8 @@ type auditResult struct {
 	// driver had already written past before the DELETE was received (refusedByPrecondition),
 	// and the ones never answered that the object outlived (outlived).
 	refusedDeletes int
-	// noPrecondition lists cascade's DELETEs (their body logged) without a UID and
-	// resourceVersion precondition: every one must carry both (outlived relies on it).
+	// noPrecondition lists cascade's DELETEs (their body logged) of the driver's objects without
+	// a UID and resourceVersion precondition: every one must carry both (outlived relies on it).
 	noPrecondition   []string
 	wrongDeletes     []string
 	wrongRefRemovals []string
@@ -341,7 +341,9 @@ func (c *checker) write(e auditEvent) (cascadeWrite, bool) {
 			if opts.PropagationPolicy != nil {
 				w.policy = string(*opts.PropagationPolicy)
 			}
-			if w.uid == "" || w.rv == "" {
+			// Of the objects the driver made (cascade's own, such as a removed fleet member's
+			// orphan record, it deletes by UID alone: not a collection).
+			if w.uid == "" || (w.rv == "" && c.d.recs[w.uid] != nil) {
 				c.res.noPrecondition = append(c.res.noPrecondition, fmt.Sprintf("%s %s/%s at %s: preconditions uid %q resourceVersion %q",
 					k.kind, w.ns, w.name, w.from.Format(time.RFC3339Nano), w.uid, w.rv))
 			}

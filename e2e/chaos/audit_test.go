@@ -600,4 +600,11 @@ func TestAuditUnansweredDeleteOutlived(t *testing.T) {
 	if len(res.noPrecondition) != 1 {
 		t.Errorf("a DELETE with a UID precondition only: %q, want it named", res.noPrecondition)
 	}
+	// cascade's own object (a removed fleet member's orphan record), deleted by UID alone: not a
+	// collection, not named.
+	own := map[string]any{"kind": "DeleteOptions", "preconditions": map[string]any{"uid": "uid-cascade-record"}}
+	res = checkLines(t, d, []string{auditLine(t, at(500), "delete", "secrets", "chaos-a", "cascade-record", 200, own)})
+	if len(res.noPrecondition) != 0 {
+		t.Errorf("cascade's own object deleted by UID: %q, want nothing named", res.noPrecondition)
+	}
 }
