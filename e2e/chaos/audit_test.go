@@ -261,6 +261,13 @@ func TestAuditForegroundFinishedEarly(t *testing.T) {
 		{"dep deleted in the foreground, not finished", []string{del(10200, dep.Name, dep.UID, "Foreground"), finish(10300, fg.Name)}, 1},
 		{"dep deleted in the foreground and finished first", []string{del(10200, dep.Name, dep.UID, "Foreground"), finish(10250, dep.Name), finish(10300, fg.Name)}, 0},
 		{"dep's reference unblocked while fg waited", []string{unblock(10200), finish(10300, fg.Name)}, 0},
+		// make test-chaos, seed 1 (wid-463): cascade's removal of dep's finalizer was received
+		// and never answered (kube-apiserver killed), its body not logged: perhaps applied, so
+		// dep was perhaps gone when fg was finished.
+		{"dep deleted in the foreground, its finish never answered before", []string{del(10200, dep.Name, dep.UID, "Foreground"),
+			auditStage(t, "RequestReceived", "lost", at(10250), "patch", k.gvr.Resource, "chaos-a", dep.Name, 0, nil), finish(10300, fg.Name)}, 0},
+		{"dep deleted in the foreground, a write never answered after fg's finish", []string{del(10200, dep.Name, dep.UID, "Foreground"),
+			finish(10300, fg.Name), auditStage(t, "RequestReceived", "lost", at(10400), "patch", k.gvr.Resource, "chaos-a", dep.Name, 0, nil)}, 1},
 		{"dep's reference unblocked before fg's deletion", []string{unblock(50), finish(10300, fg.Name)}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
