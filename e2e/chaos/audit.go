@@ -491,7 +491,8 @@ func (c *checker) refusedByPrecondition(w cascadeWrite) bool {
 
 // outlived reports whether a DELETE received and never answered, its body unknown (the
 // apiserver died serving it), was not applied: the driver wrote the same object (same UID, not
-// being deleted) with an answer, the write sent after the DELETE was received. The write was
+// being deleted) with an answer, the write (a reference change, or a delete at the version it
+// had just read) sent after the DELETE was received. The write was
 // conditional on the resourceVersion the driver had read, so the DELETE had not been applied
 // when it was; and the DELETE's resourceVersion precondition (cascade's DELETEs all carry one:
 // noPrecondition checks the ones whose body is logged) names a version from before that write,
@@ -507,6 +508,14 @@ func (c *checker) outlived(w cascadeWrite) bool {
 	for _, v := range c.line(w.uid).versions {
 		// Not an unhold: the driver removes its finalizer from an object being deleted too.
 		if v.Op == "refs" && !v.Lost && v.T0.After(w.to) {
+			return true
+		}
+	}
+	// Or deleted by the driver afterwards, with the resourceVersion it had just read (not
+	// being deleted) as its precondition, and answered (make test-chaos, seed 1: cm-181, whose
+	// next write was the driver's delete a minute later).
+	for _, e := range c.line(w.uid).deletes {
+		if e.Op == "delete" && e.RVChecked && e.T0.After(w.to) {
 			return true
 		}
 	}

@@ -577,6 +577,10 @@ func TestAuditUnansweredDeleteOutlived(t *testing.T) {
 		{"nothing written after: judged on the version with no references", nil, true},
 		{"written after, its answer lost: judged", &event{T0: at(9000), T1: at(9500), Op: "refs", UID: dep.UID, Refs: []Ref{refGone}, RV: "7", Lost: true}, true},
 		{"its finalizer removed after: judged", &event{T0: at(9000), T1: at(9010), Op: "unhold", UID: dep.UID, Refs: []Ref{}, RV: "7"}, true},
+		// make test-chaos, seed 1 (cm-181): the driver's next write was its delete, at the
+		// version it had just read.
+		{"deleted by the driver after, at the version it read: not applied", &event{T0: at(9000), T1: at(9010), Op: "delete", UID: dep.UID, Deletion: DeletedBackground, RVChecked: true}, false},
+		{"deleted by the driver after, by UID only: judged", &event{T0: at(9000), T1: at(9010), Op: "delete", UID: dep.UID, Deletion: DeletedForeground}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d.events = slices.Clone(base)

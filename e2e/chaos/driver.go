@@ -48,6 +48,9 @@ type event struct {
 	// Lost: a write whose answer was lost, recorded as the read that settled it (it may or may
 	// not have been applied).
 	Lost bool `json:",omitempty"`
+	// RVChecked: a delete sent with the resourceVersion the driver had just read as its
+	// precondition, and answered: the object was unchanged from that read to the delete.
+	RVChecked bool `json:",omitempty"`
 }
 
 // driver applies random operations and keeps the oracle's view of what it applied.
@@ -503,7 +506,7 @@ func (d *driver) opDelete() string {
 	if !res.gone {
 		r.hold = slices.Contains(res.finalizers, holdFinalizer)
 	}
-	d.note(event{T0: t0, T1: t1, Op: "delete", UID: r.UID, Deletion: r.Deletion, Hold: r.hold})
+	d.note(event{T0: t0, T1: t1, Op: "delete", UID: r.UID, Deletion: r.Deletion, Hold: r.hold, RVChecked: true})
 	return "delete/" + policy
 }
 
