@@ -19,34 +19,32 @@ type progress interface {
 	serving() bool
 }
 
-// tracked holds the queues served now (Queue.Run) with one Metrics, for the liveness check: a
-// queue that stopped is dropped (a fleet's members come and go).
-type tracked struct {
+// tracked holds the queues served now (Queue.Run), for the liveness check (a Metrics' queues)
+// and the unfinished-work gauges (QueueMetrics'): a queue that stopped is dropped (a fleet's
+// members come and go).
+type tracked[T comparable] struct {
 	mu     sync.Mutex
-	queues []progress
+	queues []T
 }
 
-func (t *tracked) add(q progress) {
+func (t *tracked[T]) add(q T) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.queues = append(t.queues, q)
 }
 
-func (t *tracked) remove(q progress) {
+func (t *tracked[T]) remove(q T) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for i, p := range t.queues {
-		if p == q {
-			t.queues = slices.Delete(t.queues, i, i+1) // clears the freed slot: no stopped queue stays referenced
-			return
-		}
+	if i := slices.Index(t.queues, q); i >= 0 {
+		t.queues = slices.Delete(t.queues, i, i+1) // clears the freed slot: no stopped queue stays referenced
 	}
 }
 
-func (t *tracked) all() []progress {
+func (t *tracked[T]) all() []T {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return append([]progress(nil), t.queues...)
+	return slices.Clone(t.queues)
 }
 
 // Liveness tells whether the workers still make progress: a queue whose workers run, with
@@ -59,7 +57,7 @@ func (t *tracked) all() []progress {
 // two checks when it finished an item or had nothing ready. Checks further apart than After
 // start afresh, so a long pause between probes is never taken for a stall.
 type Liveness struct {
-	queues *tracked
+	queues *tracked[progress]
 	after  time.Duration
 	clock  clock.PassiveClock
 

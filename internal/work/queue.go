@@ -49,7 +49,7 @@ type Metrics struct {
 	// Errors counts failed attempts on items (API errors), by queue.
 	Errors *prometheus.CounterVec
 
-	queues *tracked // every queue created with these metrics, for NewLiveness
+	queues *tracked[progress] // every queue created with these metrics, for NewLiveness
 }
 
 // NewMetrics creates the metrics and registers them on reg.
@@ -60,7 +60,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name:      "worker_errors_total",
 			Help:      "Failed attempts on a queue item (API errors), by queue; each is retried with backoff, and each item's first failure is logged.",
 		}, []string{"queue"}),
-		queues: &tracked{},
+		queues: &tracked[progress]{},
 	}
 	reg.MustRegister(m.Errors)
 	return m
@@ -69,7 +69,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // Scoped returns metrics that count into m's series but track queues of their own, for a
 // liveness check of their own (a fleet member's: NewLiveness on m no longer sees its queues).
 func (m *Metrics) Scoped() *Metrics {
-	return &Metrics{Errors: m.Errors, queues: &tracked{}}
+	return &Metrics{Errors: m.Errors, queues: &tracked[progress]{}}
 }
 
 // MaxBackoff caps the per-item backoff of DefaultRateLimiter. client-go's controller default

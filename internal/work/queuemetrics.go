@@ -1,8 +1,6 @@
 package work
 
 import (
-	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,8 +18,7 @@ type QueueMetrics struct {
 	latency, work    *prometheus.HistogramVec
 	unfinished, long *prometheus.Desc
 
-	mu     sync.Mutex
-	served []unfinishedSource // guarded by mu: the queues being served (Queue.Run)
+	served tracked[unfinishedSource] // the queues being served (Queue.Run)
 }
 
 // unfinishedSource is a queue as the unfinished-work gauges read it.
@@ -69,19 +66,8 @@ func (q *QueueMetrics) series(name string) *queueSeries {
 	}
 }
 
-func (q *QueueMetrics) serve(s unfinishedSource) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.served = append(q.served, s)
-}
-
-func (q *QueueMetrics) stopServing(s unfinishedSource) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if i := slices.Index(q.served, s); i >= 0 {
-		q.served = slices.Delete(q.served, i, i+1)
-	}
-}
+func (q *QueueMetrics) serve(s unfinishedSource)       { q.served.add(s) }
+func (q *QueueMetrics) stopServing(s unfinishedSource) { q.served.remove(s) }
 
 // Describe implements prometheus.Collector for the unfinished-work gauges.
 func (q *QueueMetrics) Describe(ch chan<- *prometheus.Desc) {
@@ -92,9 +78,7 @@ func (q *QueueMetrics) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector: per queue name, the seconds of work in progress
 // summed over the queues of that name served now, and the longest of them.
 func (q *QueueMetrics) Collect(ch chan<- prometheus.Metric) {
-	q.mu.Lock()
-	served := slices.Clone(q.served)
-	q.mu.Unlock()
+	served := q.served.all()
 	type sums struct{ total, longest float64 }
 	by := map[string]*sums{}
 	var names []string
