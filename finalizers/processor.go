@@ -96,7 +96,7 @@ type Options struct {
 	// longer of that and --sync-timeout.
 	CatchUpWait time.Duration
 	// Clock is injected for tests.
-	Clock clock.WithTicker
+	Clock clock.WithTickerAndDelayedExecution
 }
 
 // OrphanRecord records an owner deleted with the orphan policy (orphanrecord.Store). An error

@@ -111,7 +111,7 @@ type Options struct {
 	Companion bool
 	// Clock is the clock of time-based policy rules and of the delete queue's delays
 	// (clock.RealClock when nil); tests inject a fake one.
-	Clock clock.WithTicker
+	Clock clock.WithTickerAndDelayedExecution
 	// Features, when set, is told how resources are listed (the feature "list": watch_list,
 	// paged, both when they differ) after every list.
 	Features *features.Set

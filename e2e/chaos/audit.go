@@ -53,8 +53,8 @@ type cascadeWrite struct {
 	newRefs []string
 	isJMP   bool
 	maybe   bool // a DELETE or PATCH answered with a server error: perhaps applied
-	// refused: a DELETE answered with a server error that its resourceVersion precondition
-	// shows could not have been applied (refusedByPrecondition).
+	// refused: a DELETE answered with a server error, or never answered, that could not have
+	// been applied (refusedByPrecondition, outlived).
 	refused bool
 	// unknownBody: a DELETE whose request body was not logged (received and never answered):
 	// its propagation policy is unknown.
@@ -492,9 +492,8 @@ func (c *checker) refusedByPrecondition(w cascadeWrite) bool {
 // outlived reports whether a DELETE received and never answered, its body unknown (the
 // apiserver died serving it), was not applied: the driver wrote the same object (same UID, not
 // being deleted) with an answer, the write (a reference change, or a delete at the version it
-// had just read) sent after the DELETE was received. The write was
-// conditional on the resourceVersion the driver had read, so the DELETE had not been applied
-// when it was; and the DELETE's resourceVersion precondition (cascade's DELETEs all carry one:
+// had just read) sent after the DELETE was received. The write was conditional on the
+// resourceVersion the driver had read, so the DELETE had not been applied when it was; and the DELETE's resourceVersion precondition (cascade's DELETEs all carry one:
 // noPrecondition checks the ones whose body is logged) names a version from before that write,
 // so it could not be applied after it either. Found by make test-chaos, seed 1: dep-199's
 // DELETEs, decided on a version 33 s old while the graph's watch lagged (its owner gone), were

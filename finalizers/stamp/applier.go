@@ -87,7 +87,7 @@ type Options struct {
 	// named as cascade's but not labelled as cascade's, once each time it is found.
 	Events record.EventRecorder
 	// Clock is injected for tests.
-	Clock clock.WithTicker
+	Clock clock.WithTickerAndDelayedExecution
 }
 
 // EventReasonForeignAdmission is the reason of the Warning Event on an admission object named

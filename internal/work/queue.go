@@ -93,8 +93,8 @@ func DefaultRateLimiter[T comparable]() workqueue.TypedRateLimiter[T] {
 type Options[T comparable] struct {
 	// RateLimiter is the per-item backoff of Retry.
 	RateLimiter workqueue.TypedRateLimiter[T]
-	// Clock is injected for tests.
-	Clock clock.WithTicker
+	// Clock is injected for tests (the delayed items' timer runs on it).
+	Clock clock.WithDelayedExecution
 	// Metrics count failures; nil: a set registered nowhere.
 	Metrics *Metrics
 	// Share, when set, is the pool whose slot each item takes while it is processed (a fleet's
@@ -124,13 +124,8 @@ func NewQueue[T comparable](name string, opts Options[T]) *Queue[T] {
 	if opts.RateLimiter == nil {
 		opts.RateLimiter = DefaultRateLimiter[T]()
 	}
-	var clk clock.WithDelayedExecution = clock.RealClock{}
-	if opts.Clock != nil {
-		c, ok := opts.Clock.(clock.WithDelayedExecution)
-		if !ok {
-			panic("work.NewQueue: the clock has no AfterFunc (k8s.io/utils/clock's real and fake clocks have)")
-		}
-		clk = c
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(prometheus.NewRegistry())
@@ -142,7 +137,7 @@ func NewQueue[T comparable](name string, opts Options[T]) *Queue[T] {
 	}
 	q := &Queue[T]{
 		name:    name,
-		q:       newRQueue(clk, opts.RateLimiter, series),
+		q:       newRQueue(opts.Clock, opts.RateLimiter, series),
 		metrics: opts.Metrics,
 		qm:      qm,
 		share:   opts.Share,

@@ -30,12 +30,11 @@ type rqueue[T comparable] struct {
 	// the slice compacted when half of it is spent).
 	ready []T
 	head  int
-	// dirty are the items added and not yet given out (ready, or processed and added again).
-	dirty map[T]struct{}
+	// dirty are the items added and not yet given out (ready, or processed and added again),
+	// with when each was added (for queue_duration_seconds).
+	dirty map[T]time.Time
 	// processing are the items given out and not yet Done, with when each was given out.
 	processing map[T]time.Time
-	// addedAt is when each item in dirty was added, for queue_duration_seconds.
-	addedAt map[T]time.Time
 	// waiting are the items added with a delay, by when they are due; waitingAt indexes them.
 	waiting   delayHeap[T]
 	waitingAt map[T]*delayed[T]
@@ -47,7 +46,7 @@ type rqueue[T comparable] struct {
 func newRQueue[T comparable](clk clock.WithDelayedExecution, limiter workqueue.TypedRateLimiter[T], series *queueSeries) *rqueue[T] {
 	q := &rqueue[T]{
 		clock: clk, limiter: limiter, series: series,
-		dirty: map[T]struct{}{}, processing: map[T]time.Time{}, addedAt: map[T]time.Time{}, waitingAt: map[T]*delayed[T]{},
+		dirty: map[T]time.Time{}, processing: map[T]time.Time{}, waitingAt: map[T]*delayed[T]{},
 	}
 	q.cond.L = &q.mu
 	return q
@@ -68,8 +67,7 @@ func (q *rqueue[T]) addLocked(item T, now time.Time) {
 	if _, ok := q.dirty[item]; ok {
 		return
 	}
-	q.dirty[item] = struct{}{}
-	q.addedAt[item] = now
+	q.dirty[item] = now
 	if q.series != nil {
 		q.series.adds.Inc()
 		q.series.depth.Inc()
@@ -112,9 +110,8 @@ func (q *rqueue[T]) Get() (item T, shutdown bool) {
 	now := q.clock.Now()
 	if q.series != nil {
 		q.series.depth.Dec()
-		q.series.latency.Observe(now.Sub(q.addedAt[item]).Seconds())
+		q.series.latency.Observe(now.Sub(q.dirty[item]).Seconds())
 	}
-	delete(q.addedAt, item)
 	delete(q.dirty, item)
 	q.processing[item] = now
 	return item, false
@@ -163,7 +160,6 @@ func (q *rqueue[T]) ShutDown() {
 	clear(q.ready)
 	q.ready, q.head = nil, 0
 	clear(q.dirty)
-	clear(q.addedAt)
 	q.waiting = nil
 	clear(q.waitingAt)
 	q.cond.Broadcast()

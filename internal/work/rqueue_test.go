@@ -22,6 +22,15 @@ func newTestRQueue(clk *clocktesting.FakeClock, series *queueSeries) *rqueue[str
 
 var realClock = clock.RealClock{}
 
+// wantLen fails the test unless q holds want ready items; format says what is expected, with a
+// %d for what it holds.
+func wantLen(t *testing.T, q *rqueue[string], want int, format string) {
+	t.Helper()
+	if n := q.Len(); n != want {
+		t.Fatalf(format, n)
+	}
+}
+
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // TestRQueueOnceAndNeverTwiceAtOnce: an item added twice is given out once; added again while
@@ -31,36 +40,26 @@ func TestRQueueOnceAndNeverTwiceAtOnce(t *testing.T) {
 	q.Add("a")
 	q.Add("a")
 	q.Add("b")
-	if n := q.Len(); n != 2 {
-		t.Fatalf("Len = %d after adding a twice and b, want 2", n)
-	}
+	wantLen(t, q, 2, "Len = %d after adding a twice and b, want 2")
 	a, _ := q.Get()
 	if a != "a" {
 		t.Fatalf("first item %q, want a (order kept)", a)
 	}
 	q.Add("a") // while processed
-	if n := q.Len(); n != 1 {
-		t.Fatalf("Len = %d with a processed and added again, want 1 (b only)", n)
-	}
+	wantLen(t, q, 1, "Len = %d with a processed and added again, want 1 (b only)")
 	b, _ := q.Get()
 	if b != "b" {
 		t.Fatalf("second item %q, want b", b)
 	}
-	if n := q.Len(); n != 0 {
-		t.Fatalf("Len = %d, want 0: a must not be given out while it is processed", n)
-	}
+	wantLen(t, q, 0, "Len = %d, want 0: a must not be given out while it is processed")
 	q.Done("a")
-	if n := q.Len(); n != 1 {
-		t.Fatalf("Len = %d after a's Done, want 1 (a again)", n)
-	}
+	wantLen(t, q, 1, "Len = %d after a's Done, want 1 (a again)")
 	if again, _ := q.Get(); again != "a" {
 		t.Fatalf("got %q, want a again", again)
 	}
 	q.Done("a")
 	q.Done("b")
-	if n := q.Len(); n != 0 {
-		t.Fatalf("Len = %d at the end, want 0", n)
-	}
+	wantLen(t, q, 0, "Len = %d at the end, want 0")
 }
 
 // TestRQueueAddAfter: a delayed item is ready once the clock reaches its time, not before; an
@@ -80,30 +79,22 @@ func TestRQueueAddAfter(t *testing.T) {
 			synctest.Wait() // the timer's goroutine has run
 		}
 		step(2 * time.Second)
-		if n := q.Len(); n != 0 {
-			t.Fatalf("%d ready at 2 s, want 0", n)
-		}
+		wantLen(t, q, 0, "%d ready at 2 s, want 0")
 		step(time.Second)
-		if n := q.Len(); n != 1 {
-			t.Fatalf("%d ready at 3 s, want 1 (early)", n)
-		}
+		wantLen(t, q, 1, "%d ready at 3 s, want 1 (early)")
 		if got, _ := q.Get(); got != "early" {
 			t.Fatalf("got %q, want early", got)
 		}
 		q.Done("early")
 		step(6 * time.Second)
-		if n := q.Len(); n != 0 {
-			t.Fatalf("%d ready at 9 s, want 0", n)
-		}
+		wantLen(t, q, 0, "%d ready at 9 s, want 0")
 		step(time.Second)
 		if got, _ := q.Get(); got != "late" {
 			t.Fatalf("got %q at 10 s, want late", got)
 		}
 		q.Done("late")
 		step(20 * time.Second)
-		if n := q.Len(); n != 0 {
-			t.Fatalf("%d ready at 30 s, want 0: the later AddAfter of late was to be ignored", n)
-		}
+		wantLen(t, q, 0, "%d ready at 30 s, want 0: the later AddAfter of late was to be ignored")
 		q.AddAfter("x", time.Second)
 		q.Add("x")
 		if got, _ := q.Get(); got != "x" {
@@ -111,9 +102,7 @@ func TestRQueueAddAfter(t *testing.T) {
 		}
 		q.Done("x")
 		step(time.Second)
-		if n := q.Len(); n != 1 {
-			t.Fatalf("%d ready after x's delay, want 1", n)
-		}
+		wantLen(t, q, 1, "%d ready after x's delay, want 1")
 	})
 }
 
@@ -137,9 +126,7 @@ func TestRQueueShutDown(t *testing.T) {
 		q.Add("a")
 		clk.Step(time.Minute)
 		synctest.Wait()
-		if n := q.Len(); n != 0 {
-			t.Fatalf("Len = %d after ShutDown, want 0", n)
-		}
+		wantLen(t, q, 0, "Len = %d after ShutDown, want 0")
 		if _, shutdown := q.Get(); !shutdown {
 			t.Fatal("Get after ShutDown did not say so")
 		}
