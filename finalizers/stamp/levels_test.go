@@ -204,6 +204,8 @@ func TestRunFollowsTheLevel(t *testing.T) {
 		AdmissionLevel: func() string { return level.Load().(string) },
 		Period:         time.Hour, Clock: clk,
 	})
+	// Before Run starts: set after, it could hide the first sync, which may already be done.
+	a.opts.Metrics.AdmissionSynced.Set(-1)
 	done := make(chan error)
 	go func() { done <- a.Run(ctx) }()
 
@@ -221,7 +223,6 @@ func TestRunFollowsTheLevel(t *testing.T) {
 		}
 	}
 	synced := func() float64 { return testutil.ToFloat64(a.opts.Metrics.AdmissionSynced) }
-	a.opts.Metrics.AdmissionSynced.Set(-1)
 	waitFor("the first sync at level none", func() bool { return synced() == 0 })
 	if p1, b1, pb, bb := present(t, kube); p1+b1+pb+bb != "" {
 		t.Fatalf("objects written at level none: %q %q %q %q", p1, b1, pb, bb)
