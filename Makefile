@@ -378,8 +378,11 @@ run-fleet: build tools ## @HELP fleet mode locally: one etcd, a host and MEMBERS
 # API servers); test-versions joins them (its tools-versions waits on the background build's
 # locks and finds the rest built). TOOLS_VERSIONS_BG=0: no background build (.ci/run starts its
 # own before make verify). Every step runs even when one before it failed; the target fails at
-# the end, naming the failed steps.
+# the end, naming the failed steps. CHAOS_BESIDE_E2E=1: TestChaos (whose driver and faults
+# mostly wait) starts with the e2e step and runs beside its shards; the test-chaos step then runs
+# the rest of the chaos suite, waits for TestChaos and prints its log (bin/chaos-logs/main.log).
 TOOLS_VERSIONS_BG ?= 1
+CHAOS_BESIDE_E2E ?= 1
 TEST_STEPS := test-unit test-rules tools e2e test-versions test-chaos
 # make test's version matrix leaves out KUBE_VERSION: make e2e has just run the whole suite, the
 # matrix's subset included, on that version's kube-apiserver and etcd (the same cached
@@ -393,11 +396,20 @@ test: ## @HELP every test, as CI runs them: unit tests with -race, the alert rul
 	  echo "building the version matrix's kube-apiserver and etcd in the background at nice 19 (log: bin/tools-versions-bg.log)"; \
 	  nice -n 19 .ci/timed "tools-versions (background, nice 19)" $(MAKE) --no-print-directory tools-versions > $(BIN)/tools-versions-bg.log 2>&1 & bg=$$!; \
 	fi; \
+	chaos=; \
 	for step in $(TEST_STEPS); do \
 	  target=$$step; versions="$(KUBE_VERSIONS)"; \
 	  if [ $$step = tools ]; then target="build tools helm prometheus-operator-crds"; fi; \
 	  if [ $$step = test-versions ]; then versions="$(TEST_VERSIONS)"; fi; \
+	  if [ $$step = e2e ] && [ "$(CHAOS_BESIDE_E2E)" = 1 ]; then \
+	    mkdir -p $(CHAOS_LOGS); echo "starting TestChaos beside the e2e suite (log: $(CHAOS_LOGS)/main.log, printed in the test-chaos step)"; \
+	    env $(TEST_CHAOS_ENV) .ci/timed "TestChaos (test-chaos CHAOS_PART=main, beside make e2e)" $(GO) test -tags e2e -count=1 -v -timeout 20m -run '^TestChaos$$' ./e2e/chaos/ > $(CHAOS_LOGS)/main.log 2>&1 & chaos=$$!; \
+	  fi; \
+	  if [ $$step = test-chaos ] && [ -n "$$chaos" ]; then target="test-chaos CHAOS_PART=rest"; fi; \
 	  KUBE_VERSIONS="$$versions" .ci/timed "make $$step" $(MAKE) --no-print-directory $$target || failed="$$failed $$step"; \
+	  if [ $$step = test-chaos ] && [ -n "$$chaos" ]; then \
+	    wait $$chaos || failed="$$failed test-chaos(TestChaos)"; cat $(CHAOS_LOGS)/main.log; \
+	  fi; \
 	done; \
 	if [ -n "$${bg:-}" ]; then wait $$bg || true; echo "--- the background build of the version matrix's tools:"; cat $(BIN)/tools-versions-bg.log; fi; \
 	if [ -n "$$failed" ]; then echo "make test failed in:$$failed" >&2; exit 1; fi
@@ -480,11 +492,18 @@ test-chaos-checks: build tools ## @HELP the chaos suite's deterministic e2e test
 # a warm CI run), beside the rest (TestChaosFleet, TestBadInput, ..., which keep the cores busy).
 # CHAOS_SHARDS=1 runs them in one process, one after another as go test orders them.
 CHAOS_SHARDS ?= 2
+CHAOS_PART ?= all
 CHAOS_LOGS := $(BIN)/chaos-logs
 TEST_CHAOS_ENV := CHAOS_SEED=1 CHAOS_OPS=3000 CHAOS_DURATION= CHAOS_FAULT_EVERY=60 CHAOS_OBJECTS=250 CHAOS_CONVERGE_TIMEOUT=3m CHAOS_FLEET_ROUNDS=1 \
 	  CASCADE_BINARY=$(BIN)/cascade
-test-chaos: build tools ## @HELP the chaos suite's reduced fixed-seed form (seed 1, 3,000 operations; over a fleet, every fault type once) and its deterministic tests
-	@if [ "$(CHAOS_SHARDS)" -le 1 ]; then \
+test-chaos: build tools ## @HELP the chaos suite's reduced fixed-seed form (seed 1, 3,000 operations; over a fleet, every fault type once) and its deterministic tests (CHAOS_PART=main: TestChaos alone; rest: the others)
+	@if [ "$(CHAOS_PART)" = main ]; then \
+	  $(TEST_CHAOS_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m -run '^TestChaos$$' ./e2e/chaos/; exit $$?; \
+	fi; \
+	if [ "$(CHAOS_PART)" = rest ]; then \
+	  $(TEST_CHAOS_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m -skip '^TestChaos$$' ./e2e/chaos/; exit $$?; \
+	fi; \
+	if [ "$(CHAOS_SHARDS)" -le 1 ]; then \
 	  $(TEST_CHAOS_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m ./e2e/chaos/; exit $$?; \
 	fi; \
 	mkdir -p $(CHAOS_LOGS); \
