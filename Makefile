@@ -380,9 +380,12 @@ run-fleet: build tools ## @HELP fleet mode locally: one etcd, a host and MEMBERS
 # own before make verify). Every step runs even when one before it failed; the target fails at
 # the end, naming the failed steps. CHAOS_BESIDE_E2E=1: TestChaos (whose driver and faults
 # mostly wait) starts with the e2e step and runs beside its shards; the test-chaos step then runs
-# the rest of the chaos suite, waits for TestChaos and prints its log (bin/chaos-logs/main.log).
+# the rest of the chaos suite, and TestChaos's log (bin/chaos-logs/main.log) is printed once it
+# ended, after the last step.
+# auto (the default): only when the version matrix's tools are built (a warm run); in a cold run
+# the background build takes the CPU the e2e suite leaves idle, as before. 0: never.
 TOOLS_VERSIONS_BG ?= 1
-CHAOS_BESIDE_E2E ?= 1
+CHAOS_BESIDE_E2E ?= auto
 TEST_STEPS := test-unit test-rules tools e2e test-versions test-chaos
 # make test's version matrix leaves out KUBE_VERSION: make e2e has just run the whole suite, the
 # matrix's subset included, on that version's kube-apiserver and etcd (the same cached
@@ -401,16 +404,25 @@ test: ## @HELP every test, as CI runs them: unit tests with -race, the alert rul
 	  target=$$step; versions="$(KUBE_VERSIONS)"; \
 	  if [ $$step = tools ]; then target="build tools helm prometheus-operator-crds"; fi; \
 	  if [ $$step = test-versions ]; then versions="$(TEST_VERSIONS)"; fi; \
-	  if [ $$step = e2e ] && [ "$(CHAOS_BESIDE_E2E)" = 1 ]; then \
-	    mkdir -p $(CHAOS_LOGS); echo "starting TestChaos beside the e2e suite (log: $(CHAOS_LOGS)/main.log, printed in the test-chaos step)"; \
-	    env $(TEST_CHAOS_ENV) .ci/timed "TestChaos (test-chaos CHAOS_PART=main, beside make e2e)" $(GO) test -tags e2e -count=1 -v -timeout 20m -run '^TestChaos$$' ./e2e/chaos/ > $(CHAOS_LOGS)/main.log 2>&1 & chaos=$$!; \
+	  if [ $$step = e2e ]; then \
+	    beside="$(CHAOS_BESIDE_E2E)"; \
+	    if [ "$$beside" = auto ]; then \
+	      beside=1; for v in $(TEST_VERSIONS); do $(VERSION_VARS) \
+	        [ -x $(VERSIONS_CACHE)/$$key/kube-apiserver ] && [ -x $(VERSIONS_CACHE)/$$etcdkey/etcd ] || beside=0; \
+	      done; \
+	      [ $$beside = 1 ] || echo "TestChaos waits for the test-chaos step: the version matrix's tools are still being built, in the CPU the e2e suite leaves idle"; \
+	    fi; \
+	    if [ "$$beside" = 1 ]; then \
+	      mkdir -p $(CHAOS_LOGS); echo "starting TestChaos beside the e2e suite (log: $(CHAOS_LOGS)/main.log, printed after the last step)"; \
+	      env $(TEST_CHAOS_ENV) .ci/timed "TestChaos (test-chaos CHAOS_PART=main, beside make e2e)" $(GO) test -tags e2e -count=1 -v -timeout 20m -run '^TestChaos$$' ./e2e/chaos/ > $(CHAOS_LOGS)/main.log 2>&1 & chaos=$$!; \
+	    fi; \
 	  fi; \
 	  if [ $$step = test-chaos ] && [ -n "$$chaos" ]; then target="test-chaos CHAOS_PART=rest"; fi; \
 	  KUBE_VERSIONS="$$versions" .ci/timed "make $$step" $(MAKE) --no-print-directory $$target || failed="$$failed $$step"; \
-	  if [ $$step = test-chaos ] && [ -n "$$chaos" ]; then \
-	    wait $$chaos || failed="$$failed test-chaos(TestChaos)"; cat $(CHAOS_LOGS)/main.log; \
-	  fi; \
 	done; \
+	if [ -n "$$chaos" ]; then \
+	  wait $$chaos || failed="$$failed test-chaos(TestChaos)"; echo "--- TestChaos, beside the e2e suite:"; cat $(CHAOS_LOGS)/main.log; \
+	fi; \
 	if [ -n "$${bg:-}" ]; then wait $$bg || true; echo "--- the background build of the version matrix's tools:"; cat $(BIN)/tools-versions-bg.log; fi; \
 	if [ -n "$$failed" ]; then echo "make test failed in:$$failed" >&2; exit 1; fi
 
