@@ -414,7 +414,7 @@ test: ## @HELP every test, as CI runs them: unit tests with -race, the alert rul
 	    fi; \
 	    if [ "$$beside" = 1 ]; then \
 	      mkdir -p $(CHAOS_LOGS); echo "starting TestChaos beside the e2e suite (log: $(CHAOS_LOGS)/main.log, printed after the last step)"; \
-	      env $(TEST_CHAOS_ENV) .ci/timed "TestChaos (test-chaos CHAOS_PART=main, beside make e2e)" $(GO) test -tags e2e -count=1 -v -timeout 20m -run '^TestChaos$$' ./e2e/chaos/ > $(CHAOS_LOGS)/main.log 2>&1 & chaos=$$!; \
+	      .ci/timed "TestChaos (test-chaos CHAOS_PART=main, beside make e2e)" $(CHAOS_MAIN) > $(CHAOS_LOGS)/main.log 2>&1 & chaos=$$!; \
 	    fi; \
 	  fi; \
 	  if [ $$step = test-chaos ] && [ -n "$$chaos" ]; then target="test-chaos CHAOS_PART=rest"; fi; \
@@ -508,12 +508,15 @@ CHAOS_PART ?= all
 CHAOS_LOGS := $(BIN)/chaos-logs
 TEST_CHAOS_ENV := CHAOS_SEED=1 CHAOS_OPS=3000 CHAOS_DURATION= CHAOS_FAULT_EVERY=60 CHAOS_OBJECTS=250 CHAOS_CONVERGE_TIMEOUT=3m CHAOS_FLEET_ROUNDS=1 \
 	  CASCADE_BINARY=$(BIN)/cascade
+# The two halves: TestChaos, and the rest of the suite.
+CHAOS_MAIN = env $(TEST_CHAOS_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m -run '^TestChaos$$' ./e2e/chaos/
+CHAOS_REST = env $(TEST_CHAOS_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m -skip '^TestChaos$$' ./e2e/chaos/
 test-chaos: build tools ## @HELP the chaos suite's reduced fixed-seed form (seed 1, 3,000 operations; over a fleet, every fault type once) and its deterministic tests (CHAOS_PART=main: TestChaos alone; rest: the others)
 	@if [ "$(CHAOS_PART)" = main ]; then \
-	  $(TEST_CHAOS_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m -run '^TestChaos$$' ./e2e/chaos/; exit $$?; \
+	  $(CHAOS_MAIN); exit $$?; \
 	fi; \
 	if [ "$(CHAOS_PART)" = rest ]; then \
-	  $(TEST_CHAOS_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m -skip '^TestChaos$$' ./e2e/chaos/; exit $$?; \
+	  $(CHAOS_REST); exit $$?; \
 	fi; \
 	if [ "$(CHAOS_SHARDS)" -le 1 ]; then \
 	  $(TEST_CHAOS_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m ./e2e/chaos/; exit $$?; \
@@ -521,8 +524,8 @@ test-chaos: build tools ## @HELP the chaos suite's reduced fixed-seed form (seed
 	mkdir -p $(CHAOS_LOGS); \
 	$(GO) test -tags e2e -c -o /dev/null ./e2e/chaos/ || exit 1; \
 	echo "=== test-chaos: TestChaos beside the rest of the suite (logs: $(CHAOS_LOGS))"; \
-	( $(TEST_CHAOS_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m -run '^TestChaos$$' ./e2e/chaos/ ) > $(CHAOS_LOGS)/chaos.log 2>&1 & a=$$!; \
-	( $(TEST_CHAOS_ENV) $(GO) test -tags e2e -count=1 -v -timeout 20m -skip '^TestChaos$$' ./e2e/chaos/ ) > $(CHAOS_LOGS)/rest.log 2>&1 & b=$$!; \
+	( $(CHAOS_MAIN) ) > $(CHAOS_LOGS)/chaos.log 2>&1 & a=$$!; \
+	( $(CHAOS_REST) ) > $(CHAOS_LOGS)/rest.log 2>&1 & b=$$!; \
 	failed=; \
 	wait $$b || failed="$$failed rest"; echo "=== test-chaos: the rest of the suite:"; cat $(CHAOS_LOGS)/rest.log; \
 	wait $$a || failed="$$failed TestChaos"; echo "=== test-chaos: TestChaos:"; cat $(CHAOS_LOGS)/chaos.log; \
