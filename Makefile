@@ -378,12 +378,12 @@ run-fleet: build tools ## @HELP fleet mode locally: one etcd, a host and MEMBERS
 # API servers); test-versions joins them (its tools-versions waits on the background build's
 # locks and finds the rest built). TOOLS_VERSIONS_BG=0: no background build (.ci/run starts its
 # own before make verify). Every step runs even when one before it failed; the target fails at
-# the end, naming the failed steps. CHAOS_BESIDE_E2E=1: TestChaos (whose driver and faults
-# mostly wait) starts with the e2e step and runs beside its shards; the test-chaos step then runs
-# the rest of the chaos suite, and TestChaos's log (bin/chaos-logs/main.log) is printed once it
-# ended, after the last step.
-# auto (the default): only when the version matrix's tools are built (a warm run); in a cold run
-# the background build takes the CPU the e2e suite leaves idle, as before. 0: never.
+# the end, naming the failed steps.
+# CHAOS_BESIDE_E2E: whether TestChaos (whose driver and faults mostly wait) starts with the e2e
+# step and runs beside its shards, the test-chaos step then running the rest of the chaos suite
+# and TestChaos's log (bin/chaos-logs/main.log) printed after the last step. 1: always; 0: never;
+# auto (the default): when the version matrix's tools are built (a warm run), since in a cold run
+# the background build needs the CPU the e2e suite leaves idle.
 TOOLS_VERSIONS_BG ?= 1
 CHAOS_BESIDE_E2E ?= auto
 TEST_STEPS := test-unit test-rules tools e2e test-versions test-chaos
