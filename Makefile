@@ -386,6 +386,8 @@ run-fleet: build tools ## @HELP fleet mode locally: one etcd, a host and MEMBERS
 # the background build needs the CPU the e2e suite leaves idle.
 TOOLS_VERSIONS_BG ?= 1
 CHAOS_BESIDE_E2E ?= auto
+# make -n runs test's recipe (it calls $(MAKE)): the background TestChaos is then printed, not run.
+MAKE_DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
 TEST_STEPS := test-unit test-rules tools e2e test-versions test-chaos
 # make test's version matrix leaves out KUBE_VERSION: make e2e has just run the whole suite, the
 # matrix's subset included, on that version's kube-apiserver and etcd (the same cached
@@ -412,7 +414,9 @@ test: ## @HELP every test, as CI runs them: unit tests with -race, the alert rul
 	      done; \
 	      [ $$beside = 1 ] || echo "TestChaos waits for the test-chaos step: the version matrix's tools are still being built, in the CPU the e2e suite leaves idle"; \
 	    fi; \
-	    if [ "$$beside" = 1 ]; then \
+	    if [ "$$beside" = 1 ] && [ -n "$(MAKE_DRY_RUN)" ]; then \
+	      echo '.ci/timed "TestChaos (test-chaos CHAOS_PART=main, beside make e2e)" $(CHAOS_MAIN) &'; \
+	    elif [ "$$beside" = 1 ]; then \
 	      mkdir -p $(CHAOS_LOGS); echo "starting TestChaos beside the e2e suite (log: $(CHAOS_LOGS)/main.log, printed after the last step)"; \
 	      .ci/timed "TestChaos (test-chaos CHAOS_PART=main, beside make e2e)" $(CHAOS_MAIN) > $(CHAOS_LOGS)/main.log 2>&1 & chaos=$$!; \
 	    fi; \
